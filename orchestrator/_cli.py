@@ -1,0 +1,64 @@
+"""The ``skillog`` command: a thin dispatcher over the packages' own command modules.
+
+Each subcommand lives next to the library it drives and is imported only when used,
+so ``skillog --help`` stays fast and the layers stay independent. A command module
+provides ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Exit codes: 0 success; 1 a check ran and failed (verify, validate, replay); 2 the input
+could not be used (bad database, file or argument); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from eventlog import SkillogError
+
+# name -> (module, one-line help). Modules are imported lazily.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("orchestrator._cli_demo", "run a complete scripted session on the bundled example skills"),
+    "run": ("orchestrator._cli_run", "run a real session against a model provider"),
+    "sessions": ("orchestrator._cli_sessions", "list the sessions in a database with their status"),
+    "resume": ("orchestrator._cli_resume", "resume a session from its log"),
+    "skills": ("orchestrator.skills._cli", "list, validate, install and materialize skills"),
+    "log": ("eventlog._cli", "inspect, verify, checkpoint, export and import the event log"),
+    "replay": ("replay._cli", "replay a session from its log and prove every prompt"),
+    "otel": ("otel._cli", "export traces and metrics of recorded sessions over OTLP"),
+}
+
+
+def _parser(command: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skillog",
+        description="An event-sourced, replayable runtime for Agent Skills.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            importlib.import_module(module).add_arguments(cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``skillog`` console script; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    args = _parser(command if command in COMMANDS else None).parse_args(args_list)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    try:
+        code: int = module.run(args)
+    except SkillogError as e:
+        print(f"skillog {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"skillog {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
