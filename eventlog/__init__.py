@@ -1,5 +1,74 @@
-"""A generic, hash-chained, durable event log. Knows nothing about skills."""
+"""A generic, hash-chained, durable event log. Knows nothing about skills.
 
+See docs/architecture.md (the contract) and docs/log-format.md (the public format).
+"""
+
+from ._codec import Codec as Codec
+from ._codec import split_type as split_type
+from ._errors import BlobNotFoundError as BlobNotFoundError
+from ._errors import CheckpointError as CheckpointError
+from ._errors import CodecError as CodecError
+from ._errors import ConcurrencyError as ConcurrencyError
+from ._errors import DatabaseFormatError as DatabaseFormatError
+from ._errors import DatabaseFullError as DatabaseFullError
+from ._errors import DatabaseLockedError as DatabaseLockedError
+from ._errors import EventLogError as EventLogError
+from ._errors import ImportFormatError as ImportFormatError
+from ._errors import InvalidEventError as InvalidEventError
+from ._errors import ReadOnlyDatabaseError as ReadOnlyDatabaseError
 from ._errors import SkillogError as SkillogError
+from ._errors import SnapshotMismatchError as SnapshotMismatchError
+from ._errors import StoreError as StoreError
+from ._errors import UnknownEventTypeError as UnknownEventTypeError
+from ._fold import Folded as Folded
+from ._fold import SnapshotPolicy as SnapshotPolicy
+from ._fold import fold as fold
+from ._fold import fold_stream as fold_stream
+from ._hashchain import GENESIS_HASH as GENESIS_HASH
+from ._hashchain import blob_digest as blob_digest
+from ._hashchain import event_hash as event_hash
+from ._hashchain import link_preimage as link_preimage
+from ._memory import MemoryStore as MemoryStore
+from ._snapshot import Snapshot as Snapshot
+from ._snapshot import SnapshotStore as SnapshotStore
+from ._types import Event as Event
+from ._types import EventStore as EventStore
+from ._types import Head as Head
+from ._types import NewEvent as NewEvent
+from ._types import StreamInfo as StreamInfo
 
-__all__ = ["SkillogError"]
+__all__ = [
+    "GENESIS_HASH",
+    "BlobNotFoundError",
+    "CheckpointError",
+    "Codec",
+    "CodecError",
+    "ConcurrencyError",
+    "DatabaseFormatError",
+    "DatabaseFullError",
+    "DatabaseLockedError",
+    "Event",
+    "EventLogError",
+    "EventStore",
+    "Folded",
+    "Head",
+    "ImportFormatError",
+    "InvalidEventError",
+    "MemoryStore",
+    "NewEvent",
+    "ReadOnlyDatabaseError",
+    "SkillogError",
+    "Snapshot",
+    "SnapshotMismatchError",
+    "SnapshotPolicy",
+    "SnapshotStore",
+    "StoreError",
+    "StreamInfo",
+    "UnknownEventTypeError",
+    "blob_digest",
+    "event_hash",
+    "fold",
+    "fold_stream",
+    "link_preimage",
+    "split_type",
+]

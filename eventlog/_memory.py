@@ -1,0 +1,149 @@
+"""An in-memory event store with the same contract as the SQLite store (for tests)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import trio
+
+from ._errors import BlobNotFoundError, ConcurrencyError
+from ._hashchain import (
+    GENESIS_HASH,
+    blob_digest,
+    build_events,
+    check_blobs,
+    check_int,
+    check_name,
+    check_new_events,
+)
+from ._snapshot import Snapshot
+from ._types import Event, Head, NewEvent, StreamInfo
+
+
+class MemoryStore:
+    """Keeps everything in process memory; nothing survives the process.
+
+    Same contract as the SQLite store: atomic optimistic appends, hash chains, global
+    positions starting at 1, blobs, snapshots and ``follow``. Must be used from one trio
+    run (it is not thread-safe).
+    """
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []  # in position order; position = index + 1
+        self._streams: dict[str, list[Event]] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._snapshots: dict[tuple[str, str], Snapshot] = {}
+        self._appended = trio.Event()
+
+    async def append(
+        self,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int,
+        blobs: Sequence[bytes] = (),
+    ) -> tuple[Event, ...]:
+        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`)."""
+        check_new_events(stream, events, expected_seq)
+        check_blobs(blobs)
+        await trio.lowlevel.checkpoint()
+        chain = self._streams.get(stream, [])
+        if expected_seq != len(chain):
+            raise ConcurrencyError(stream, expected_seq, len(chain))
+        prev = chain[-1].hash if chain else GENESIS_HASH
+        new = build_events(stream, prev, expected_seq, len(self._events) + 1, events)
+        for data in blobs:
+            self._blobs.setdefault(blob_digest(data), data)
+        self._streams.setdefault(stream, []).extend(new)
+        self._events.extend(new)
+        self._appended.set()
+        self._appended = trio.Event()
+        return tuple(new)
+
+    async def head(self, stream: str) -> Head | None:
+        """The last event's seq and hash, or None for a stream with no events."""
+        await trio.lowlevel.checkpoint()
+        chain = self._streams.get(stream)
+        return Head(seq=chain[-1].seq, hash=chain[-1].hash) if chain else None
+
+    async def read(
+        self, stream: str, *, from_seq: int = 0, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Events of ``stream`` with ``from_seq <= seq < to_seq``, in seq order."""
+        check_int("from_seq", from_seq)
+        if to_seq is not None:
+            check_int("to_seq", to_seq)
+        chain = self._streams.get(stream, [])
+        seq = from_seq
+        while seq < len(chain) and (to_seq is None or seq < to_seq):
+            yield chain[seq]
+            seq += 1
+            if seq % 1024 == 0:
+                await trio.lowlevel.checkpoint()
+
+    async def read_all(self, *, from_position: int = 0) -> AsyncIterator[Event]:
+        """Every event with ``position >= from_position``, in position order."""
+        check_int("from_position", from_position)
+        i = max(from_position - 1, 0)
+        while i < len(self._events):
+            yield self._events[i]
+            i += 1
+            if i % 1024 == 0:
+                await trio.lowlevel.checkpoint()
+
+    async def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]:
+        """Like :meth:`read_all`, then waits for and yields new events until cancelled."""
+        check_int("from_position", from_position)
+        i = max(from_position - 1, 0)
+        while True:
+            appended = self._appended
+            while i < len(self._events):
+                yield self._events[i]
+                i += 1
+            await appended.wait()
+
+    async def streams(self) -> list[StreamInfo]:
+        """One summary per stream, ordered by stream id."""
+        await trio.lowlevel.checkpoint()
+        return [
+            StreamInfo(
+                stream=name,
+                length=len(chain),
+                head_hash=chain[-1].hash,
+                first_recorded_at=chain[0].recorded_at,
+                last_recorded_at=chain[-1].recorded_at,
+            )
+            for name, chain in sorted(self._streams.items())
+        ]
+
+    async def put_blob(self, data: bytes) -> str:
+        """Store ``data`` once under its sha256 and return the digest."""
+        check_blobs([data])
+        await trio.lowlevel.checkpoint()
+        digest = blob_digest(data)
+        self._blobs.setdefault(digest, data)
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes:
+        """The bytes stored under ``digest``; :class:`BlobNotFoundError` if absent."""
+        await trio.lowlevel.checkpoint()
+        try:
+            return self._blobs[digest]
+        except (KeyError, TypeError):
+            raise BlobNotFoundError(str(digest)) from None
+
+    async def has_blob(self, digest: str) -> bool:
+        """Whether a blob with this digest is stored."""
+        await trio.lowlevel.checkpoint()
+        return isinstance(digest, str) and digest in self._blobs
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot``, replacing the previous one of its stream and name."""
+        check_name("snapshot name", snapshot.name)
+        await trio.lowlevel.checkpoint()
+        self._snapshots[(snapshot.stream, snapshot.name)] = snapshot
+
+    async def load_snapshot(self, stream: str, name: str) -> Snapshot | None:
+        """The stored snapshot of ``stream`` named ``name``, if any."""
+        await trio.lowlevel.checkpoint()
+        return self._snapshots.get((stream, name))

@@ -1,0 +1,95 @@
+"""The event envelope, the store contract and the small value types around it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+
+class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event about to be appended: the store assigns seq, position and the hashes.
+
+    ``type`` is the tag (``"skill.activated"``, or ``"skill.activated@2"`` for schema
+    version 2); ``body`` the canonical bytes (see :class:`Codec`); ``recorded_at``
+    integer nanoseconds since the epoch, read once from the caller's clock.
+    """
+
+    type: str
+    body: bytes
+    recorded_at: int
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """A committed event: the envelope as stored and hashed.
+
+    ``seq`` counts from 0 within ``stream``; ``position`` orders all events of one
+    database (strictly increasing in commit order, not necessarily contiguous).
+    ``hash`` is the lowercase hex sha256 of the link (see docs/log-format.md) and
+    ``prev_hash`` the previous event's hash, or :data:`GENESIS_HASH` for seq 0.
+    """
+
+    stream: str
+    seq: int
+    position: int
+    type: str
+    recorded_at: int
+    body: bytes
+    prev_hash: str
+    hash: str
+
+
+class Head(msgspec.Struct, frozen=True, kw_only=True):
+    """The last event of a stream: its seq and hash."""
+
+    seq: int
+    hash: str
+
+
+class StreamInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A summary of one stream: its length, head hash and first/last recording times."""
+
+    stream: str
+    length: int
+    head_hash: str
+    first_recorded_at: int
+    last_recorded_at: int
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """The contract every store implements (MemoryStore, the SQLite store).
+
+    ``append`` is atomic and optimistic: ``expected_seq`` is the seq the first new event
+    gets (the stream's current length); a mismatch raises :class:`ConcurrencyError` and
+    writes nothing. It returns only after the events and blobs are committed (durable as
+    the store promises). Reads stream in order without loading a whole stream.
+    """
+
+    async def append(
+        self,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int,
+        blobs: Sequence[bytes] = (),
+    ) -> tuple[Event, ...]: ...
+
+    async def head(self, stream: str) -> Head | None: ...
+
+    def read(
+        self, stream: str, *, from_seq: int = 0, to_seq: int | None = None
+    ) -> AsyncIterator[Event]: ...
+
+    def read_all(self, *, from_position: int = 0) -> AsyncIterator[Event]: ...
+
+    def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]: ...
+
+    async def streams(self) -> list[StreamInfo]: ...
+
+    async def put_blob(self, data: bytes) -> str: ...
+
+    async def get_blob(self, digest: str) -> bytes: ...
+
+    async def has_blob(self, digest: str) -> bool: ...
