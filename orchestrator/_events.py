@@ -1,0 +1,281 @@
+"""The event catalog of a session: every step the runtime takes, as frozen structs.
+
+A session is one stream in the log; these are its event bodies. Fields are only ever
+added (with defaults), never changed; a change of meaning is a new ``schema_version``
+with an upcaster in :data:`CODEC`. The catalog is documented in docs/events.md.
+
+Conversation facts (user text, model responses, tool results as the model saw them)
+are inline; large or repeated content (skill files, resources read, script output,
+rendered requests) lives in the blob store and events carry its sha256 digest.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+
+from eventlog import Codec
+
+from ._model import ModelResponse
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every session event body."""
+
+    event_type: ClassVar[str]
+
+
+class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The policy a session runs under, recorded when it starts.
+
+    ``approve`` lists the trust tiers whose scripts need an approval; ``network`` the
+    tiers whose scripts may use the network (never third-party, whatever is asked).
+    """
+
+    approve: tuple[str, ...] = ("user", "third-party")
+    network: tuple[str, ...] = ()
+    sandbox: Literal["required", "preferred", "off"] = "required"
+    script_timeout_ms: int = 30_000
+    output_cap_bytes: int = 1 << 20
+    read_max_bytes: int = 256 * 1024
+    approve_host_tools: tuple[str, ...] = ()
+
+
+class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A skill as the session's catalog shows it (tier 1 of progressive disclosure)."""
+
+    name: str
+    description: str
+    hash: str
+    tier: str
+    source: str
+    location: str | None = None
+
+
+class FileEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One file of a skill snapshot: relative POSIX path, executable bit, blob digest."""
+
+    path: str
+    executable: bool
+    sha256: str
+
+
+class SessionStarted(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "session.started"
+    agent: str
+    provider: str
+    model: str
+    max_tokens: int
+    max_turns: int
+    max_active_skills: int
+    file_access: bool
+    policy: PolicyConfig
+    host_tools: tuple[str, ...] = ()
+    version: str = ""
+
+
+class SessionForked(Event, frozen=True, kw_only=True):
+    """The first event of a session forked from another one's log."""
+
+    event_type: ClassVar[str] = "session.forked"
+    from_session: str
+    at_seq: int
+    at_hash: str
+
+
+class CatalogSnapshot(Event, frozen=True, kw_only=True):
+    """The skills the session can see, and the ones hidden from it with the reason."""
+
+    event_type: ClassVar[str] = "catalog.snapshot"
+    skills: tuple[SkillInfo, ...]
+    hidden: tuple[tuple[str, str], ...] = ()
+
+
+class UserMessage(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "message.user"
+    text: str
+
+
+class PromptRendered(Event, frozen=True, kw_only=True):
+    """A model request was composed. ``request_hash`` is the sha256 of its canonical
+    bytes; those bytes are the blobs of ``message_digests`` (all messages so far, in
+    order, the new ones listed here) followed by the ``tail_digest`` blob."""
+
+    event_type: ClassVar[str] = "prompt.rendered"
+    turn: int
+    request_hash: str
+    message_count: int
+    new_message_digests: tuple[str, ...]
+    tail_digest: str
+
+
+class ModelResponded(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "model.responded"
+    turn: int
+    response: ModelResponse
+    duration_ms: int
+
+
+class ModelFailed(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "model.failed"
+    turn: int
+    kind: str
+    message: str
+    attempt: int
+    will_retry: bool
+    retry_after_ms: int | None = None
+    duration_ms: int = 0
+
+
+class ToolCalled(Event, frozen=True, kw_only=True):
+    """The runtime took up a tool call; ``skills`` is the active skill context."""
+
+    event_type: ClassVar[str] = "tool.called"
+    turn: int
+    call_id: str
+    tool: str
+    arguments: str
+    skills: tuple[str, ...]
+
+
+class ToolCompleted(Event, frozen=True, kw_only=True):
+    """The result the model will read for a call (errors included)."""
+
+    event_type: ClassVar[str] = "tool.completed"
+    call_id: str
+    tool: str
+    is_error: bool
+    content: str
+    duration_ms: int
+    error_type: str | None = None
+
+
+class PolicyDenied(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "policy.denied"
+    call_id: str
+    tool: str
+    rule: str
+    reason: str
+    skill: str | None = None
+
+
+class ApprovalRequested(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "approval.requested"
+    call_id: str
+    tool: str
+    action: str
+    skill: str | None = None
+    tier: str | None = None
+
+
+class ApprovalResolved(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "approval.resolved"
+    call_id: str
+    approved: bool
+    decided_by: str
+
+
+ActivationTrigger = Literal["tool", "user", "file-read"]
+
+
+class SkillActivated(Event, frozen=True, kw_only=True):
+    """A skill's instructions enter the context. ``body_digest`` is the blob of the
+    SKILL.md body; ``files`` the snapshot of every file, each in the blob store."""
+
+    event_type: ClassVar[str] = "skill.activated"
+    name: str
+    hash: str
+    tier: str
+    source: str
+    mode: Literal["replace", "add"]
+    trigger: ActivationTrigger
+    body_digest: str
+    files: tuple[FileEntry, ...]
+    allowed_tools: str | None = None
+    call_id: str | None = None
+
+
+class SkillDeactivated(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "skill.deactivated"
+    name: str
+    hash: str
+    reason: Literal["unload", "replace"]
+    call_id: str | None = None
+
+
+class SkillActivationFailed(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "skill.activation_failed"
+    name: str
+    reason: str
+    call_id: str | None = None
+
+
+class ResourceRead(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "resource.read"
+    call_id: str
+    skill: str
+    path: str
+    size: int
+    digest: str
+
+
+class ScriptExecuted(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "script.executed"
+    call_id: str
+    skill: str
+    path: str
+    args: tuple[str, ...]
+    exit_code: int | None
+    duration_ms: int
+    stdout_digest: str
+    stderr_digest: str
+    sandbox: str
+    network: bool
+    timed_out: bool
+    truncated: bool
+    refused: str | None = None
+
+
+class SkillChanged(Event, frozen=True, kw_only=True):
+    """A rescan found a skill changed on disk; an active skill stays pinned to the hash
+    it was loaded with until it is loaded again."""
+
+    event_type: ClassVar[str] = "skill.changed"
+    name: str
+    old_hash: str | None
+    new_hash: str | None
+    skill: SkillInfo | None = None
+
+
+class SessionEnded(Event, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "session.ended"
+    reason: Literal["completed", "max_turns", "error", "cancelled"]
+    turns: int
+    error: str | None = None
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    SessionStarted,
+    SessionForked,
+    CatalogSnapshot,
+    UserMessage,
+    PromptRendered,
+    ModelResponded,
+    ModelFailed,
+    ToolCalled,
+    ToolCompleted,
+    PolicyDenied,
+    ApprovalRequested,
+    ApprovalResolved,
+    SkillActivated,
+    SkillDeactivated,
+    SkillActivationFailed,
+    ResourceRead,
+    ScriptExecuted,
+    SkillChanged,
+    SessionEnded,
+)
+
+CODEC: Codec[Event] = Codec(EVENT_TYPES)
+"""The one codec for session events: canonical bytes in, typed bodies out."""

@@ -1,0 +1,149 @@
+"""The canonical model request and response, and the adapter protocol.
+
+One provider-neutral shape for what the model is shown and what it answers. The
+composer builds a :class:`ModelRequest`; adapters translate it to a provider's API and
+translate the answer back to a :class:`ModelResponse`. Everything here is frozen and
+float-free so it can be hashed and logged byte-for-byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from eventlog import SkillogError
+
+
+class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag="text"):
+    """Plain text from the user or the model."""
+
+    text: str
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call"):
+    """A tool call the model made. ``arguments`` is the JSON text exactly as received,
+    kept as text so that a provider's float formatting never reaches a hash."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True, tag="tool_result"):
+    """The answer to one tool call, as the model will read it."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+Part = TextPart | ToolCall | ToolResult
+Role = Literal["user", "assistant", "tool"]
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of the append-only history. Tool results travel as role ``tool``."""
+
+    role: Role
+    parts: tuple[Part, ...]
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool offered to the model. ``input_schema`` is a JSON Schema object; schemas
+    built by skillog hold no floats."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one model call is given."""
+
+    model: str
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    max_tokens: int
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
+
+
+class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
+    """What the model answered: text and tool calls in order."""
+
+    parts: tuple[TextPart | ToolCall, ...]
+    stop_reason: StopReason
+    usage: Usage = Usage()
+    model: str = ""
+    id: str = ""
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+ModelErrorKind = Literal["rate_limited", "timeout", "connection", "http", "malformed", "other"]
+
+
+class ModelError(SkillogError):
+    """A model call failed. ``kind`` says how; ``retryable`` whether trying again may help;
+    ``retry_after_ms`` is the provider's hint, when it gave one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ModelErrorKind = "other",
+        retryable: bool = False,
+        retry_after_ms: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ModelErrorKind = kind
+        self.retryable = retryable
+        self.retry_after_ms = retry_after_ms
+        self.status = status
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """Translates one canonical request to a provider and back.
+
+    ``provider`` is the OpenTelemetry ``gen_ai.provider.name`` (``anthropic``, ``openai``,
+    or ``skillog.scripted``). ``complete`` raises :class:`ModelError` on failure.
+    """
+
+    @property
+    def provider(self) -> str: ...
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+_message_decoder = msgspec.json.Decoder(Message)
+_response_decoder = msgspec.json.Decoder(ModelResponse)
+
+
+def encode_canonical(value: object) -> bytes:
+    """Canonical JSON: msgspec, keys sorted. The same value gives the same bytes anywhere."""
+    return _encoder.encode(value)
+
+
+def decode_message(data: bytes) -> Message:
+    return _message_decoder.decode(data)
+
+
+def decode_response(data: bytes) -> ModelResponse:
+    return _response_decoder.decode(data)
