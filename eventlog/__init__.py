@@ -29,6 +29,8 @@ from ._hashchain import blob_digest as blob_digest
 from ._hashchain import event_hash as event_hash
 from ._hashchain import link_preimage as link_preimage
 from ._memory import MemoryStore as MemoryStore
+from ._sqlite import SqliteStore as SqliteStore
+from ._sqlite import open_sqlite_store as open_sqlite_store
 from ._snapshot import Snapshot as Snapshot
 from ._snapshot import SnapshotStore as SnapshotStore
 from ._types import Event as Event
@@ -62,6 +64,7 @@ __all__ = [
     "SnapshotMismatchError",
     "SnapshotPolicy",
     "SnapshotStore",
+    "SqliteStore",
     "StoreError",
     "StreamInfo",
     "UnknownEventTypeError",
@@ -70,5 +73,6 @@ __all__ = [
     "fold",
     "fold_stream",
     "link_preimage",
+    "open_sqlite_store",
     "split_type",
 ]

@@ -1,0 +1,389 @@
+"""The SQLite event store: one writer thread, pooled reader connections."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
+from ._hashchain import blob_digest, check_blobs, check_int, check_name, check_new_events
+from ._snapshot import Snapshot
+from ._sqlite_db import SYNCHRONOUS, check_file, check_readable, connect, migrate, translate
+from ._sqlite_writer import AppendRequest, CallRequest, Request, Writer
+from ._types import Event, Head, NewEvent, StreamInfo
+
+T = TypeVar("T")
+BATCH = 2000
+_COLS = "stream, seq, position, type, recorded_at, body, prev_hash, hash"
+
+
+def _events(rows: list[Any]) -> list[Event]:
+    return [
+        Event(
+            stream=r[0],
+            seq=r[1],
+            position=r[2],
+            type=r[3],
+            recorded_at=r[4],
+            body=r[5],
+            prev_hash=r[6],
+            hash=r[7],
+        )
+        for r in rows
+    ]
+
+
+class SqliteStore:
+    """An :class:`EventStore` on one SQLite file; get one from :func:`open_sqlite_store`.
+
+    Appends go to the database's writer thread and are group-committed; ``append``
+    returns after COMMIT (with ``synchronous=FULL``, after the WAL is fsynced). Reads use
+    their own connections in worker threads and fetch in batches, so memory stays flat
+    in the stream length. ``follow`` also sees events written by other processes (it
+    polls every ``poll_interval`` seconds when nothing is appended in this process).
+    """
+
+    def __init__(
+        self, path: Path, *, readonly: bool, busy_timeout: float, poll_interval: float
+    ) -> None:
+        self.path = path
+        self.readonly = readonly
+        self._busy_timeout = busy_timeout
+        self._poll_interval = poll_interval
+        self._writer: Writer | None = None
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._appended = trio.Event()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _committed(self) -> None:
+        self._appended.set()
+        self._appended = trio.Event()
+
+    async def _submit(self, request: Request) -> Any:
+        if self._writer is None:
+            raise ReadOnlyDatabaseError(
+                f"database {self.path}: opened read-only; open it without readonly=True to write"
+            )
+        self._writer.submit(request)
+        # Shielded: once queued the write happens, so the caller learns its outcome
+        # rather than leaving "maybe committed" behind. The writer's work is bounded
+        # (busy timeout), so this cannot hang.
+        with trio.CancelScope(shield=True):
+            await request.done.wait()
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def _with_reader(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = connect(self.path, readonly=True, busy_timeout=self._busy_timeout)
+        try:
+            return fn(conn)
+        except sqlite3.Error as e:
+            raise translate(e, self.path, doing) from e
+        finally:
+            with self._lock:
+                self._idle.append(conn)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
+        return await trio.to_thread.run_sync(self._with_reader, fn, doing)
+
+    def _close_readers(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # -- writing --------------------------------------------------------------------
+
+    async def append(
+        self,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int,
+        blobs: Sequence[bytes] = (),
+    ) -> tuple[Event, ...]:
+        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`)."""
+        check_new_events(stream, events, expected_seq)
+        check_blobs(blobs)
+        request = AppendRequest(
+            stream=stream, events=tuple(events), expected_seq=expected_seq, blobs=tuple(blobs)
+        )
+        result: tuple[Event, ...] = await self._submit(request)
+        return result
+
+    async def put_blob(self, data: bytes) -> str:
+        """Store ``data`` once under its sha256 (group-committed like appends)."""
+        check_blobs([data])
+        await self._submit(AppendRequest(blobs=(data,)))
+        return await trio.to_thread.run_sync(blob_digest, data)
+
+    async def call_in_writer(
+        self, fn: Callable[[sqlite3.Connection], T], *, doing: str = "writing"
+    ) -> T:
+        """Run ``fn(conn)`` in the writer thread inside one IMMEDIATE transaction.
+
+        For bulk work (imports) that must commit atomically; other appends wait.
+        """
+        result: T = await self._submit(CallRequest(fn=fn, doing=doing))
+        self._committed()
+        return result
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot``, replacing the previous one of its stream and name."""
+        check_name("snapshot name", snapshot.name)
+
+        def save(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO eventlog_snapshots (stream, name, seq, hash, state) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (snapshot.stream, snapshot.name, snapshot.seq, snapshot.hash, snapshot.state),
+            )
+
+        await self.call_in_writer(save, doing="saving a snapshot")
+
+    # -- reading --------------------------------------------------------------------
+
+    async def load_snapshot(self, stream: str, name: str) -> Snapshot | None:
+        """The stored snapshot of ``stream`` named ``name``, if any."""
+
+        def load(conn: sqlite3.Connection) -> Snapshot | None:
+            row = conn.execute(
+                "SELECT seq, hash, state FROM eventlog_snapshots WHERE stream = ? AND name = ?",
+                (stream, name),
+            ).fetchone()
+            if row is None:
+                return None
+            return Snapshot(stream=stream, name=name, seq=row[0], hash=row[1], state=row[2])
+
+        return await self._read(load, "loading a snapshot")
+
+    async def head(self, stream: str) -> Head | None:
+        """The last event's seq and hash, or None for a stream with no events."""
+
+        def head(conn: sqlite3.Connection) -> Head | None:
+            row = conn.execute(
+                "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
+                (stream,),
+            ).fetchone()
+            return None if row is None else Head(seq=row[0], hash=row[1])
+
+        return await self._read(head, f"reading the head of stream {stream!r}")
+
+    async def read(
+        self, stream: str, *, from_seq: int = 0, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Events of ``stream`` with ``from_seq <= seq < to_seq``, in seq order."""
+        check_int("from_seq", from_seq)
+        end = check_int("to_seq", to_seq) if to_seq is not None else 2**63 - 1
+        sql = f"SELECT {_COLS} FROM events WHERE stream = ? AND seq >= ? AND seq < ? "
+        sql += "ORDER BY seq LIMIT ?"
+        doing = f"reading stream {stream!r}"
+        seq = from_seq
+        while True:
+            params = (stream, seq, end, BATCH)
+
+            def fetch(c: sqlite3.Connection, p: tuple[object, ...] = params) -> list[Any]:
+                return c.execute(sql, p).fetchall()
+
+            rows = await self._read(fetch, doing)
+            for event in _events(rows):
+                yield event
+            if len(rows) < BATCH:
+                return
+            seq = rows[-1][1] + 1
+
+    async def read_all(self, *, from_position: int = 0) -> AsyncIterator[Event]:
+        """Every event with ``position >= from_position``, in position order."""
+        check_int("from_position", from_position)
+        position = from_position
+        while True:
+            rows = await self._fetch_from(position)
+            for event in _events(rows):
+                yield event
+            if len(rows) < BATCH:
+                return
+            position = rows[-1][2] + 1
+
+    async def _fetch_from(self, position: int) -> list[Any]:
+        sql = f"SELECT {_COLS} FROM events WHERE position >= ? ORDER BY position LIMIT ?"
+        return await self._read(
+            lambda c: c.execute(sql, (position, BATCH)).fetchall(), "reading all events"
+        )
+
+    async def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]:
+        """Like :meth:`read_all`, then yields events as they commit, until cancelled.
+
+        Commits in this process wake it at once; commits by other processes are seen
+        within ``poll_interval`` seconds.
+        """
+        check_int("from_position", from_position)
+        position = from_position
+        while True:
+            appended = self._appended
+            rows = await self._fetch_from(position)
+            for event in _events(rows):
+                yield event
+            if rows:
+                position = rows[-1][2] + 1
+            if len(rows) < BATCH:
+                with trio.move_on_after(self._poll_interval):
+                    await appended.wait()
+
+    async def last_position(self) -> int:
+        """The highest position in the database (0 when empty); a cheap progress total."""
+
+        def last(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COALESCE(MAX(position), 0) FROM events").fetchone()[0])
+
+        return await self._read(last, "reading the last position")
+
+    async def streams(self) -> list[StreamInfo]:
+        """One summary per stream, ordered by stream id (a skip-scan: no full scan)."""
+
+        def streams(conn: sqlite3.Connection) -> list[StreamInfo]:
+            rows = conn.execute(
+                """WITH RECURSIVE s(stream) AS (
+                    SELECT MIN(stream) FROM events
+                    UNION ALL
+                    SELECT (SELECT MIN(stream) FROM events WHERE stream > s.stream)
+                    FROM s WHERE s.stream IS NOT NULL
+                )
+                SELECT s.stream,
+                    (SELECT seq FROM events WHERE stream = s.stream ORDER BY seq DESC LIMIT 1),
+                    (SELECT hash FROM events WHERE stream = s.stream ORDER BY seq DESC LIMIT 1),
+                    (SELECT recorded_at FROM events WHERE stream = s.stream ORDER BY seq LIMIT 1),
+                    (SELECT recorded_at FROM events WHERE stream = s.stream
+                     ORDER BY seq DESC LIMIT 1)
+                FROM s WHERE s.stream IS NOT NULL"""
+            ).fetchall()
+            return [
+                StreamInfo(
+                    stream=r[0],
+                    length=int(r[1]) + 1,
+                    head_hash=r[2],
+                    first_recorded_at=r[3],
+                    last_recorded_at=r[4],
+                )
+                for r in rows
+            ]
+
+        return await self._read(streams, "listing streams")
+
+    async def get_blob(self, digest: str) -> bytes:
+        """The bytes stored under ``digest``; :class:`BlobNotFoundError` if absent."""
+
+        def get(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = await self._read(get, f"reading blob {digest}") if isinstance(digest, str) else None
+        if data is None:
+            raise BlobNotFoundError(str(digest))
+        return data
+
+    async def has_blob(self, digest: str) -> bool:
+        """Whether a blob with this digest is stored."""
+        if not isinstance(digest, str):
+            return False
+
+        def has(conn: sqlite3.Connection) -> bool:
+            sql = "SELECT 1 FROM blobs WHERE digest = ?"
+            return conn.execute(sql, (digest,)).fetchone() is not None
+
+        return await self._read(has, f"looking up blob {digest}")
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def _serve_writer(
+        self,
+        synchronous: str,
+        max_pages: int | None,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        token = trio.lowlevel.current_trio_token()
+
+        def started(writer: Writer) -> None:
+            self._writer = writer
+            task_status.started()
+
+        def body() -> None:
+            conn = connect(
+                self.path,
+                readonly=False,
+                synchronous=synchronous,
+                busy_timeout=self._busy_timeout,
+            )
+            try:
+                if max_pages is not None:
+                    conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
+                migrate(conn, self.path)
+            except BaseException:
+                conn.close()
+                raise
+            writer = Writer(conn, self.path, token, self._committed)
+            trio.from_thread.run_sync(started, writer)
+            writer.run()
+
+        await trio.to_thread.run_sync(body)
+
+
+@asynccontextmanager
+async def open_sqlite_store(
+    path: str | os.PathLike[str],
+    *,
+    synchronous: str = "FULL",
+    readonly: bool = False,
+    busy_timeout: float = 5.0,
+    max_pages: int | None = None,
+    poll_interval: float = 0.25,
+) -> AsyncIterator[SqliteStore]:
+    """Open (creating and migrating if needed) the event log in the SQLite file ``path``.
+
+    ``synchronous="FULL"`` (default): an append returns after the WAL is fsynced; an
+    acknowledged event survives a power loss. ``"NORMAL"``: it survives a process crash,
+    but the most recent commits can be lost on power loss (the file stays consistent).
+    ``readonly=True`` never writes (not even the schema) and needs an existing log.
+    ``busy_timeout`` bounds how long to wait for another process's write lock before
+    :class:`DatabaseLockedError`; ``max_pages`` caps the file size (then appends fail with
+    :class:`DatabaseFullError`). The writer thread runs as a service in a nursery for
+    the duration of the block; unknown tables in the file are left alone.
+    """
+    if synchronous not in SYNCHRONOUS:
+        raise StoreError(f"synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
+    db_path = Path(path)
+    await trio.to_thread.run_sync(lambda: check_file(db_path, must_exist=readonly))
+    store = SqliteStore(
+        db_path, readonly=readonly, busy_timeout=busy_timeout, poll_interval=poll_interval
+    )
+    try:
+        if readonly:
+
+            def probe(conn: sqlite3.Connection) -> None:
+                check_readable(conn, db_path)
+
+            await store._read(probe, "opening")
+            yield store
+            return
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store._serve_writer, synchronous, max_pages)
+            try:
+                yield store
+            finally:
+                assert store._writer is not None
+                store._writer.stop()
+    finally:
+        store._close_readers()

@@ -1,0 +1,213 @@
+"""Opening a skillog SQLite database: connections, pragmas, migrations, error mapping.
+
+The format is public (docs/log-format.md). Tables this package owns: ``events``,
+``blobs``, ``eventlog_snapshots`` and ``eventlog_meta``; migrations are recorded by
+sqlite-utils in ``_sqlite_migrations`` (set ``eventlog``) in the same transaction as the
+change. Any other table is left alone, so other packages can share the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+from sqlite_utils.migrations import Migrations
+
+from ._errors import (
+    DatabaseFormatError,
+    DatabaseFullError,
+    DatabaseLockedError,
+    ReadOnlyDatabaseError,
+    StoreError,
+)
+
+#: The on-disk format this code writes and the newest it can read.
+FORMAT_VERSION = 1
+SYNCHRONOUS = ("FULL", "NORMAL")
+_MIGRATION_SET = "eventlog"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+migrations = Migrations(_MIGRATION_SET)
+
+
+@migrations(name="0001_events_blobs")
+def _m0001(db: sqlite_utils.Database) -> None:
+    # WITHOUT ROWID + PRIMARY KEY (stream, seq): a stream is stored contiguously (fast
+    # verify and fold) and the key is the last line of defence against a forked chain.
+    db.execute(
+        """CREATE TABLE events (
+            stream TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            position INTEGER NOT NULL UNIQUE,
+            type TEXT NOT NULL,
+            recorded_at INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (stream, seq)
+        ) WITHOUT ROWID"""
+    )
+    db.execute("CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL)")
+    db.execute(
+        """CREATE TABLE eventlog_snapshots (
+            stream TEXT NOT NULL,
+            name TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            state BLOB NOT NULL,
+            PRIMARY KEY (stream, name)
+        )"""
+    )
+    db.execute("CREATE TABLE eventlog_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute(
+        "INSERT INTO eventlog_meta (key, value) VALUES ('format_version', ?)",
+        [str(FORMAT_VERSION)],
+    )
+
+
+def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> StoreError:
+    """A clear :class:`StoreError` for a sqlite3 error (raise it ``from e``)."""
+    code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+    where = f"database {os.fspath(path)}: {doing}"
+    if code in (5, 6):  # SQLITE_BUSY, SQLITE_LOCKED
+        return DatabaseLockedError(
+            f"{where}: the database is locked by another writer and stayed locked past "
+            "the busy timeout; stop the other process or retry later"
+        )
+    if code == 13:  # SQLITE_FULL
+        return DatabaseFullError(
+            f"{where}: the disk or the database size limit is full; nothing of this "
+            "transaction was written - free space and retry"
+        )
+    if code == 8:  # SQLITE_READONLY
+        return ReadOnlyDatabaseError(
+            f"{where}: the database is read-only (file or directory not writable); "
+            "fix the permissions or open it read-only"
+        )
+    if code in (26, 11):  # SQLITE_NOTADB, SQLITE_CORRUPT
+        return DatabaseFormatError(
+            f"{where}: the file is not a SQLite database or is corrupt ({e}); "
+            "check the path, restore from a backup or an export"
+        )
+    if code == 14:  # SQLITE_CANTOPEN
+        return StoreError(
+            f"{where}: cannot open the file ({e}); check the path and that its directory "
+            "exists and is writable"
+        )
+    return StoreError(f"{where}: {type(e).__name__}: {e}")
+
+
+def check_file(path: Path, *, must_exist: bool) -> None:
+    """Refuse paths that are not SQLite files before sqlite3 gets a chance to misreport."""
+    if not path.exists():
+        if must_exist:
+            raise StoreError(f"database {path}: no such file; check --db or $SKILLOG_DB")
+        if not path.parent.is_dir():
+            raise StoreError(f"database {path}: directory {path.parent} does not exist")
+        return
+    if not path.is_file():
+        raise DatabaseFormatError(f"database {path}: not a regular file")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise StoreError(f"database {path}: cannot read the file: {e.strerror}") from e
+    if magic and magic != _SQLITE_MAGIC:
+        raise DatabaseFormatError(
+            f"database {path}: not a SQLite database (bad header); check the path"
+        )
+
+
+def connect(
+    path: Path,
+    *,
+    readonly: bool,
+    synchronous: str = "FULL",
+    busy_timeout: float = 5.0,
+) -> sqlite3.Connection:
+    """A configured connection. Transactions are explicit (isolation_level=None)."""
+    try:
+        if readonly:
+            conn = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro",
+                uri=True,
+                timeout=busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA query_only=1")
+        else:
+            conn = sqlite3.connect(
+                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            # WAL: readers never block the writer and a commit is one append + fsync.
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"database {path}: cannot switch to WAL mode (got {mode})")
+        # FULL: a commit is on disk (WAL fsynced) before append returns, so an
+        # acknowledged event survives power loss. NORMAL: it survives an application
+        # crash, but the last commits before a power loss may roll back.
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+    except sqlite3.Error as e:
+        raise translate(e, path, "opening") from e
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply pending migrations atomically; refuse a database from a newer format."""
+    db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
+    try:
+        # IMMEDIATE: two processes opening a fresh file must not both migrate.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _check_version(db, path)
+            migrations.apply(db)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as e:
+        raise translate(e, path, "preparing the schema") from e
+
+
+def check_readable(conn: sqlite3.Connection, path: Path) -> None:
+    """For read-only opens: the schema must exist and not be from a newer format."""
+    db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
+    try:
+        _check_version(db, path)
+        if not db["events"].exists():
+            raise DatabaseFormatError(
+                f"database {path}: no skillog event log in this file (no `events` table)"
+            )
+    except sqlite3.Error as e:
+        raise translate(e, path, "reading the schema") from e
+
+
+def _check_version(db: sqlite_utils.Database, path: Path) -> None:
+    if not db["eventlog_meta"].exists():
+        if db["events"].exists():
+            raise DatabaseFormatError(
+                f"database {path}: has an `events` table but no `eventlog_meta`; it was "
+                "not written by skillog"
+            )
+        return
+    row = db.execute("SELECT value FROM eventlog_meta WHERE key = 'format_version'").fetchone()
+    version = row[0] if row else None
+    if not (isinstance(version, str) and version.isdigit()):
+        raise DatabaseFormatError(f"database {path}: eventlog_meta.format_version is {version!r}")
+    if int(version) > FORMAT_VERSION:
+        raise DatabaseFormatError(
+            f"database {path}: format version {version} is newer than this skillog "
+            f"understands ({FORMAT_VERSION}); upgrade skillog to open it"
+        )
+    known = {m.name for m in migrations._migrations}
+    unknown = [m.name for m in migrations.applied(db) if m.name not in known]
+    if unknown:
+        raise DatabaseFormatError(
+            f"database {path}: has migrations this skillog does not know ({', '.join(unknown)}); "
+            "it was written by a newer version - upgrade skillog"
+        )
