@@ -1,0 +1,184 @@
+"""Split a ``SKILL.md`` into frontmatter and body, and read the frontmatter's YAML.
+
+Pure functions over text. The YAML is read from libyaml's event stream (the C parser
+when available) into plain ``str``/``list``/``dict`` values: every scalar stays the text
+the author wrote (``version: 1.10`` is ``"1.10"``, not ``1.1``), as the reference
+validator's strictyaml does. Reading events rather than constructing objects is also
+what makes hostile YAML harmless: aliases (billion-laughs bombs, merge keys) and tags
+(``!!python/object``) are refused, nesting is bounded, duplicate keys are reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import yaml
+
+try:  # libyaml's C parser is ~3x faster; the pure-Python one yields the same events.
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+MAX_DEPTH = 16
+"""Deepest nesting of YAML collections accepted in a frontmatter."""
+
+_CLOSING = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+_PLAIN_TAGS = frozenset(
+    {None, "!", "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+)
+# A top-level ``key: value`` line whose plain value holds ``: `` (invalid YAML that other
+# clients' parsers accept, per the client guide); used only by the lenient fallback.
+_COLON_LINE = re.compile(r"^([A-Za-z0-9_-]+):[ \t]+([^'\"|>\[{&*!%@`#\s].*?)[ \t]*\r?$")
+
+
+class Finding(Exception):
+    """Internal: one problem found in the text, before it is tied to a file."""
+
+    def __init__(self, rule: str, field: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.field = field
+        self.message = message
+
+
+def split_frontmatter(text: str) -> tuple[str, str]:
+    """Return ``(yaml_text, body)``; the body is everything after the closing line.
+
+    The frontmatter opens with a first line of exactly ``---`` and closes at the next
+    line that is exactly ``---`` (trailing blanks and CR allowed). A ``---`` inside a
+    value cannot close it: YAML forbids a document marker at column 0 inside a scalar,
+    and ``a --- b`` on one line is not a line of its own. A UTF-8 BOM is ignored.
+    """
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    first, newline, _ = text.partition("\n")
+    if first.rstrip(" \t\r") != "---":
+        raise Finding(
+            "frontmatter-missing",
+            "frontmatter",
+            "the file must start with a line '---' opening the YAML frontmatter "
+            "(name, description), closed by another '---' line",
+        )
+    start = len(first) + len(newline)
+    match = _CLOSING.search(text, start) if newline else None
+    if match is None:
+        raise Finding(
+            "frontmatter-unclosed",
+            "frontmatter",
+            "the YAML frontmatter is never closed: add a line '---' after the last field",
+        )
+    end = match.end()
+    return text[start : match.start()], text[end + 1 :] if end < len(text) else ""
+
+
+def load_frontmatter(yaml_text: str, *, first_line: int = 2) -> dict[str, object]:
+    """Read the frontmatter YAML into a dict of ``str``/``list``/``dict`` values.
+
+    ``first_line`` is the file line the YAML starts on, so syntax errors point at the
+    right line of ``SKILL.md``. Raises :class:`Finding` for invalid or refused YAML.
+    """
+    loader = _Loader(yaml_text)
+    events = _events(loader)
+    try:
+        next(events)  # StreamStartEvent
+        ev = next(events)
+        if isinstance(ev, yaml.StreamEndEvent):
+            return {}
+        root = _node(events, next(events), 1)
+        next(events)  # DocumentEndEvent
+        if not isinstance(next(events), yaml.StreamEndEvent):
+            raise Finding(
+                "yaml-multiple-documents",
+                "frontmatter",
+                "the frontmatter holds more than one YAML document; keep one mapping",
+            )
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"line {first_line + mark.line}, column {mark.column + 1}: " if mark else ""
+        raise Finding(
+            "yaml-syntax",
+            "frontmatter",
+            f"invalid YAML at {where}{e.problem or e.context}; if a value contains ': ' "
+            "or starts with a special character, put it in quotes",
+        ) from None
+    except yaml.YAMLError as e:
+        raise Finding("yaml-syntax", "frontmatter", f"invalid YAML: {e}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(root, dict):
+        raise Finding(
+            "frontmatter-not-mapping",
+            "frontmatter",
+            "the frontmatter must be a YAML mapping of fields (name: ..., description: ...)",
+        )
+    return root
+
+
+def quote_colon_values(yaml_text: str) -> tuple[str, list[str]]:
+    """Quote top-level plain values that contain ``': '``; return the text and the keys.
+
+    The client guide's fallback for frontmatter written for lax parsers, e.g.
+    ``description: Use when: the user asks`` becomes ``description: 'Use when: ...'``.
+    """
+    fixed: list[str] = []
+    lines = yaml_text.split("\n")
+    for i, line in enumerate(lines):
+        m = _COLON_LINE.match(line)
+        if m and ": " in m.group(2):
+            value = m.group(2).replace("'", "''")
+            lines[i] = f"{m.group(1)}: '{value}'"
+            fixed.append(m.group(1))
+    return "\n".join(lines), fixed
+
+
+def _events(loader: _Loader) -> Iterator[yaml.Event]:
+    while loader.check_event():
+        ev = loader.get_event()
+        if ev is not None:
+            yield ev
+
+
+def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int) -> object:
+    if isinstance(ev, yaml.AliasEvent):
+        raise Finding(
+            "yaml-alias",
+            "frontmatter",
+            f"YAML aliases (*{ev.anchor}) are not allowed in a frontmatter; write the value out",
+        )
+    if isinstance(ev, yaml.NodeEvent) and getattr(ev, "tag", None) not in _PLAIN_TAGS:
+        raise Finding(
+            "yaml-tag",
+            "frontmatter",
+            f"YAML tags ({getattr(ev, 'tag', '')}) are not allowed; remove the tag",
+        )
+    if isinstance(ev, yaml.ScalarEvent):
+        return ev.value
+    if depth > MAX_DEPTH:
+        raise Finding(
+            "yaml-depth",
+            "frontmatter",
+            f"the frontmatter nests deeper than {MAX_DEPTH} levels; flatten it",
+        )
+    if isinstance(ev, yaml.SequenceStartEvent):
+        items: list[object] = []
+        while not isinstance(ev := next(events), yaml.SequenceEndEvent):
+            items.append(_node(events, ev, depth + 1))
+        return items
+    mapping: dict[str, object] = {}
+    while not isinstance(ev := next(events), yaml.MappingEndEvent):
+        key = _node(events, ev, depth + 1)
+        if not isinstance(key, str):
+            raise Finding(
+                "yaml-complex-key",
+                "frontmatter",
+                "a mapping key is a list or mapping; keys must be plain text",
+            )
+        if key in mapping:
+            raise Finding(
+                "yaml-duplicate-key",
+                key,
+                f"the key '{key}' appears twice in the same mapping; keep one",
+            )
+        mapping[key] = _node(events, next(events), depth + 1)
+    return mapping
