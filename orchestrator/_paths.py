@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import reprlib
 import stat
 import unicodedata
 from pathlib import Path
@@ -56,10 +57,10 @@ class PathRefusedError(SkillogError):
 
 def show_path(path: object) -> str:
     """Render untrusted input safely for a message: escaped, and cut at 80 characters."""
-    text = repr(path)
-    if len(text) > _SHOWN_CHARS:
-        return f"{text[:_SHOWN_CHARS]}… ({len(text)} characters)"
-    return text
+    if isinstance(path, str) and len(path) > _SHOWN_CHARS:
+        # Cut before repr: a hostile string may be megabytes long.
+        return f"{path[:_SHOWN_CHARS]!r}… ({len(path)} characters)"
+    return reprlib.repr(path) if not isinstance(path, str) else repr(path)
 
 
 def check_relative_path(rel: object) -> tuple[str, ...]:
