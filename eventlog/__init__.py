@@ -3,6 +3,14 @@
 See docs/architecture.md (the contract) and docs/log-format.md (the public format).
 """
 
+from ._checkpoint import Checkpoint as Checkpoint
+from ._checkpoint import CheckpointHead as CheckpointHead
+from ._checkpoint import append_checkpoint as append_checkpoint
+from ._checkpoint import generate_key as generate_key
+from ._checkpoint import load_private_key as load_private_key
+from ._checkpoint import load_public_key as load_public_key
+from ._checkpoint import make_checkpoint as make_checkpoint
+from ._checkpoint import read_checkpoints as read_checkpoints
 from ._codec import Codec as Codec
 from ._codec import split_type as split_type
 from ._errors import BlobNotFoundError as BlobNotFoundError
@@ -28,21 +36,30 @@ from ._hashchain import GENESIS_HASH as GENESIS_HASH
 from ._hashchain import blob_digest as blob_digest
 from ._hashchain import event_hash as event_hash
 from ._hashchain import link_preimage as link_preimage
+from ._jsonl import ImportReport as ImportReport
+from ._jsonl import export_jsonl as export_jsonl
+from ._jsonl import import_jsonl as import_jsonl
 from ._memory import MemoryStore as MemoryStore
-from ._sqlite import SqliteStore as SqliteStore
-from ._sqlite import open_sqlite_store as open_sqlite_store
 from ._snapshot import Snapshot as Snapshot
 from ._snapshot import SnapshotStore as SnapshotStore
+from ._sqlite import SqliteStore as SqliteStore
+from ._sqlite import open_sqlite_store as open_sqlite_store
 from ._types import Event as Event
 from ._types import EventStore as EventStore
 from ._types import Head as Head
 from ._types import NewEvent as NewEvent
 from ._types import StreamInfo as StreamInfo
+from ._verify import Fault as Fault
+from ._verify import VerifyReport as VerifyReport
+from ._verify import verify as verify
+from ._verify import verify_stream as verify_stream
 
 __all__ = [
     "GENESIS_HASH",
     "BlobNotFoundError",
+    "Checkpoint",
     "CheckpointError",
+    "CheckpointHead",
     "Codec",
     "CodecError",
     "ConcurrencyError",
@@ -52,9 +69,11 @@ __all__ = [
     "Event",
     "EventLogError",
     "EventStore",
+    "Fault",
     "Folded",
     "Head",
     "ImportFormatError",
+    "ImportReport",
     "InvalidEventError",
     "MemoryStore",
     "NewEvent",
@@ -68,11 +87,22 @@ __all__ = [
     "StoreError",
     "StreamInfo",
     "UnknownEventTypeError",
+    "VerifyReport",
+    "append_checkpoint",
     "blob_digest",
     "event_hash",
+    "export_jsonl",
     "fold",
     "fold_stream",
+    "generate_key",
+    "import_jsonl",
     "link_preimage",
+    "load_private_key",
+    "load_public_key",
+    "make_checkpoint",
     "open_sqlite_store",
+    "read_checkpoints",
     "split_type",
+    "verify",
+    "verify_stream",
 ]

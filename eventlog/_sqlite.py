@@ -378,12 +378,19 @@ async def open_sqlite_store(
             await store._read(probe, "opening")
             yield store
             return
-        async with trio.open_nursery() as nursery:
-            await nursery.start(store._serve_writer, synchronous, max_pages)
-            try:
-                yield store
-            finally:
-                assert store._writer is not None
-                store._writer.stop()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(store._serve_writer, synchronous, max_pages)
+                try:
+                    yield store
+                finally:
+                    if store._writer is not None:
+                        store._writer.stop()
+        except BaseExceptionGroup as group:
+            # The nursery only holds the writer service; callers want the error itself
+            # (a ConcurrencyError, a StoreError), not a group around it.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from group.exceptions[0].__cause__
+            raise
     finally:
         store._close_readers()

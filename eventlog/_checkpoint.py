@@ -1,0 +1,228 @@
+"""Signed checkpoints: every stream head, chained, Ed25519, in a file outside the db.
+
+A checkpoint file is JSON Lines, one checkpoint per line, oldest first; each line is::
+
+    {"created_at": NS, "heads": [{"hash": H, "seq": N, "stream": S}, ...],
+     "key": PUBLIC_KEY_HEX, "prev": PREVIOUS_ID, "sig": SIGNATURE_HEX, "version": 1}
+
+The signature is Ed25519 over the *statement*: that object without ``sig``, encoded as
+JSON with sorted keys and no whitespace (msgspec). A checkpoint's id is the sha256 hex
+of its statement; ``prev`` is the previous line's id (64 zeros for the first line).
+Keys are PEM files (PKCS#8 private key, SubjectPublicKeyInfo public key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ._errors import CheckpointError
+from ._hashchain import GENESIS_HASH
+from ._types import EventStore
+
+CHECKPOINT_VERSION = 1
+
+
+class CheckpointHead(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One stream's head as signed: its last seq and that event's hash."""
+
+    stream: str
+    seq: int
+    hash: str
+
+
+class Statement(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The signed content of a checkpoint."""
+
+    version: int
+    created_at: int
+    prev: str
+    key: str
+    heads: tuple[CheckpointHead, ...]
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A statement plus its Ed25519 signature (one line of a checkpoint file)."""
+
+    version: int
+    created_at: int
+    prev: str
+    key: str
+    heads: tuple[CheckpointHead, ...]
+    sig: str
+
+    def statement(self) -> bytes:
+        """The exact bytes that were signed."""
+        s = Statement(
+            version=self.version,
+            created_at=self.created_at,
+            prev=self.prev,
+            key=self.key,
+            heads=self.heads,
+        )
+        return _ENCODER.encode(s)
+
+    @property
+    def id(self) -> str:
+        """sha256 hex of the statement; the next checkpoint's ``prev``."""
+        return hashlib.sha256(self.statement()).hexdigest()
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER = msgspec.json.Decoder(Checkpoint)
+
+
+def generate_key(path: str | os.PathLike[str]) -> Path:
+    """Write a new Ed25519 private key to ``path`` (mode 0600, never overwrites) and its
+    public key to ``path + ".pub"``; returns the public key's path."""
+    priv_path = Path(path)
+    pub_path = priv_path.with_name(priv_path.name + ".pub")
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    try:
+        fd = os.open(priv_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        pub_path.write_bytes(pub)
+    except FileExistsError as e:
+        raise CheckpointError(f"key file {priv_path} already exists; refusing to overwrite") from e
+    except OSError as e:
+        raise CheckpointError(f"cannot write key file {e.filename}: {e.strerror}") from e
+    return pub_path
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"{what} {path}: cannot read: {e.strerror}") from e
+
+
+def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """The Ed25519 private key in PEM file ``path``."""
+    p = Path(path)
+    try:
+        key = serialization.load_pem_private_key(_read(p, "key file"), password=None)
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(
+            f"key file {p}: not an unencrypted PEM private key; create one with "
+            "`skillog log keygen --out FILE`"
+        ) from e
+    if not isinstance(key, Ed25519PrivateKey):
+        raise CheckpointError(f"key file {p}: not an Ed25519 key")
+    return key
+
+
+def load_public_key(path: str | os.PathLike[str]) -> str:
+    """The hex raw public key from a PEM public key file (or a private key file)."""
+    p = Path(path)
+    data = _read(p, "key file")
+    if b"PRIVATE KEY" in data:
+        return public_hex(load_private_key(p).public_key())
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"key file {p}: not a PEM public key") from e
+    if not isinstance(key, Ed25519PublicKey):
+        raise CheckpointError(f"key file {p}: not an Ed25519 key")
+    return public_hex(key)
+
+
+def public_hex(key: Ed25519PublicKey) -> str:
+    """The 32 raw public key bytes in hex, as written in checkpoints."""
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+
+
+def read_checkpoints(path: str | os.PathLike[str]) -> list[Checkpoint]:
+    """Parse a checkpoint file; a malformed line raises naming its line number."""
+    p = Path(path)
+    out: list[Checkpoint] = []
+    for n, line in enumerate(_read(p, "checkpoint file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(_DECODER.decode(line))
+        except msgspec.MsgspecError as e:
+            raise CheckpointError(f"checkpoint file {p}:{n}: not a checkpoint: {e}") from e
+    if not out:
+        raise CheckpointError(f"checkpoint file {p}: contains no checkpoint")
+    return out
+
+
+def check_chain(chain: list[Checkpoint], public_key: str | None) -> str | None:
+    """The first problem with a checkpoint chain itself, or None.
+
+    Checks each signature (against ``public_key`` when pinned, else the first
+    checkpoint's key, which then must not change), the ``prev`` links, and that heads
+    never move backwards or disappear from one checkpoint to the next.
+    """
+    key_hex = public_key or chain[0].key
+    prev_id = GENESIS_HASH
+    prev_heads: dict[str, int] = {}
+    for n, cp in enumerate(chain, 1):
+        where = f"checkpoint {n}"
+        if cp.version != CHECKPOINT_VERSION:
+            return f"{where}: version {cp.version} is not {CHECKPOINT_VERSION}"
+        if cp.key != key_hex:
+            return f"{where}: signed by key {cp.key[:16]}..., expected {key_hex[:16]}..."
+        try:
+            Ed25519PublicKey.from_public_bytes(bytes.fromhex(cp.key)).verify(
+                bytes.fromhex(cp.sig), cp.statement()
+            )
+        except (InvalidSignature, ValueError):
+            return f"{where}: signature does not verify (the checkpoint was altered)"
+        if cp.prev != prev_id:
+            return f"{where}: prev {cp.prev[:16]}... does not match the previous checkpoint"
+        heads = {h.stream: h.seq for h in cp.heads}
+        for stream, seq in prev_heads.items():
+            if heads.get(stream, -1) < seq:
+                return f"{where}: stream {stream!r} went back from seq {seq}"
+        prev_id, prev_heads = cp.id, heads
+    return None
+
+
+async def make_checkpoint(
+    store: EventStore,
+    key: Ed25519PrivateKey,
+    *,
+    previous: Checkpoint | None,
+    clock: Callable[[], int],
+) -> Checkpoint:
+    """Sign the current head of every stream in ``store``, chained to ``previous``."""
+    heads = tuple(
+        CheckpointHead(stream=s.stream, seq=s.length - 1, hash=s.head_hash)
+        for s in await store.streams()
+    )
+    statement = Statement(
+        version=CHECKPOINT_VERSION,
+        created_at=clock(),
+        prev=previous.id if previous else GENESIS_HASH,
+        key=public_hex(key.public_key()),
+        heads=heads,
+    )
+    sig = key.sign(_ENCODER.encode(statement)).hex()
+    return Checkpoint(**msgspec.structs.asdict(statement), sig=sig)
+
+
+def append_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> None:
+    """Append ``checkpoint`` as one line to the file (created if absent), fsynced."""
+    p = Path(path)
+    try:
+        with p.open("ab") as f:
+            f.write(_ENCODER.encode(checkpoint) + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise CheckpointError(f"checkpoint file {p}: cannot write: {e.strerror}") from e

@@ -1,0 +1,234 @@
+"""``skillog log ...``: inspect, verify, checkpoint, export and import the event log.
+
+Exit codes: 0 ok; 1 verify found a fault; 2 unusable input (database, file, argument).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+import trio
+
+from ._checkpoint import (
+    append_checkpoint,
+    generate_key,
+    load_private_key,
+    load_public_key,
+    public_hex,
+    read_checkpoints,
+)
+from ._checkpoint import make_checkpoint as _make_checkpoint
+from ._errors import CheckpointError, StoreError
+from ._jsonl import encode_line, export_jsonl, import_jsonl
+from ._sqlite import open_sqlite_store
+from ._verify import verify
+
+
+def _db_default() -> str:
+    return os.environ.get("SKILLOG_DB") or "skillog.db"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``log`` subcommands on ``parser``."""
+    sub = parser.add_subparsers(dest="log_command", metavar="SUBCOMMAND", required=True)
+
+    def cmd(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name != "keygen":
+            p.add_argument(
+                "--db",
+                default=_db_default(),
+                help="database file (default: $SKILLOG_DB or ./skillog.db)",
+            )
+        return p
+
+    p = cmd("sessions", "list the streams (sessions) with length, times and head hash")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p = cmd("show", "print a session's events: envelope and body")
+    p.add_argument("session", help="the stream id")
+    p.add_argument("--json", action="store_true", help="JSON Lines (the export format)")
+    p = cmd("verify", "check every hash chain (and signed checkpoints); exit 1 on a fault")
+    p.add_argument("--checkpoint", type=Path, help="checkpoint file to verify against")
+    p.add_argument("--key", type=Path, help="pin the checkpoint signer's public key (PEM)")
+    p = cmd("checkpoint", "sign every stream head and append it to a checkpoint file")
+    p.add_argument("--key", type=Path, required=True, help="Ed25519 private key (PEM)")
+    p.add_argument("--out", type=Path, required=True, help="checkpoint file (JSON Lines)")
+    p = cmd("keygen", "create an Ed25519 key pair for checkpoints (FILE and FILE.pub)")
+    p.add_argument("--out", type=Path, required=True, help="private key file to create")
+    p = cmd("export", "write streams as JSON Lines (all events in position order)")
+    p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
+    p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    p = cmd("import", "import a JSON Lines export; all or nothing")
+    p.add_argument("file", type=Path, help="the .jsonl file")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ``log`` subcommand in ``args``; returns the exit code."""
+    handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
+    code: int = trio.run(handler, args)
+    return code
+
+
+class _Progress:
+    """A one-line progress counter on stderr, only when stderr is a terminal."""
+
+    def __init__(self, what: str, total: int) -> None:
+        self.what, self.total, self.done = what, total, 0
+        self.enabled = sys.stderr.isatty()
+        self._last = 0.0
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and now - self._last > 0.1:
+            self._last = now
+            pct = f" {100 * self.done // self.total:3d}%" if self.total else ""
+            print(f"\r{self.what}: {self.done:,}{pct}", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+
+
+def _time(ns: int) -> str:
+    t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _out(data: str) -> None:
+    sys.stdout.write(data)
+
+
+async def _sessions(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        infos = await store.streams()
+    for s in infos:
+        if args.json:
+            _out(msgspec.json.encode(s).decode() + "\n")
+        else:
+            _out(
+                f"{s.stream}\t{s.length} events\t{_time(s.first_recorded_at)} .. "
+                f"{_time(s.last_recorded_at)}\thead {s.head_hash[:16]}\n"
+            )
+    return 0
+
+
+async def _show(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        if await store.head(args.session) is None:
+            raise StoreError(
+                f"database {args.db}: no session {args.session!r}; "
+                "list them with `skillog log sessions`"
+            )
+        async for e in store.read(args.session):
+            if args.json:
+                _out(encode_line(e, {}).decode())
+                continue
+            try:
+                body = msgspec.json.encode(msgspec.json.decode(e.body)).decode()
+            except msgspec.DecodeError:
+                body = f"<{len(e.body)} bytes, not JSON>"
+            _out(
+                f"#{e.seq} {_time(e.recorded_at)} {e.type} (position {e.position}, "
+                f"hash {e.hash[:16]})\n    {body}\n"
+            )
+    return 0
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    checkpoints = read_checkpoints(args.checkpoint) if args.checkpoint else None
+    key = load_public_key(args.key) if args.key else None
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        progress = _Progress("verified", await store.last_position())
+        try:
+            report = await verify(store, checkpoints=checkpoints, public_key=key, progress=progress)
+        finally:
+            progress.close()
+    if report.fault is not None:
+        print(f"FAULT {report.fault}", file=sys.stdout)
+        return 1
+    signed = f", against {report.checkpoints} signed checkpoint(s)" if checkpoints else ""
+    _out(f"ok: {report.streams} streams, {report.events} events intact{signed}\n")
+    return 0
+
+
+async def _checkpoint(args: argparse.Namespace) -> int:
+    key = load_private_key(args.key)
+    previous = None
+    if args.out.exists():
+        chain = read_checkpoints(args.out)
+        previous = chain[-1]
+        if previous.key != public_hex(key.public_key()):
+            raise CheckpointError(
+                f"checkpoint file {args.out}: signed with another key; use that key or a new file"
+            )
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        cp = await _make_checkpoint(store, key, previous=previous, clock=time.time_ns)
+    await trio.to_thread.run_sync(append_checkpoint, args.out, cp)
+    _out(f"checkpoint {cp.id[:16]}: {len(cp.heads)} stream heads signed -> {args.out}\n")
+    return 0
+
+
+async def _keygen(args: argparse.Namespace) -> int:
+    pub = generate_key(args.out)
+    _out(f"private key {args.out} (keep it secret), public key {pub}\n")
+    return 0
+
+
+async def _export(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        for s in args.streams:
+            if await store.head(s) is None:
+                raise StoreError(f"database {args.db}: no stream {s!r}")
+        progress = _Progress("exported", await store.last_position())
+        out: BinaryIO
+        try:
+            if args.out is None:
+                count = await export_jsonl(
+                    store, sys.stdout.buffer, streams=args.streams or None, progress=progress
+                )
+            else:
+                try:
+                    out = open(args.out, "wb")  # noqa: SIM115, ASYNC230 - small, local
+                except OSError as e:
+                    raise StoreError(f"{args.out}: cannot write: {e.strerror}") from e
+                with out:
+                    count = await export_jsonl(
+                        store, out, streams=args.streams or None, progress=progress
+                    )
+        finally:
+            progress.close()
+    print(f"exported {count} events", file=sys.stderr)
+    return 0
+
+
+async def _import(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db) as store:
+        progress = _Progress("imported", 0)
+        try:
+            report = await import_jsonl(store, str(args.file), progress=progress)
+        finally:
+            progress.close()
+    _out(
+        f"imported {report.events} events in {len(report.streams)} streams ({report.blobs} blobs)\n"
+    )
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "sessions": _sessions,
+    "show": _show,
+    "verify": _verify,
+    "checkpoint": _checkpoint,
+    "keygen": _keygen,
+    "export": _export,
+    "import": _import,
+}

@@ -1,0 +1,293 @@
+"""JSON Lines export and import of streams, byte-exact.
+
+One line per event, keys sorted, no whitespace::
+
+    {"blobs": {DIGEST: BASE64, ...}, "body": BODY, "hash": H, "prev_hash": P,
+     "recorded_at": NS, "seq": N, "stream": S, "type": T}
+
+``body`` is the stored body bytes written verbatim when they are one JSON value without
+line breaks or surrounding whitespace (the codec always produces such bodies);
+otherwise the line has ``body_b64`` (standard base64) instead. ``blobs`` (omitted when
+empty) carries each blob whose digest appears as a JSON string in the body, the first
+time the export needs it. Import re-reads the body bytes exactly, so
+import -> export reproduces the file byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import BinaryIO
+
+import msgspec
+import trio
+
+from ._errors import BlobNotFoundError, ImportFormatError
+from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, blob_digest, check_name, event_hash, is_digest
+from ._types import Event, EventStore, NewEvent
+
+_DIGEST_IN_BODY = re.compile(rb'"([0-9a-f]{64})"')
+_INSERT = (
+    "INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+class Line(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """One exported event (see the module docstring)."""
+
+    stream: str
+    seq: int
+    type: str
+    recorded_at: int
+    prev_hash: str
+    hash: str
+    body: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    body_b64: bytes | msgspec.UnsetType = msgspec.UNSET
+    blobs: dict[str, bytes] | msgspec.UnsetType = msgspec.UNSET
+
+
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What an import committed."""
+
+    events: int
+    streams: list[str]
+    blobs: int
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER = msgspec.json.Decoder(Line)
+
+
+def _embeddable(body: bytes) -> bool:
+    if not body or b"\n" in body or b"\r" in body or body != body.strip():
+        return False
+    try:
+        msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
+def encode_line(event: Event, blobs: dict[str, bytes]) -> bytes:
+    """The export line of ``event`` (with its newline)."""
+    embed = _embeddable(event.body)
+    line = Line(
+        stream=event.stream,
+        seq=event.seq,
+        type=event.type,
+        recorded_at=event.recorded_at,
+        prev_hash=event.prev_hash,
+        hash=event.hash,
+        body=msgspec.Raw(event.body) if embed else msgspec.UNSET,
+        body_b64=msgspec.UNSET if embed else event.body,
+        blobs=blobs or msgspec.UNSET,
+    )
+    return _ENCODER.encode(line) + b"\n"
+
+
+async def export_jsonl(
+    store: EventStore,
+    out: BinaryIO,
+    *,
+    streams: Sequence[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Write events as JSON Lines to ``out``; returns the number of events written.
+
+    Without ``streams``: every event in position order. With: those streams, one after
+    the other in the order given.
+    """
+    sent: set[str] = set()
+    count = 0
+    chunk: list[bytes] = []
+    sources = [store.read(s) for s in streams] if streams is not None else [store.read_all()]
+    for source in sources:
+        async for event in source:
+            needed: dict[str, bytes] = {}
+            for m in _DIGEST_IN_BODY.finditer(event.body):
+                digest = m.group(1).decode()
+                if digest in sent or digest in needed:
+                    continue
+                try:
+                    needed[digest] = await store.get_blob(digest)
+                except BlobNotFoundError:
+                    continue  # a digest of something else (a skill, a request)
+            sent.update(needed)
+            chunk.append(encode_line(event, needed))
+            count += 1
+            if len(chunk) >= 1024:
+                await trio.to_thread.run_sync(out.writelines, chunk)
+                if progress:
+                    progress(len(chunk))
+                chunk = []
+    await trio.to_thread.run_sync(out.writelines, chunk)
+    if progress:
+        progress(len(chunk))
+    return count
+
+
+class ImportChecker:
+    """Parses and checks import lines, one at a time, against the target's heads (pure).
+
+    ``head_of(stream)`` gives the target's (length, head hash) for a stream not seen yet
+    in the file. Every stream must continue exactly from that head and every event must
+    hash correctly, so an imported stream always verifies.
+    """
+
+    def __init__(self, source: str, head_of: Callable[[str], tuple[int, str]]) -> None:
+        self._source = source
+        self._head_of = head_of
+        self.heads: dict[str, tuple[int, str]] = {}
+        self.blobs: dict[str, bytes] = {}
+
+    def fail(self, lineno: int, message: str) -> ImportFormatError:
+        return ImportFormatError(
+            f"{self._source}:{lineno}: {message}; nothing was imported - fix or re-export the file"
+        )
+
+    def check(self, lineno: int, raw: bytes) -> Event | None:
+        """The event of this line (position 0), checked; None for a blank line."""
+        if not raw.strip():
+            return None
+        if not raw.endswith(b"\n"):
+            raise self.fail(lineno, "the last line is not terminated (truncated file?)")
+        try:
+            line = _DECODER.decode(raw)
+        except msgspec.MsgspecError as e:
+            raise self.fail(lineno, f"not an event line: {e}") from e
+        if isinstance(line.body, msgspec.Raw) == isinstance(line.body_b64, bytes):
+            raise self.fail(lineno, "needs exactly one of body and body_b64")
+        body = bytes(line.body) if isinstance(line.body, msgspec.Raw) else line.body_b64
+        assert isinstance(body, bytes)
+        try:
+            check_name("stream", line.stream)
+            check_name("type", line.type)
+        except Exception as e:
+            raise self.fail(lineno, str(e)) from e
+        if not 0 <= line.seq < 2**63 or not 0 <= line.recorded_at < 2**63:
+            raise self.fail(lineno, "seq and recorded_at must be in 0..2**63-1")
+        for digest, data in (line.blobs or {}).items():  # UNSET is falsy
+            if not is_digest(digest) or blob_digest(data) != digest:
+                raise self.fail(lineno, f"blob {digest[:70]} does not match its content")
+            self.blobs[digest] = data
+        head = self.heads.get(line.stream)
+        if head is None:
+            head = self._head_of(line.stream)
+        length, prev = head
+        where = f"stream {line.stream[:MAX_NAME_CHARS]!r} seq {line.seq}"
+        if line.seq != length or line.prev_hash != prev:
+            raise self.fail(
+                lineno,
+                f"{where} does not continue the chain (expected seq {length} after hash "
+                f"{prev[:16]}...); a stream can only be imported onto its own head",
+            )
+        h = event_hash(prev, line.type, line.stream, line.seq, line.recorded_at, body)
+        if h != line.hash:
+            raise self.fail(lineno, f"{where}: hash does not match the content (altered line)")
+        self.heads[line.stream] = (length + 1, h)
+        return Event(
+            stream=line.stream,
+            seq=line.seq,
+            position=0,
+            type=line.type,
+            recorded_at=line.recorded_at,
+            body=body,
+            prev_hash=prev,
+            hash=h,
+        )
+
+
+def import_into_sqlite(
+    conn: sqlite3.Connection,
+    f: BinaryIO,
+    source: str,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import inside the caller's (the writer's) transaction: all or nothing."""
+
+    def head_of(stream: str) -> tuple[int, str]:
+        row = conn.execute(
+            "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1", (stream,)
+        ).fetchone()
+        return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
+
+    checker = ImportChecker(source, head_of)
+    (position,) = conn.execute("SELECT COALESCE(MAX(position), 0) + 1 FROM events").fetchone()
+    rows: list[tuple[object, ...]] = []
+    count = 0
+    for lineno, raw in enumerate(f, 1):
+        e = checker.check(lineno, raw)
+        if e is None:
+            continue
+        rows.append((e.stream, e.seq, position, e.type, e.recorded_at, e.body, e.prev_hash, e.hash))
+        position += 1
+        if len(rows) >= 4096:
+            conn.executemany(_INSERT, rows)
+            count += len(rows)
+            rows.clear()
+            if progress:
+                progress(4096)
+    conn.executemany(_INSERT, rows)
+    count += len(rows)
+    if progress:
+        progress(len(rows))
+    conn.executemany(
+        "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", checker.blobs.items()
+    )
+    return ImportReport(events=count, streams=sorted(checker.heads), blobs=len(checker.blobs))
+
+
+async def import_jsonl(
+    store: EventStore,
+    path: str,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import the JSON Lines file at ``path`` into ``store``; all or nothing.
+
+    Every event is checked (format, hash, and that each stream continues from the
+    store's head) before anything is committed. On the SQLite store the whole file is
+    one transaction (other appends wait meanwhile). On other stores the file is checked
+    in memory first and then appended run by run; a concurrent append there can still
+    make a later run fail with :class:`ConcurrencyError` after earlier runs committed.
+    """
+    from ._sqlite import SqliteStore  # the one store with a transactional fast path
+
+    def opener() -> BinaryIO:
+        try:
+            return open(path, "rb")
+        except OSError as e:
+            raise ImportFormatError(f"{path}: cannot read: {e.strerror}") from e
+
+    f = await trio.to_thread.run_sync(opener)
+    try:
+        if isinstance(store, SqliteStore):
+            return await store.call_in_writer(
+                lambda conn: import_into_sqlite(conn, f, path, progress), doing="importing"
+            )
+        heads = {s.stream: (s.length, s.head_hash) for s in await store.streams()}
+        checker = ImportChecker(path, lambda s: heads.get(s, (0, GENESIS_HASH)))
+
+        def parse() -> list[Event]:
+            return [e for n, raw in enumerate(f, 1) if (e := checker.check(n, raw))]
+
+        events = await trio.to_thread.run_sync(parse)
+    finally:
+        await trio.to_thread.run_sync(f.close)
+    for digest, data in checker.blobs.items():
+        if await store.put_blob(data) != digest:  # pragma: no cover - checked above
+            raise ImportFormatError(f"{path}: blob {digest} changed while importing")
+    i = 0
+    while i < len(events):
+        j = i
+        while j < len(events) and events[j].stream == events[i].stream:
+            j += 1
+        run = events[i:j]
+        new = [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in run]
+        await store.append(run[0].stream, new, expected_seq=run[0].seq)
+        if progress:
+            progress(len(run))
+        i = j
+    return ImportReport(events=len(events), streams=sorted(checker.heads), blobs=len(checker.blobs))
