@@ -153,6 +153,14 @@ def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int) -> object:
             f"YAML tags ({getattr(ev, 'tag', '')}) are not allowed; remove the tag",
         )
     if isinstance(ev, yaml.ScalarEvent):
+        try:
+            ev.value.encode()
+        except UnicodeEncodeError:
+            raise Finding(
+                "yaml-surrogate",
+                "frontmatter",
+                "a value holds an escaped lone surrogate (like \\ud800); it is not valid text",
+            ) from None
         return ev.value
     if depth > MAX_DEPTH:
         raise Finding(

@@ -18,7 +18,7 @@ from ._model import ManifestEntry, Skill, SkillManifest, Tier
 from ._parse import parse_skill_md
 
 # What PyYAML's reader accepts unescaped inside a double-quoted scalar, minus '"' and '\'.
-_UNSAFE = re.compile("[^\x20\x21\x23-\x5b\x5d-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_UNSAFE = re.compile(r"[^\x20\x21\x23-\x5b\x5d-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 

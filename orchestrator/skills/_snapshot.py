@@ -123,4 +123,3 @@ async def _put(store: BlobStore, data: bytes) -> str:
             f"the blob store returned digest {digest} that is not the sha256 of the data"
         )
     return digest
-
