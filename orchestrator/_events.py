@@ -18,6 +18,7 @@ import msgspec
 from eventlog import Codec
 
 from ._model import ModelResponse
+from .skills import ManifestEntry
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,15 +54,18 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     location: str | None = None
 
 
-class FileEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One file of a skill snapshot: relative POSIX path, executable bit, blob digest."""
+class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool definition as offered to the model; the JSON Schema is canonical JSON text."""
 
-    path: str
-    executable: bool
-    sha256: str
+    name: str
+    description: str
+    input_schema: str
 
 
 class SessionStarted(Event, frozen=True, kw_only=True):
+    """The session's fixed configuration. Everything the composer needs besides the
+    events that follow is here, so replay needs nothing but the log."""
+
     event_type: ClassVar[str] = "session.started"
     agent: str
     provider: str
@@ -71,7 +75,8 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     max_active_skills: int
     file_access: bool
     policy: PolicyConfig
-    host_tools: tuple[str, ...] = ()
+    host_tools: tuple[ToolDef, ...] = ()
+    compact_catalog_over: int = 50
     version: str = ""
 
 
@@ -191,8 +196,9 @@ class SkillActivated(Event, frozen=True, kw_only=True):
     mode: Literal["replace", "add"]
     trigger: ActivationTrigger
     body_digest: str
-    files: tuple[FileEntry, ...]
+    files: tuple[ManifestEntry, ...]
     allowed_tools: str | None = None
+    tools: tuple[ToolDef, ...] = ()
     call_id: str | None = None
 
 

@@ -1,0 +1,207 @@
+"""The runtime's side effects behind one interface.
+
+Everything a session does to the world beyond its log goes through :class:`Effects`:
+loading a skill from its source, running a script, calling a host tool, asking for an
+approval. Live sessions use :class:`LiveEffects`; replay's re-drive substitutes one that
+answers from the recorded log (like Temporal's replayer), so the same runtime code
+runs both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+import trio
+
+from eventlog import SkillogError
+
+from ._events import SkillInfo, ToolDef
+from ._host_tools import HostTool, ToolContext, ToolOutcome
+from ._scripts import ScriptRequest, ScriptResult, run_script
+from ._state import ActiveSkill
+from .skills import InlineSkill, Skill, SkillManifest, load_skill, snapshot_skill
+
+
+class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What the embedding program is asked to approve."""
+
+    session_id: str
+    call_id: str
+    tool: str
+    action: str
+    skill: str | None = None
+    tier: str | None = None
+
+
+class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True):
+    approved: bool
+    decided_by: str
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
+
+
+async def deny_all(request: ApprovalRequest) -> ApprovalDecision:
+    """The default approver: with nobody to ask, nothing that needs approval runs."""
+    return ApprovalDecision(approved=False, decided_by="default (no approver configured)")
+
+
+@dataclass(frozen=True)
+class LoadedSkill:
+    """A skill read from its source, with every file's bytes for the blob store."""
+
+    skill: Skill
+    manifest: SkillManifest
+    blobs: tuple[bytes, ...]
+    tools: tuple[ToolDef, ...] = ()
+
+    def info(self, file_access: bool) -> SkillInfo:
+        return skill_info(self.skill, file_access)
+
+
+class SkillUnavailableError(SkillogError):
+    """A skill could not be loaded from its source (gone, unreadable or now invalid)."""
+
+
+class Effects(Protocol):
+    async def load_skill(self, name: str) -> LoadedSkill: ...
+
+    async def run_script(
+        self, skill: ActiveSkill, request: ScriptRequest, get_blob: GetBlob
+    ) -> ScriptResult: ...
+
+    async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome: ...
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+GetBlob = Callable[[str], Awaitable[bytes]]
+
+
+def skill_info(skill: Skill, file_access: bool) -> SkillInfo:
+    return SkillInfo(
+        name=skill.name,
+        description=skill.description,
+        hash=skill.hash,
+        tier=str(skill.tier),
+        source=skill.source,
+        location=skill.location if file_access else None,
+    )
+
+
+class _Collect:
+    """A blob sink that keeps the bytes, so a snapshot commits with its event."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+
+    async def put_blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        self.blobs[digest] = data
+        return digest
+
+    async def get_blob(self, digest: str) -> bytes:
+        return self.blobs[digest]
+
+
+class LiveEffects:
+    """Effects against the real world: skills from disk (or code), real scripts in the
+    sandbox, the embedding program's tools and approver.
+
+    Scripts run from a private copy of the skill exactly as it was snapshotted when
+    loaded (its pinned hash), never from the live directory, so what runs is what the
+    log recorded even if the folder changed since.
+    """
+
+    def __init__(
+        self,
+        skills: Sequence[Skill | InlineSkill],
+        *,
+        host_tools: Sequence[HostTool] = (),
+        approver: Approver = deny_all,
+        bwrap: str | None = None,
+    ) -> None:
+        self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
+        self.tools: dict[str, HostTool] = {t.name: t for t in host_tools}
+        for s in skills:
+            if isinstance(s, InlineSkill):
+                self.tools.update((t.name, t) for t in _host_tools(s))
+        self.approver = approver
+        self.bwrap = bwrap
+        self._workdir: str | None = None
+
+    async def load_skill(self, name: str) -> LoadedSkill:
+        source = self.skills.get(name)
+        if source is None:
+            raise SkillUnavailableError(f"skill {name!r} is not in this session's sources")
+        if isinstance(source, InlineSkill):
+            skill = source.to_skill()
+            tools = tuple(t.definition() for t in _host_tools(source))
+        else:
+            if source.root is None:
+                raise SkillUnavailableError(f"skill {name!r} has no directory to load from")
+            skill = await trio.to_thread.run_sync(_reload, source)
+            tools = ()
+        sink = _Collect()
+        manifest = await snapshot_skill(sink, source if isinstance(source, InlineSkill) else skill)
+        return LoadedSkill(
+            skill=skill, manifest=manifest, blobs=tuple(sink.blobs.values()), tools=tools
+        )
+
+    async def run_script(
+        self, skill: ActiveSkill, request: ScriptRequest, get_blob: GetBlob
+    ) -> ScriptResult:
+        root = await self._materialize(skill, get_blob)
+        return await run_script(msgspec.structs.replace(request, root=root), bwrap=self.bwrap)
+
+    async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
+        return await self.tools[name].invoke(arguments, context)
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        return await self.approver(request)
+
+    def close(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    async def _materialize(self, skill: ActiveSkill, get_blob: GetBlob) -> str:
+        if self._workdir is None:
+            self._workdir = tempfile.mkdtemp(prefix="skillog-run-")
+        root = Path(self._workdir) / skill.hash
+        if root.is_dir():
+            return str(root)
+        files = {f.path: (f.executable, await get_blob(f.sha256)) for f in skill.files}
+        staging = Path(self._workdir) / f".{skill.hash}.partial"
+        await trio.to_thread.run_sync(_write_tree, staging, files)
+        await trio.to_thread.run_sync(os.replace, staging, root)
+        return str(root)
+
+
+def _reload(source: Skill) -> Skill:
+    assert source.root is not None
+    try:
+        return load_skill(Path(source.root), tier=source.tier, source=source.source)
+    except SkillogError as e:
+        raise SkillUnavailableError(f"skill {source.name!r} can no longer be loaded: {e}") from e
+
+
+def _write_tree(root: Path, files: Mapping[str, tuple[bool, bytes]]) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    for rel, (executable, data) in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(0o555 if executable else 0o444)
+
+
+def _host_tools(skill: InlineSkill) -> tuple[HostTool, ...]:
+    return tuple(t if isinstance(t, HostTool) else HostTool.from_function(t) for t in skill.tools)  # type: ignore[arg-type]

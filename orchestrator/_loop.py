@@ -1,0 +1,226 @@
+"""The agent loop: compose, record, call the model, record, run tools, until done.
+
+:class:`Agent` is what an embedding program holds: a model adapter, the skills, host
+tools, policy and approver. ``await agent.run(store, task)`` drives a new session to
+its end; ``await agent.resume(store, session_id)`` continues one from its log (after a
+crash, a cancellation or in another process) exactly where it stopped.
+
+How a session ends (``session.ended``): ``completed`` when the model answers without
+tool calls; ``max_turns`` when the turn bound is reached; ``error`` when the model keeps
+failing (after bounded retries for retryable errors, at once for others) or answers
+malformed output more than ``retry.max_attempts`` times in a row. A cancelled run
+records nothing more and stays resumable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+import trio
+
+from eventlog import EventStore
+
+from ._effects import Approver, LiveEffects, deny_all, skill_info
+from ._events import ModelFailed, PolicyConfig, SessionEnded, SessionStarted, ToolDef
+from ._host_tools import HostTool
+from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
+from ._session import Clock, Observer, Session
+from .skills import InlineSkill, Skill
+
+MAX_RESPONSE_CHARS = 1 << 20
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of model calls: exponential backoff from ``base_ms``, capped at
+    ``max_ms``, honouring the provider's retry-after hint when it is longer."""
+
+    max_attempts: int = 4
+    base_ms: int = 500
+    max_ms: int = 30_000
+    timeout_s: float = 120.0
+
+    def delay_ms(self, attempt: int, hint_ms: int | None) -> int:
+        backoff = min(self.max_ms, self.base_ms * 2 ** (attempt - 1))
+        return max(backoff, min(hint_ms or 0, self.max_ms))
+
+
+@dataclass
+class Agent:
+    """Drives sessions: the one object an embedding program configures."""
+
+    model: ModelAdapter
+    model_name: str
+    skills: Sequence[Skill | InlineSkill] = ()
+    host_tools: Sequence[HostTool] = ()
+    policy: PolicyConfig = PolicyConfig()
+    approver: Approver = deny_all
+    name: str = "skillog"
+    max_turns: int = 50
+    max_tokens: int = 4096
+    max_active_skills: int = 3
+    file_access: bool = False
+    hidden: Sequence[tuple[str, str]] = ()
+    retry: RetryPolicy = RetryPolicy()
+    observers: Sequence[Observer] = ()
+    clock: Clock = time.time_ns
+    bwrap: str | None = None
+    _effects: LiveEffects | None = field(default=None, init=False, repr=False)
+
+    @property
+    def effects(self) -> LiveEffects:
+        if self._effects is None:
+            self._effects = LiveEffects(
+                self.skills, host_tools=self.host_tools, approver=self.approver, bwrap=self.bwrap
+            )
+        return self._effects
+
+    def session_config(self) -> SessionStarted:
+        return SessionStarted(
+            agent=self.name,
+            provider=self.model.provider,
+            model=self.model_name,
+            max_tokens=self.max_tokens,
+            max_turns=self.max_turns,
+            max_active_skills=self.max_active_skills,
+            file_access=self.file_access,
+            policy=self.policy,
+            host_tools=tuple(t.definition() for t in self.host_tools),
+            version=VERSION,
+        )
+
+    async def start(self, store: EventStore, *, session_id: str | None = None) -> Session:
+        """Record a new session's start and catalog; returns it ready for a message."""
+        catalog = [skill_info(_as_skill(s), self.file_access) for s in self.skills]
+        catalog.sort(key=lambda s: s.name)
+        return await Session.create(
+            store,
+            self.session_config(),
+            catalog,
+            self.effects,
+            hidden=self.hidden,
+            session_id=session_id,
+            clock=self.clock,
+            observers=self.observers,
+        )
+
+    async def run(self, store: EventStore, task: str, *, session_id: str | None = None) -> Session:
+        """Start a session with ``task`` as the user's message and drive it to its end."""
+        session = await self.start(store, session_id=session_id)
+        await session.add_user_message(task)
+        await drive(session, self.model, self.retry)
+        return session
+
+    async def resume(self, store: EventStore, session_id: str) -> Session:
+        """Reopen a session from its log and drive it to its end."""
+        session = await Session.open(
+            store, session_id, self.effects, clock=self.clock, observers=self.observers
+        )
+        await drive(session, self.model, self.retry)
+        return session
+
+    def close(self) -> None:
+        if self._effects is not None:
+            self._effects.close()
+
+
+async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:
+    """Run turns until the session ends. Safe to call on a session reopened mid-turn."""
+    state = session.state
+    assert state.config is not None
+    failures = 0
+    while state.status != "ended":
+        if state.awaiting_tools:
+            await session.run_tools()
+            continue
+        last = state.messages[-1] if state.messages else None
+        if last is not None and last.role == "assistant":
+            await session.end("completed")
+            break
+        if state.turn >= state.config.max_turns:
+            await session.end("max_turns")
+            break
+        request, _ = await session.render()
+        outcome = await _call(session, model, request, retry)
+        if outcome is None:
+            break
+        response, duration_ms = outcome
+        problem = _malformed(response)
+        if problem is not None:
+            failures += 1
+            give_up = failures >= retry.max_attempts
+            await session.record_failure(
+                ModelFailed(
+                    turn=state.turn,
+                    kind="malformed",
+                    message=problem,
+                    attempt=failures,
+                    will_retry=not give_up,
+                    duration_ms=duration_ms,
+                )
+            )
+            if give_up:
+                await session.end("error", f"model response malformed: {problem}")
+            continue
+        failures = 0
+        await session.record_response(response, duration_ms)
+
+
+async def _call(
+    session: Session, model: ModelAdapter, request: ModelRequest, retry: RetryPolicy
+) -> tuple[ModelResponse, int] | None:
+    """One model call with bounded retries; records each failure. None when it gave up
+    (the session is then ended with ``error``)."""
+    turn = session.state.turn
+    for attempt in range(1, retry.max_attempts + 1):
+        start = time.monotonic_ns()
+        try:
+            with trio.fail_after(retry.timeout_s):
+                response = await model.complete(request)
+            return response, (time.monotonic_ns() - start) // 1_000_000
+        except (ModelError, trio.TooSlowError) as e:
+            error = (
+                e
+                if isinstance(e, ModelError)
+                else ModelError(
+                    f"no answer within {retry.timeout_s:g}s", kind="timeout", retryable=True
+                )
+            )
+            will_retry = error.retryable and attempt < retry.max_attempts
+            await session.record_failure(
+                ModelFailed(
+                    turn=turn,
+                    kind=error.kind,
+                    message=str(error),
+                    attempt=attempt,
+                    will_retry=will_retry,
+                    retry_after_ms=error.retry_after_ms,
+                    duration_ms=(time.monotonic_ns() - start) // 1_000_000,
+                )
+            )
+            if not will_retry:
+                await session.end("error", f"model call failed: {error}")
+                return None
+            await trio.sleep(retry.delay_ms(attempt, error.retry_after_ms) / 1000)
+    return None  # pragma: no cover - the loop always returns
+
+
+def _malformed(response: ModelResponse) -> str | None:
+    if not response.parts:
+        return "the response is empty"
+    if sum(len(getattr(p, "text", "")) for p in response.parts) > MAX_RESPONSE_CHARS:
+        return f"the response is over {MAX_RESPONSE_CHARS} characters"
+    ids = [c.id for c in response.tool_calls]
+    if any(not i for i in ids) or len(set(ids)) != len(ids):
+        return "tool call ids are missing or repeated"
+    if any(not c.name for c in response.tool_calls):
+        return "a tool call has no name"
+    return None
+
+
+def _as_skill(skill: Skill | InlineSkill) -> Skill:
+    return skill.to_skill() if isinstance(skill, InlineSkill) else skill

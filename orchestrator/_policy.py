@@ -1,0 +1,154 @@
+"""Policy: trust tiers and the ``allowed-tools`` allowlist, as pure decisions.
+
+``allowed-tools`` (``Bash(git:*) Read Write``) is a hard allowlist: while any active
+skill declares it, only calls some declaring skill permits may run; the others are
+refused with a ``policy.denied`` event. How a rule maps to skillog's tools:
+
+- ``skills.load`` and ``skills.unload`` are always allowed (a skill must not be able
+  to trap the model inside itself).
+- ``Read`` / ``skills.read`` allow ``skills.read``; ``Read(references/*)`` only paths
+  matching the glob.
+- ``Bash`` / ``skills.run_script`` allow ``skills.run_script``; ``Bash(prefix:*)`` only
+  commands (script path, then arguments, shell-quoted) starting with ``prefix``;
+  ``Bash(cmd)`` only that exact command.
+- Any other ``Name`` allows the host tool called ``Name``. ``Name(pattern)`` on a host
+  tool allows nothing: skillog cannot know what the pattern would apply to, and an
+  allowlist must fail closed.
+
+Several declaring skills combine by union: a call runs if any declaring skill permits
+it. Skills that declare nothing do not restrict.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from ._events import PolicyConfig
+from ._state import ActiveSkill
+
+ALWAYS_ALLOWED = frozenset({"skills.load", "skills.unload"})
+READ_TOOLS = frozenset({"Read", "skills.read"})
+SCRIPT_TOOLS = frozenset({"Bash", "skills.run_script"})
+TIERS = ("builtin", "org", "user", "third-party")
+
+_RULE = re.compile(r"([A-Za-z0-9_.\-]+)(?:\((.*)\))?\Z", re.S)
+
+
+class ToolRule(msgspec.Struct, frozen=True):
+    """One ``allowed-tools`` entry: a tool name and an optional argument pattern."""
+
+    tool: str
+    pattern: str | None = None
+
+
+def parse_allowed_tools(text: str) -> tuple[ToolRule, ...]:
+    """Split ``allowed-tools`` into rules. Entries are separated by whitespace outside
+    parentheses; an entry that does not parse allows nothing."""
+    rules: list[ToolRule] = []
+    for token in _tokens(text):
+        m = _RULE.match(token)
+        if m:
+            rules.append(ToolRule(m.group(1), m.group(2)))
+    return tuple(rules)
+
+
+def _tokens(text: str) -> list[str]:
+    tokens: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for ch in text:
+        if ch.isspace() and depth == 0:
+            if current:
+                tokens.append("".join(current))
+                current = []
+            continue
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        current.append(ch)
+    if current:
+        tokens.append("".join(current))
+    return tokens
+
+
+Allowlist = tuple[tuple[str, tuple[ToolRule, ...]], ...] | None
+"""(skill name, rules) for each active skill that declares ``allowed-tools``; None when
+no active skill restricts."""
+
+
+def allowlist(active: Sequence[ActiveSkill]) -> Allowlist:
+    declared = tuple(
+        (s.name, parse_allowed_tools(s.allowed_tools))
+        for s in active
+        if s.allowed_tools is not None
+    )
+    return declared or None
+
+
+def offered(rules: Allowlist, tool: str) -> bool:
+    """Whether ``tool`` is offered to the model at all under ``rules``."""
+    if rules is None or tool in ALWAYS_ALLOWED:
+        return True
+    return any(_names(rule, tool) for _, skill_rules in rules for rule in skill_rules)
+
+
+def permits(rules: Allowlist, tool: str, *, path: str = "", args: Sequence[str] = ()) -> bool:
+    """Whether one call may run under ``rules``; ``path``/``args`` are the call's file or
+    script path and script arguments, which rule patterns are matched against."""
+    if rules is None or tool in ALWAYS_ALLOWED:
+        return True
+    for _, skill_rules in rules:
+        for rule in skill_rules:
+            if _names(rule, tool) and _pattern_ok(rule, tool, path, args):
+                return True
+    return False
+
+
+def restricting_skills(rules: Allowlist) -> str:
+    return ", ".join(name for name, _ in rules or ())
+
+
+def _names(rule: ToolRule, tool: str) -> bool:
+    if tool == "skills.read":
+        return rule.tool in READ_TOOLS
+    if tool == "skills.run_script":
+        return rule.tool in SCRIPT_TOOLS
+    return rule.tool == tool and rule.pattern is None
+
+
+def _pattern_ok(rule: ToolRule, tool: str, path: str, args: Sequence[str]) -> bool:
+    if rule.pattern is None or rule.pattern in ("*", ""):
+        return True
+    if tool == "skills.read":
+        return fnmatch.fnmatchcase(path, rule.pattern)
+    command = shlex.join([path, *args])
+    if rule.pattern.endswith(":*"):
+        prefix = rule.pattern[:-2]
+        return command == prefix or command.startswith(prefix + " ")
+    return command == rule.pattern
+
+
+class ScriptGate(msgspec.Struct, frozen=True, kw_only=True):
+    """What policy demands before and while a script of a given tier runs."""
+
+    needs_approval: bool
+    network: bool
+    sandbox: Literal["required", "preferred", "off"]
+
+
+def script_gate(config: PolicyConfig, tier: str) -> ScriptGate:
+    """Trust tiers (seed 000): builtin/org run in the sandbox; user scripts need an
+    approval; third-party scripts need an approval and never get network. An unknown
+    tier is treated as third-party."""
+    tier = tier if tier in TIERS else "third-party"
+    needs_approval = tier in config.approve or tier == "third-party"
+    network = tier in config.network and tier != "third-party"
+    return ScriptGate(needs_approval=needs_approval, network=network, sandbox=config.sandbox)
+
+
+def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:
+    return tool in config.approve_host_tools or "*" in config.approve_host_tools

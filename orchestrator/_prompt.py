@@ -1,0 +1,245 @@
+"""The prompt composer: a pure function from session state to the model request.
+
+Per turn the model gets top-level instructions (base rules, ``<available_skills>``,
+``<active_skills>`` with each loaded SKILL.md body in load order, later wins), the
+append-only message history, and the tool definitions. Nothing here reads a clock,
+the environment or the filesystem: the same state gives the same bytes anywhere.
+
+Canonical bytes of a request (what ``request_hash`` hashes, see docs/events.md): one
+line per message (canonical JSON + ``\\n``) in history order, then one tail line with
+``max_tokens``, ``model``, ``system`` and ``tools``. History first means a running hash
+over the messages makes each turn's hash O(new bytes), however long the session.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+import msgspec
+
+from ._events import SkillInfo, ToolDef
+from ._model import Message, ModelRequest, ToolSpec, encode_canonical
+from ._policy import allowlist, offered
+from ._state import ActiveSkill, SessionState
+
+BASE_RULES = """\
+You can use Agent Skills: packaged instructions, reference files and scripts for \
+specific tasks, listed in <available_skills>.
+
+Rules:
+- Before you follow a skill's instructions or use its files or scripts, load it with \
+the skills.load tool. Its instructions then appear in <active_skills>.
+- Only skills listed in <available_skills> exist. Load only what the task needs; \
+unload skills you no longer need with skills.unload.
+- When the instructions of active skills conflict, the skill loaded later takes \
+precedence.
+- Read a loaded skill's files (references/, assets/) with skills.read and run its \
+scripts (scripts/) with skills.run_script, using paths relative to the skill's root.
+- A tool error explains what went wrong; adjust and continue."""
+
+COMPACT_DESCRIPTION_CHARS = 120
+
+
+class Tail(msgspec.Struct, frozen=True, kw_only=True):
+    """The last line of a canonical request: everything but the history."""
+
+    max_tokens: int
+    model: str
+    system: str
+    tools: tuple[ToolSpec, ...]
+
+
+def compose(state: SessionState, bodies: Mapping[str, str]) -> ModelRequest:
+    """The request for the next model call. ``bodies`` maps the body digest of each
+    active skill to its SKILL.md body (content-addressed, so looking one up is pure)."""
+    config = state.config
+    if config is None:
+        raise ValueError("cannot compose before session.started")
+    return ModelRequest(
+        model=config.model,
+        system=system_prompt(state, bodies),
+        messages=tuple(state.messages),
+        tools=tool_specs(state),
+        max_tokens=config.max_tokens,
+    )
+
+
+def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:
+    """Base rules, the catalog and the active skills' instructions."""
+    assert state.config is not None
+    if not state.catalog and not state.active:
+        return ""
+    sections = [BASE_RULES]
+    if state.catalog:
+        skills = list(state.catalog.values())
+        compact = len(skills) > state.config.compact_catalog_over
+        sections.append(available_skills(skills, state.config.file_access, compact=compact))
+    if state.active:
+        sections.append(active_skills(state.active, bodies))
+    return "\n\n".join(sections)
+
+
+def available_skills(skills: Sequence[SkillInfo], file_access: bool, *, compact: bool) -> str:
+    """The ``<available_skills>`` block (tier 1 of progressive disclosure), escaped.
+
+    ``compact`` renders one line per skill with a shortened description, for catalogs
+    too large to list in full."""
+    lines = ["<available_skills>"]
+    for skill in skills:
+        if compact:
+            desc = _shorten(skill.description, COMPACT_DESCRIPTION_CHARS)
+            lines.append(f"  <skill name={quoteattr(skill.name)}>{escape(desc)}</skill>")
+            continue
+        lines.append("  <skill>")
+        lines.append(f"    <name>{escape(skill.name)}</name>")
+        lines.append(f"    <description>{escape(skill.description)}</description>")
+        if file_access and skill.location is not None:
+            lines.append(f"    <location>{escape(skill.location)}</location>")
+        lines.append("  </skill>")
+    lines.append("</available_skills>")
+    return "\n".join(lines)
+
+
+def active_skills(active: Sequence[ActiveSkill], bodies: Mapping[str, str]) -> str:
+    """The ``<active_skills>`` block: each body verbatim, in load order.
+
+    Bodies are markdown meant for the model, so they are not XML-escaped (that would
+    mangle code samples); only a closing tag that would end the block early is
+    defused."""
+    lines = ["<active_skills>"]
+    for skill in active:
+        body = bodies[skill.body_digest]
+        lines.append(f"<skill name={quoteattr(skill.name)} hash={quoteattr(skill.hash[:12])}>")
+        lines.append(_defuse(body).strip("\n"))
+        lines.append("</skill>")
+    lines.append("</active_skills>")
+    return "\n".join(lines)
+
+
+def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
+    """Runtime skill tools (when there are skills), host tools, the tools of active
+    inline skills; filtered by the active skills' ``allowed-tools``."""
+    assert state.config is not None
+    specs: list[ToolSpec] = []
+    if state.catalog:
+        specs.extend(skill_tool_specs(tuple(state.catalog), state.config.max_active_skills))
+    specs.extend(_spec(t) for t in state.config.host_tools)
+    for skill in state.active:
+        specs.extend(_spec(t) for t in skill.tools)
+    rules = allowlist(state.active)
+    return tuple(s for s in specs if offered(rules, s.name))
+
+
+def skill_tool_specs(names: tuple[str, ...], cap: int) -> tuple[ToolSpec, ...]:
+    """The four runtime tools with JSON Schemas; skill names are an enum of the catalog."""
+    name_enum: dict[str, Any] = {"type": "string", "enum": list(names)}
+    return (
+        ToolSpec(
+            name="skills.load",
+            description=(
+                "Load skills so their instructions appear in <active_skills>. mode 'replace' "
+                "(default) replaces the loaded set; 'add' adds to it. "
+                f"At most {cap} skills can be active at once."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "names": {"type": "array", "items": name_enum, "minItems": 1},
+                    "mode": {"type": "string", "enum": ["replace", "add"], "default": "replace"},
+                },
+                "required": ["names"],
+                "additionalProperties": False,
+            },
+        ),
+        ToolSpec(
+            name="skills.unload",
+            description="Unload the named skills, or all of them with all=true.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "names": {"type": "array", "items": {"type": "string"}},
+                    "all": {"type": "boolean"},
+                },
+                "additionalProperties": False,
+            },
+        ),
+        ToolSpec(
+            name="skills.read",
+            description=(
+                "Read a file of a loaded skill (e.g. references/guide.md), relative to the "
+                "skill's root. skill defaults to the most recently loaded one. Binary files "
+                "come back base64-encoded."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"skill": name_enum, "path": {"type": "string"}},
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+        ),
+        ToolSpec(
+            name="skills.run_script",
+            description=(
+                "Run a script from a loaded skill's scripts/ directory with arguments; returns "
+                "exit_code, stdout and stderr. skill defaults to the most recently loaded one."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "skill": name_enum,
+                    "path": {"type": "string"},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "workdir": {"type": "string"},
+                },
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+        ),
+    )
+
+
+def message_line(message: Message) -> bytes:
+    """One history line of the canonical request."""
+    return encode_canonical(message) + b"\n"
+
+
+def tail_line(request: ModelRequest) -> bytes:
+    """The final line of the canonical request."""
+    tail = Tail(
+        max_tokens=request.max_tokens,
+        model=request.model,
+        system=request.system,
+        tools=request.tools,
+    )
+    return encode_canonical(tail) + b"\n"
+
+
+def request_bytes(request: ModelRequest) -> bytes:
+    """The canonical bytes of a whole request (what ``request_hash`` hashes)."""
+    return b"".join(message_line(m) for m in request.messages) + tail_line(request)
+
+
+def request_hash(request: ModelRequest) -> str:
+    return hashlib.sha256(request_bytes(request)).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _spec(tool: ToolDef) -> ToolSpec:
+    schema: dict[str, Any] = msgspec.json.decode(tool.input_schema)
+    return ToolSpec(name=tool.name, description=tool.description, input_schema=schema)
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _defuse(body: str) -> str:
+    return body.replace("</skill>", "&lt;/skill>").replace(
+        "</active_skills>", "&lt;/active_skills>"
+    )

@@ -1,0 +1,99 @@
+from orchestrator._events import PolicyConfig
+from orchestrator._policy import (
+    ToolRule,
+    allowlist,
+    offered,
+    parse_allowed_tools,
+    permits,
+    script_gate,
+)
+from orchestrator._state import ActiveSkill
+
+
+def skill(name: str, allowed: str | None) -> ActiveSkill:
+    return ActiveSkill(
+        name=name,
+        hash="0" * 64,
+        tier="builtin",
+        source="test",
+        body_digest="b",
+        files=(),
+        allowed_tools=allowed,
+        tools=(),
+    )
+
+
+def test_parse_splits_on_whitespace_outside_parentheses() -> None:
+    assert parse_allowed_tools("Bash(git status:*)  Read\tWrite") == (
+        ToolRule("Bash", "git status:*"),
+        ToolRule("Read"),
+        ToolRule("Write"),
+    )
+
+
+def test_parse_drops_entries_that_do_not_parse() -> None:
+    assert parse_allowed_tools("Read Bash(unclosed b@d!") == (ToolRule("Read"),)
+    assert parse_allowed_tools("") == ()
+    assert parse_allowed_tools("(x) <y>") == ()
+
+
+def test_no_declaring_skill_means_no_restriction() -> None:
+    rules = allowlist([skill("a", None)])
+    assert rules is None
+    assert permits(rules, "anything") and offered(rules, "anything")
+
+
+def test_read_rules_govern_skills_read_with_globs() -> None:
+    rules = allowlist([skill("a", "Read(references/*)")])
+    assert permits(rules, "skills.read", path="references/guide.md")
+    assert not permits(rules, "skills.read", path="assets/logo.png")
+    assert offered(rules, "skills.read")
+    assert not offered(rules, "skills.run_script")
+
+
+def test_bash_prefix_rules_match_whole_words() -> None:
+    rules = allowlist([skill("a", "Bash(scripts/fill.py:*)")])
+    assert permits(rules, "skills.run_script", path="scripts/fill.py", args=["--in", "a b"])
+    assert permits(rules, "skills.run_script", path="scripts/fill.py")
+    assert not permits(rules, "skills.run_script", path="scripts/fill.pyx")
+    assert not permits(rules, "skills.run_script", path="scripts/other.py")
+
+
+def test_bash_exact_rule_matches_the_quoted_command_only() -> None:
+    rules = allowlist([skill("a", "Bash(scripts/x.sh)")])
+    assert permits(rules, "skills.run_script", path="scripts/x.sh")
+    assert not permits(rules, "skills.run_script", path="scripts/x.sh", args=["; rm -rf /"])
+
+
+def test_host_tools_match_by_exact_name_and_patterns_fail_closed() -> None:
+    rules = allowlist([skill("a", "lookup fetch(https://*)")])
+    assert permits(rules, "lookup")
+    assert not permits(rules, "Lookup")
+    assert not permits(rules, "fetch")
+    assert not offered(rules, "fetch")
+
+
+def test_load_and_unload_are_always_allowed() -> None:
+    rules = allowlist([skill("a", "Read")])
+    assert permits(rules, "skills.load") and permits(rules, "skills.unload")
+    assert offered(rules, "skills.unload")
+
+
+def test_declaring_skills_combine_by_union_others_do_not_restrict() -> None:
+    rules = allowlist([skill("a", "Read"), skill("b", "lookup"), skill("c", None)])
+    assert permits(rules, "skills.read", path="x")
+    assert permits(rules, "lookup")
+    assert not permits(rules, "skills.run_script", path="scripts/x.py")
+
+
+def test_trust_tiers() -> None:
+    config = PolicyConfig(network=("builtin", "third-party"))
+    builtin = script_gate(config, "builtin")
+    assert not builtin.needs_approval and builtin.network and builtin.sandbox == "required"
+    assert not script_gate(config, "org").needs_approval
+    assert script_gate(config, "user").needs_approval
+    third = script_gate(config, "third-party")
+    assert third.needs_approval and not third.network
+    # Third-party needs an approval even when the config forgets to ask for it.
+    assert script_gate(PolicyConfig(approve=()), "third-party").needs_approval
+    assert script_gate(config, "made-up").needs_approval
