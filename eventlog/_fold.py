@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 from ._errors import SnapshotMismatchError
 from ._snapshot import Snapshot, SnapshotStore
-from ._types import Event, EventStore, Head
+from ._types import Event, EventStore, Head, closing
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -53,8 +53,9 @@ class Folded(Generic[S]):
 
 
 async def _event_hash_at(store: EventStore, stream: str, seq: int) -> str | None:
-    async for event in store.read(stream, from_seq=seq, to_seq=seq + 1):
-        return event.hash
+    async with closing(store.read(stream, from_seq=seq, to_seq=seq + 1)) as events:
+        async for event in events:
+            return event.hash
     return None
 
 

@@ -262,20 +262,24 @@ class SqliteStore:
                     FROM s WHERE s.stream IS NOT NULL
                 )
                 SELECT s.stream,
-                    (SELECT seq FROM events WHERE stream = s.stream ORDER BY seq DESC LIMIT 1),
-                    (SELECT hash FROM events WHERE stream = s.stream ORDER BY seq DESC LIMIT 1),
+                    (SELECT MAX(seq) FROM events
+                     WHERE stream = s.stream AND typeof(seq) = 'integer'),
+                    (SELECT hash FROM events WHERE stream = s.stream AND typeof(seq) = 'integer'
+                     ORDER BY seq DESC LIMIT 1),
                     (SELECT recorded_at FROM events WHERE stream = s.stream ORDER BY seq LIMIT 1),
                     (SELECT recorded_at FROM events WHERE stream = s.stream
-                     ORDER BY seq DESC LIMIT 1)
+                     AND typeof(seq) = 'integer' ORDER BY seq DESC LIMIT 1)
                 FROM s WHERE s.stream IS NOT NULL"""
             ).fetchall()
             return [
                 StreamInfo(
                     stream=r[0],
-                    length=int(r[1]) + 1,
-                    head_hash=r[2],
-                    first_recorded_at=r[3],
-                    last_recorded_at=r[4],
+                    # A stream whose rows all have a corrupted seq counts as empty;
+                    # verify reports it.
+                    length=0 if r[1] is None else int(r[1]) + 1,
+                    head_hash=r[2] or "",
+                    first_recorded_at=r[3] or 0,
+                    last_recorded_at=r[4] or 0,
                 )
                 for r in rows
             ]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
@@ -93,3 +94,17 @@ class EventStore(Protocol):
     async def get_blob(self, digest: str) -> bytes: ...
 
     async def has_blob(self, digest: str) -> bool: ...
+
+
+T = TypeVar("T")
+
+
+@asynccontextmanager
+async def closing(it: AsyncIterator[T]) -> AsyncGenerator[AsyncIterator[T], None]:
+    """Close an async generator deterministically when a loop over it stops early."""
+    try:
+        yield it
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()

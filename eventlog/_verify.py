@@ -9,7 +9,7 @@ import msgspec
 
 from ._checkpoint import Checkpoint, check_chain
 from ._hashchain import GENESIS_HASH, is_digest
-from ._types import Event, EventStore
+from ._types import Event, EventStore, closing
 
 #: Fault kinds, in the words the CLI prints.
 KINDS = {
@@ -78,30 +78,31 @@ async def verify_stream(
     expected, prev, count = 0, GENESIS_HASH, 0
     sb = stream.encode()
     sha = hashlib.sha256
-    async for e in store.read(stream):
-        try:
-            h = sha(
-                b"%s\n%s\n%s\n%d\n%d\n%s"
-                % (e.prev_hash.encode(), e.type.encode(), sb, e.seq, e.recorded_at, e.body)
-            ).hexdigest()
-        except (TypeError, AttributeError):
-            h = ""
-        if h != e.hash or e.prev_hash != prev or e.seq != expected:
-            bad = _malformed(e)
-            if bad:
-                return count, Fault(kind="malformed", stream=stream, seq=expected, detail=bad)
-            if e.seq != expected:
-                detail = f"expected seq {expected}, the next stored is {e.seq}"
-                return count, Fault(kind="missing", stream=stream, seq=expected, detail=detail)
-            kind = "modified" if e.prev_hash == prev else "unlinked" if h == e.hash else "moved"
-            return count, Fault(kind=kind, stream=stream, seq=e.seq, detail=KINDS[kind])
-        if e.seq in signed and signed[e.seq] != h:
-            detail = f"checkpoint signed {signed[e.seq]}, the log has {h}"
-            return count, Fault(kind="rewritten", stream=stream, seq=e.seq, detail=detail)
-        prev, expected = h, expected + 1
-        count += 1
-        if progress is not None and count % 4096 == 0:
-            progress(4096)
+    async with closing(store.read(stream)) as events:
+        async for e in events:
+            try:
+                h = sha(
+                    b"%s\n%s\n%s\n%d\n%d\n%s"
+                    % (e.prev_hash.encode(), e.type.encode(), sb, e.seq, e.recorded_at, e.body)
+                ).hexdigest()
+            except (TypeError, AttributeError):
+                h = ""
+            if h != e.hash or e.prev_hash != prev or e.seq != expected:
+                bad = _malformed(e)
+                if bad:
+                    return count, Fault(kind="malformed", stream=stream, seq=expected, detail=bad)
+                if e.seq != expected:
+                    detail = f"expected seq {expected}, the next stored is {e.seq}"
+                    return count, Fault(kind="missing", stream=stream, seq=expected, detail=detail)
+                kind = "modified" if e.prev_hash == prev else "unlinked" if h == e.hash else "moved"
+                return count, Fault(kind=kind, stream=stream, seq=e.seq, detail=KINDS[kind])
+            if e.seq in signed and signed[e.seq] != h:
+                detail = f"checkpoint signed {signed[e.seq]}, the log has {h}"
+                return count, Fault(kind="rewritten", stream=stream, seq=e.seq, detail=detail)
+            prev, expected = h, expected + 1
+            count += 1
+            if progress is not None and count % 4096 == 0:
+                progress(4096)
     if progress is not None:
         progress(count % 4096)
     if signed and max(signed) >= expected:

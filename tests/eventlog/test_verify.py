@@ -1,0 +1,175 @@
+"""Tampering with the SQLite file directly, and what verify (with checkpoints) reports."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from eventlog import (
+    GENESIS_HASH,
+    Checkpoint,
+    NewEvent,
+    event_hash,
+    make_checkpoint,
+    open_sqlite_store,
+    verify,
+)
+from eventlog._checkpoint import public_hex
+
+
+def events(n: int, start: int = 0) -> list[NewEvent]:
+    return [
+        NewEvent(type="t.x", body=b'{"i":%d}' % i, recorded_at=10 + i)
+        for i in range(start, start + n)
+    ]
+
+
+async def build(path: Path, key: Ed25519PrivateKey | None = None) -> Checkpoint | None:
+    async with open_sqlite_store(path) as store:
+        await store.append("a", events(6), expected_seq=0)
+        await store.append("b", events(4), expected_seq=0)
+        if key is None:
+            return None
+        return await make_checkpoint(store, key, previous=None, clock=lambda: 1)
+
+
+async def check(path: Path, checkpoint: Checkpoint | None = None, key: str | None = None):  # type: ignore[no-untyped-def]
+    async with open_sqlite_store(path, readonly=True) as store:
+        return await verify(store, checkpoints=[checkpoint] if checkpoint else None, public_key=key)
+
+
+def sql(path: Path, *statements: str) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        for s in statements:
+            conn.execute(s)
+    conn.close()
+
+
+async def test_an_untouched_log_verifies(tmp_path: Path) -> None:
+    await build(tmp_path / "x.db")
+    report = await check(tmp_path / "x.db")
+    assert report.ok and (report.streams, report.events) == (2, 10)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "kind", "seq"),
+    [
+        (
+            ["UPDATE events SET body = CAST('{\"i\":99}' AS BLOB) WHERE stream='a' AND seq=3"],
+            "modified",
+            3,
+        ),
+        (["UPDATE events SET type = 't.y' WHERE stream='a' AND seq=0"], "modified", 0),
+        (["UPDATE events SET recorded_at = 5 WHERE stream='a' AND seq=5"], "modified", 5),
+        (["UPDATE events SET hash = '" + "e" * 64 + "' WHERE stream='a' AND seq=2"], "modified", 2),
+        (["DELETE FROM events WHERE stream='a' AND seq=2"], "missing", 2),
+        (["DELETE FROM events WHERE stream='a' AND seq=0"], "missing", 0),
+        # swap two events' places
+        (
+            [
+                "UPDATE events SET seq = -1 WHERE stream='a' AND seq=1",
+                "UPDATE events SET seq = 1 WHERE stream='a' AND seq=2",
+                "UPDATE events SET seq = 2 WHERE stream='a' AND seq=-1",
+            ],
+            "moved",
+            1,
+        ),
+        # delete one and renumber the rest down
+        (
+            [
+                "DELETE FROM events WHERE stream='a' AND seq=2",
+                "UPDATE events SET seq = seq - 1 WHERE stream='a' AND seq > 2",
+            ],
+            "moved",
+            2,
+        ),
+        (["UPDATE events SET body = 'text not blob' WHERE stream='b' AND seq=1"], "malformed", 1),
+        (["UPDATE events SET seq = 'x' WHERE stream='b' AND seq=1"], "missing", 1),
+    ],
+)
+async def test_every_in_chain_tampering_is_found_at_the_first_bad_seq(
+    tmp_path: Path, tamper: list[str], kind: str, seq: int
+) -> None:
+    db = tmp_path / "x.db"
+    await build(db)
+    sql(db, *tamper)
+    report = await check(db)
+    assert report.fault is not None, tamper
+    assert (report.fault.kind, report.fault.seq) == (kind, seq), str(report.fault)
+    assert report.fault.stream in ("a", "b")
+
+
+async def test_an_inserted_well_hashed_event_breaks_the_next_link(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    await build(db)
+    conn = sqlite3.connect(db)
+    prev = conn.execute("SELECT hash FROM events WHERE stream='a' AND seq=2").fetchone()[0]
+    with conn:
+        conn.execute("UPDATE events SET seq = seq + 1000 WHERE stream='a' AND seq >= 3")
+        conn.execute("UPDATE events SET seq = seq - 999 WHERE stream='a' AND seq >= 1003")
+        h = event_hash(prev, "t.x", "a", 3, 7, b"{}")
+        conn.execute("INSERT INTO events VALUES ('a', 3, 999, 't.x', 7, x'7b7d', ?, ?)", (prev, h))
+    conn.close()
+    report = await check(db)
+    assert report.fault is not None
+    assert (report.fault.kind, report.fault.seq) == ("moved", 4)
+
+
+async def test_consistent_rewrite_truncation_and_deletion_need_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    key = Ed25519PrivateKey.generate()
+    pub = public_hex(key.public_key())
+    for tamper, kind, seq in [
+        (["DELETE FROM events WHERE stream='a' AND seq >= 4"], "truncated", 4),
+        (["DELETE FROM events WHERE stream='b'"], "stream_missing", None),
+    ]:
+        db = tmp_path / f"{kind}.db"
+        cp = await build(db, key)
+        sql(db, *tamper)
+        assert (await check(db)).ok  # invisible from inside the chains
+        report = await check(db, cp, pub)
+        assert report.fault is not None
+        assert (report.fault.kind, report.fault.seq) == (kind, seq)
+
+    # A consistent rewrite: recompute every hash of stream 'a' after changing a body.
+    db = tmp_path / "rewrite.db"
+    cp = await build(db, key)
+    conn = sqlite3.connect(db)
+    rows = conn.execute(
+        "SELECT seq, type, recorded_at, body FROM events WHERE stream='a' ORDER BY seq"
+    ).fetchall()
+    prev = GENESIS_HASH
+    with conn:
+        for seq, type_, at, body in rows:
+            body = b'{"i":"forged"}' if seq == 1 else body
+            h = event_hash(prev, type_, "a", seq, at, body)
+            conn.execute(
+                "UPDATE events SET body=?, prev_hash=?, hash=? WHERE stream='a' AND seq=?",
+                (body, prev, h, seq),
+            )
+            prev = h
+    conn.close()
+    assert (await check(db)).ok
+    report = await check(db, cp, pub)
+    assert report.fault is not None
+    assert (report.fault.kind, report.fault.stream, report.fault.seq) == ("rewritten", "a", 5)
+
+
+async def test_a_forged_or_foreign_checkpoint_is_reported(tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    db = tmp_path / "x.db"
+    cp = await build(db, key)
+    assert cp is not None
+    forged = Checkpoint(
+        version=cp.version, created_at=2, prev=cp.prev, key=cp.key, heads=cp.heads, sig=cp.sig
+    )
+    report = await check(db, forged)
+    assert report.fault is not None and report.fault.kind == "checkpoint"
+    other = public_hex(Ed25519PrivateKey.generate().public_key())
+    report = await check(db, cp, other)
+    assert report.fault is not None and "expected" in report.fault.detail
