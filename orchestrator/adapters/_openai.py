@@ -1,0 +1,217 @@
+"""The OpenAI Chat Completions adapter (optional extra: ``pip install 'skillog[openai]'``).
+
+The SDK is imported when an adapter is constructed, never when this module is, so
+``orchestrator.adapters`` imports without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .._model import (
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from ._sdk_adapter import SdkAdapter
+from ._translate import check_history, decode_body, texts
+from ._wire import WireNames, to_wire
+
+if TYPE_CHECKING:
+    import openai
+
+PROVIDER = "openai"
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+def openai_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
+    """The Chat Completions parameters for a canonical request.
+
+    The system prompt is the first message (role ``system``); each tool result is its own
+    ``tool`` message, placed before any text of the same canonical message (which follows
+    as a ``user`` message), since tool messages must directly follow the assistant's
+    calls. ``max_tokens`` is sent as ``max_completion_tokens``. Tool names go out in wire
+    form (see :class:`WireNames`, which refuses colliding sets). The ``is_error`` flag of
+    a tool result has no place on this wire: the result's text must say it.
+    """
+    check_history(request, provider=PROVIDER)
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        messages.extend(_messages(message))
+    params: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_completion_tokens": request.max_tokens,
+    }
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": to_wire(t.name),
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in request.tools
+        ]
+    return params
+
+
+def _content(parts: list[str]) -> str | list[dict[str, str]]:
+    return parts[0] if len(parts) == 1 else [{"type": "text", "text": t} for t in parts]
+
+
+def _messages(message: Message) -> list[dict[str, Any]]:
+    text = texts(message)
+    if message.role == "assistant":
+        calls = [
+            {
+                "id": p.id,
+                "type": "function",
+                "function": {"name": to_wire(p.name), "arguments": p.arguments},
+            }
+            for p in message.parts
+            if isinstance(p, ToolCall)
+        ]
+        if not text and not calls:
+            return []
+        out: dict[str, Any] = {"role": "assistant", "content": _content(text) if text else None}
+        if calls:
+            out["tool_calls"] = calls
+        return [out]
+    results: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": p.call_id, "content": p.content}
+        for p in message.parts
+        if isinstance(p, ToolResult)
+    ]
+    if text:
+        results.append({"role": "user", "content": _content(text)})
+    return results
+
+
+class _Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class _ToolCall(msgspec.Struct):
+    id: str
+    function: _Function
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _Completion(msgspec.Struct):
+    choices: list[_Choice]
+    id: str = ""
+    model: str = ""
+    usage: _Usage | None = None
+
+
+def openai_response(body: bytes, names: WireNames) -> ModelResponse:
+    """The canonical response for a Chat Completions response body (its first choice).
+
+    Text comes before the tool calls, whose ``arguments`` are kept exactly as received
+    but must be valid JSON. A refusal becomes the text, with stop reason ``refusal``.
+    A body that does not fit raises ``ModelError(kind="malformed")``.
+    """
+    completion = decode_body(body, _Completion, provider=PROVIDER)
+    if not completion.choices:
+        raise ModelError(
+            f"{PROVIDER}: the API answered with no choices", kind="malformed", retryable=True
+        )
+    choice = completion.choices[0]
+    message = choice.message
+    parts: list[TextPart | ToolCall] = []
+    stop_reason = _STOP_REASONS.get(choice.finish_reason or "", "other")
+    if message.content:
+        parts.append(TextPart(text=message.content))
+    if message.refusal:
+        parts.append(TextPart(text=message.refusal))
+        stop_reason = "refusal"
+    for index, call in enumerate(message.tool_calls or ()):
+        try:
+            msgspec.json.decode(call.function.arguments)
+        except msgspec.DecodeError as e:
+            raise ModelError(
+                f"{PROVIDER}: tool call {index} ({call.function.name}) has arguments that "
+                f"are not valid JSON ({e}): {call.function.arguments[:200]!r}",
+                kind="malformed",
+                retryable=True,
+            ) from e
+        parts.append(
+            ToolCall(
+                id=call.id,
+                name=names.from_wire(call.function.name),
+                arguments=call.function.arguments,
+            )
+        )
+    usage = completion.usage or _Usage()
+    return ModelResponse(
+        parts=tuple(parts),
+        stop_reason=stop_reason,
+        usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens),
+        model=completion.model,
+        id=completion.id,
+    )
+
+
+class OpenAIAdapter(SdkAdapter):
+    """A :class:`ModelAdapter` for the OpenAI Chat Completions API.
+
+    Without a ``client``, one is made from the environment (``OPENAI_API_KEY``, and
+    ``OPENAI_BASE_URL`` if set, which also reaches compatible servers). The SDK's own
+    retries are always disabled (``max_retries=0``): the agent loop's bounded retry
+    policy is the only one, so every attempt is recorded in the log and retries never
+    multiply. ``model`` is used when a request names none.
+    """
+
+    PROVIDER = "openai"
+    _MODULE = "openai"
+    _CLIENT_CLASS = "AsyncOpenAI"
+    _BASE_ERROR = "OpenAIError"
+    _KEY_VARIABLES = ("OPENAI_API_KEY",)
+
+    def __init__(self, client: openai.AsyncOpenAI | None = None, *, model: str = "") -> None:
+        super().__init__(client, model=model)
+
+    def _params(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        return openai_request(request, model=model)
+
+    async def _create(self, params: dict[str, Any]) -> Any:
+        return await self._client.chat.completions.with_raw_response.create(**params)
+
+    def _response(self, body: bytes, names: WireNames) -> ModelResponse:
+        return openai_response(body, names)
