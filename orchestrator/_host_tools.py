@@ -20,6 +20,7 @@ import trio
 
 from eventlog import SkillogError
 
+from ._events import ToolDef
 from ._model import ToolSpec, encode_canonical
 
 MAX_ARGUMENTS_BYTES = 256 * 1024
@@ -52,10 +53,10 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
 
     session_id: str
     call_id: str
-    skills: tuple[str, ...] = ()
+    active_skills: tuple[str, ...] = ()
 
 
-class HostToolResult(msgspec.Struct, frozen=True, kw_only=True):
+class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of one invocation: the text the model reads, whether it is an error,
     and if so its type (:data:`INVALID_ARGUMENTS`, :data:`INVALID_RESULT`, or the class
     name of the exception the function raised)."""
@@ -137,12 +138,16 @@ class HostTool:
             name=self.name, description=self.description, input_schema=self.input_schema
         )
 
-    @property
-    def schema_json(self) -> str:
-        """The input schema as canonical JSON text (sorted keys, no floats)."""
-        return encode_canonical(self.input_schema).decode()
+    def definition(self) -> ToolDef:
+        """The tool as the log records it: the schema as canonical JSON text (sorted
+        keys, no floats)."""
+        return ToolDef(
+            name=self.name,
+            description=self.description,
+            input_schema=encode_canonical(self.input_schema).decode(),
+        )
 
-    async def invoke(self, arguments_json: str, context: ToolContext) -> HostToolResult:
+    async def invoke(self, arguments_json: str, context: ToolContext) -> ToolOutcome:
         """Validate the arguments, run the function and return what the model will read.
 
         Never raises for anything the model or the function did: arguments over
@@ -154,7 +159,7 @@ class HostTool:
         Cancellation propagates.
         """
         parsed = self._parse(arguments_json)
-        if isinstance(parsed, HostToolResult):
+        if isinstance(parsed, ToolOutcome):
             return parsed
         values = {field: getattr(parsed, field) for field in self._fields}
         if self._context_parameter is not None:
@@ -169,14 +174,14 @@ class HostTool:
         except Exception as e:
             # Any failure of the host's code is the model's to read, not the loop's to die of.
             detail = f": {e}" if str(e) else ""
-            return HostToolResult(
+            return ToolOutcome(
                 content=f"tool {self.name} raised {type(e).__name__}{detail}",
                 is_error=True,
                 error_type=type(e).__name__,
             )
         return self._result(value)
 
-    def _parse(self, text: str) -> msgspec.Struct | HostToolResult:
+    def _parse(self, text: str) -> msgspec.Struct | ToolOutcome:
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_ARGUMENTS_BYTES:
             return self._refuse(
@@ -192,26 +197,26 @@ class HostTool:
             return self._refuse("the arguments nest too deeply")
         return parsed
 
-    def _refuse(self, reason: str) -> HostToolResult:
-        return HostToolResult(
+    def _refuse(self, reason: str) -> ToolOutcome:
+        return ToolOutcome(
             content=f"invalid arguments for tool {self.name}: {reason}",
             is_error=True,
             error_type=INVALID_ARGUMENTS,
         )
 
-    def _result(self, value: object) -> HostToolResult:
+    def _result(self, value: object) -> ToolOutcome:
         if isinstance(value, str):
-            return HostToolResult(content=value)
+            return ToolOutcome(content=value)
         if inspect.iscoroutine(value):
             value.close()
             return self._bad_result("it returned a coroutine; declare the function async def")
         try:
-            return HostToolResult(content=encode_canonical(value).decode())
+            return ToolOutcome(content=encode_canonical(value).decode())
         except (TypeError, ValueError, OverflowError) as e:
             return self._bad_result(f"its result cannot be encoded as JSON ({e})")
 
-    def _bad_result(self, reason: str) -> HostToolResult:
-        return HostToolResult(
+    def _bad_result(self, reason: str) -> ToolOutcome:
+        return ToolOutcome(
             content=f"tool {self.name} failed: {reason}", is_error=True, error_type=INVALID_RESULT
         )
 
