@@ -4,6 +4,25 @@ Everything about a skill before a model sees it. See ``docs/skills.md`` (discove
 precedence, configuration, install) and ``docs/skill-hash.md`` (the hash definition).
 """
 
+from ._catalog import Catalog as Catalog
+from ._catalog import CatalogEntry as CatalogEntry
+from ._catalog import CatalogRecord as CatalogRecord
+from ._catalog import Provenance as Provenance
+from ._catalog import Rejected as Rejected
+from ._catalog import Shadowed as Shadowed
+from ._catalog import Status as Status
+from ._catalog import build_catalog as build_catalog
+from ._catalog import build_catalog_async as build_catalog_async
+from ._config import InstalledSkill as InstalledSkill
+from ._config import SkillsConfig as SkillsConfig
+from ._config import SourceConfig as SourceConfig
+from ._config import config_path as config_path
+from ._config import load_config as load_config
+from ._config import save_config as save_config
+from ._discover import SkillSource as SkillSource
+from ._discover import default_sources as default_sources
+from ._discover import find_skill_dirs as find_skill_dirs
+from ._discover import install_dir as install_dir
 from ._errors import ConfigError as ConfigError
 from ._errors import DuplicateSkillError as DuplicateSkillError
 from ._errors import InstallError as InstallError
@@ -19,6 +38,7 @@ from ._hash import hash_manifest as hash_manifest
 from ._hash import make_manifest as make_manifest
 from ._hash import manifest_of as manifest_of
 from ._hash import skill_hash as skill_hash
+from ._index import SkillIndex as SkillIndex
 from ._inline import InlineSkill as InlineSkill
 from ._model import ManifestEntry as ManifestEntry
 from ._model import Skill as Skill
@@ -28,6 +48,7 @@ from ._model import Tier as Tier
 from ._parse import ParsedSkillMd as ParsedSkillMd
 from ._parse import load_skill as load_skill
 from ._parse import parse_skill_md as parse_skill_md
+from ._requires import CommandChecker as CommandChecker
 from ._snapshot import BlobStore as BlobStore
 from ._snapshot import read_manifest_file as read_manifest_file
 from ._snapshot import skill_from_manifest as skill_from_manifest
@@ -35,30 +56,51 @@ from ._snapshot import snapshot_skill as snapshot_skill
 
 __all__ = [
     "BlobStore",
+    "Catalog",
+    "CatalogEntry",
+    "CatalogRecord",
+    "CommandChecker",
     "ConfigError",
     "DuplicateSkillError",
     "InlineSkill",
     "InstallError",
+    "InstalledSkill",
     "ManifestEntry",
     "ManifestError",
     "ParsedSkillMd",
     "Problem",
+    "Provenance",
+    "Rejected",
+    "Shadowed",
     "Skill",
     "SkillChangedError",
     "SkillError",
+    "SkillIndex",
     "SkillIndexError",
     "SkillManifest",
     "SkillNotFoundError",
     "SkillProperties",
+    "SkillSource",
     "SkillTreeError",
     "SkillValidationError",
+    "SkillsConfig",
+    "SourceConfig",
+    "Status",
     "Tier",
+    "build_catalog",
+    "build_catalog_async",
+    "config_path",
+    "default_sources",
+    "find_skill_dirs",
     "hash_manifest",
+    "install_dir",
+    "load_config",
     "load_skill",
     "make_manifest",
     "manifest_of",
     "parse_skill_md",
     "read_manifest_file",
+    "save_config",
     "skill_from_manifest",
     "skill_hash",
     "snapshot_skill",

@@ -1,0 +1,184 @@
+"""Where skills come from: sources in precedence order, and the bounded directory walk.
+
+Precedence, highest first (``docs/skills.md``): builtin, org (configured), project
+(``<project>/.agents/skills`` then ``<project>/.claude/skills``), other configured
+directories, user (``~/.agents/skills`` then ``~/.claude/skills``), installed. The
+first source that has a name wins; the others are reported as shadowed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import msgspec
+
+from ._config import SkillsConfig, default_install_dir
+from ._model import Tier
+
+SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".hg", ".svn"})
+SKILL_FILES = ("SKILL.md", "skill.md")
+
+
+class SkillSource(msgspec.Struct, frozen=True, kw_only=True):
+    """A directory to discover skills in.
+
+    ``label`` is stable and holds no absolute path (``project:.claude/skills``); it is
+    the ``source`` of every skill found here. ``scope`` is one of builtin, org,
+    project, config, user, installed.
+    """
+
+    path: str
+    tier: Tier
+    label: str
+    scope: str = "config"
+
+
+def default_sources(
+    config: SkillsConfig,
+    *,
+    project: str | None,
+    home: str | None = None,
+    builtin: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> list[SkillSource]:
+    """The sources to scan, in precedence order, for this configuration.
+
+    ``project`` is the project directory (``None``: no project scope); ``home``
+    defaults to ``$HOME``. Both are injectable for tests.
+    """
+    env = os.environ if env is None else env
+    home = home or env.get("HOME") or os.path.expanduser("~")
+    out = [
+        SkillSource(
+            path=os.path.abspath(p), tier=Tier.BUILTIN, label=f"builtin:{i}", scope="builtin"
+        )
+        for i, p in enumerate(builtin)
+    ]
+    configured = [
+        SkillSource(
+            path=_expand(d.path, home),
+            tier=d.tier,
+            label=d.label or f"config{i}:{os.path.basename(d.path.rstrip('/')) or 'root'}",
+            scope="org" if d.tier is Tier.ORG else "config",
+        )
+        for i, d in enumerate(config.dirs)
+    ]
+    out += [s for s in configured if s.scope == "org"]
+    if config.conventional and project is not None:
+        for rel in (".agents/skills", ".claude/skills"):
+            out.append(
+                SkillSource(
+                    path=os.path.join(os.path.abspath(project), rel),
+                    tier=config.project_tier,
+                    label=f"project:{rel}",
+                    scope="project",
+                )
+            )
+    out += [s for s in configured if s.scope == "config"]
+    if config.conventional:
+        for rel in (".agents/skills", ".claude/skills"):
+            out.append(
+                SkillSource(
+                    path=os.path.join(home, rel),
+                    tier=Tier.USER,
+                    label=f"user:~/{rel}",
+                    scope="user",
+                )
+            )
+    out.append(
+        SkillSource(
+            path=install_dir(config, env),
+            tier=Tier.THIRD_PARTY,
+            label="installed",
+            scope="installed",
+        )
+    )
+    return out
+
+
+def install_dir(config: SkillsConfig, env: Mapping[str, str] | None = None) -> str:
+    """The directory installed skills live in."""
+    if config.install_dir:
+        return os.path.abspath(os.path.expanduser(config.install_dir))
+    return default_install_dir(env)
+
+
+def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[str], list[str]]:
+    """Skill directories under ``root`` (itself included), and notes on what was cut.
+
+    A directory holding ``SKILL.md`` (or ``skill.md``) is a skill and is not searched
+    further. Others are searched breadth-first, hidden category folders
+    (``.curated``) included, ``.git``/``node_modules`` and friends skipped, symlinked
+    directories followed once (cycles cut by device+inode), down to ``max_depth``
+    levels below ``root`` and across at most ``max_dirs`` directories. Returned paths
+    are sorted by their path relative to ``root``, which is the order of precedence
+    within one source.
+    """
+    found: list[str] = []
+    notes: list[str] = []
+    try:
+        st = os.stat(root)
+    except OSError:
+        return [], []
+    seen = {(st.st_dev, st.st_ino)}
+    level = [root]
+    visited = 0
+    for depth in range(max_depth + 1):
+        following: list[str] = []
+        for directory in level:
+            visited += 1
+            if visited > max_dirs:
+                notes.append(
+                    f"stopped after {max_dirs} directories (max_dirs); skills further in "
+                    "were not searched - raise max_dirs or point at a narrower directory"
+                )
+                return sorted(found, key=lambda p: os.path.relpath(p, root).encode()), notes
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError as err:
+                notes.append(f"{directory}: cannot be listed ({err.strerror}); skipped")
+                continue
+            if any(e.name in SKILL_FILES and _is_file(e) for e in entries):
+                found.append(directory)
+                continue
+            for e in entries:
+                if e.name in SKIP_DIRS or not _is_dir(e):
+                    continue
+                try:
+                    est = os.stat(e.path)
+                except OSError:
+                    continue
+                key = (est.st_dev, est.st_ino)
+                if key not in seen:
+                    seen.add(key)
+                    following.append(e.path)
+        if not following:
+            break
+        if depth == max_depth:
+            notes.append(
+                f"directories deeper than {max_depth} levels below {root} were not searched "
+                "(max_depth)"
+            )
+        level = following
+    return sorted(found, key=lambda p: os.path.relpath(p, root).encode()), notes
+
+
+def _expand(path: str, home: str) -> str:
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return os.path.abspath(path)
+
+
+def _is_file(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(e: os.DirEntry[str]) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:
+        return False

@@ -1,0 +1,142 @@
+"""The persistent skills index: a cache in the SQLite database, keyed by skill directory.
+
+A warm start re-reads nothing that did not change. For each skill directory the index
+keeps a fingerprint of every file's stat (relative path, size, mtime_ns, ctime_ns,
+inode, executable bit, plus the tree's problems and the validation mode) and the result
+of the last load (properties and hash, or the problems). A scan still walks and stats
+each skill directory (that is how a change is seen) but reads and hashes no file whose
+directory fingerprint is unchanged.
+
+Like git's racy-index rule, a result whose newest file was modified within
+``RACY_NS`` of the scan is not trusted next time (a same-size rewrite within the
+filesystem's timestamp granularity would otherwise go unseen); it is re-read until it
+has aged.
+
+Tables (prefixed ``skills_``, next to the event log's tables, never touching them):
+``skills_index(root PRIMARY KEY, fingerprint, racy, record, indexed_at)`` and
+``skills_schema(version)``. It is a cache: on a schema change it is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+
+import msgspec
+import sqlite_utils
+
+from ._errors import Problem, SkillIndexError
+from ._model import SkillProperties
+from ._tree import TreeFile
+
+SCHEMA_VERSION = 1
+RACY_NS = 2_000_000_000  # FAT's 2 s timestamps are the coarsest in common use
+
+
+class IndexedSkill(msgspec.Struct, frozen=True, kw_only=True):
+    """What loading one skill directory gave: a valid skill's data, or its problems."""
+
+    root: str
+    location: str | None = None
+    properties: SkillProperties | None = None
+    hash: str | None = None
+    last_modified: int = 0  # newest file mtime, ns
+    warnings: tuple[Problem, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(IndexedSkill)
+
+
+def fingerprint(files: Iterable[TreeFile], problems: Iterable[Problem], strict: bool) -> str:
+    """A digest of everything that, if unchanged, makes re-reading the tree pointless."""
+    h = hashlib.sha256(b"strict\0" if strict else b"lenient\0")
+    for f in files:
+        h.update(
+            b"%s\0%d %d %d %d %d\0"
+            % (f.rel.encode(), f.size, f.mtime_ns, f.ctime_ns, f.ino, f.executable)
+        )
+    for p in problems:
+        h.update(f"{p.file}\0{p.rule}\0".encode())
+    return h.hexdigest()
+
+
+class SkillIndex:
+    """The ``skills_`` tables of one SQLite database (sharing the file with the log)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            conn = sqlite3.connect(path, timeout=10.0, check_same_thread=False)
+            self._db = sqlite_utils.Database(conn)
+            self._migrate()
+        except sqlite3.Error as e:
+            raise SkillIndexError(
+                f"{path}: cannot use the skills index ({e}); is it a skillog SQLite database? "
+                "Point --db at another file or delete the damaged one"
+            ) from e
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.conn.close()
+
+    def load(self) -> dict[str, tuple[str, bool, bytes]]:
+        """Every row: root -> (fingerprint, racy, record bytes)."""
+        try:
+            rows = self._db.execute("SELECT root, fingerprint, racy, record FROM skills_index")
+            return {r[0]: (r[1], bool(r[2]), r[3]) for r in rows.fetchall()}
+        except sqlite3.Error as e:
+            raise SkillIndexError(f"{self.path}: cannot read the skills index ({e})") from e
+
+    @staticmethod
+    def decode(record: bytes) -> IndexedSkill | None:
+        """A stored record, or ``None`` if it does not decode (then it is re-read)."""
+        try:
+            return _decoder.decode(record)
+        except msgspec.DecodeError:
+            return None
+
+    def save(
+        self, rows: list[tuple[str, str, bool, IndexedSkill]], *, keep: set[str], now: int
+    ) -> None:
+        """Upsert changed ``(root, fingerprint, racy, record)`` rows; drop roots not in ``keep``."""
+        try:
+            with self._db.conn:
+                if rows:
+                    self._db.table("skills_index").upsert_all(
+                        (
+                            {
+                                "root": root,
+                                "fingerprint": fp,
+                                "racy": int(racy),
+                                "record": _encoder.encode(rec),
+                                "indexed_at": now,
+                            }
+                            for root, fp, racy, rec in rows
+                        ),
+                        pk="root",
+                    )
+                stale = [
+                    (r,)
+                    for (r,) in self._db.execute("SELECT root FROM skills_index").fetchall()
+                    if r not in keep
+                ]
+                self._db.conn.executemany("DELETE FROM skills_index WHERE root = ?", stale)
+        except sqlite3.Error as e:
+            raise SkillIndexError(f"{self.path}: cannot write the skills index ({e})") from e
+
+    def _migrate(self) -> None:
+        with self._db.conn:
+            self._db.execute("CREATE TABLE IF NOT EXISTS skills_schema (version INTEGER NOT NULL)")
+            row = self._db.execute("SELECT version FROM skills_schema").fetchone()
+            if row is not None and row[0] == SCHEMA_VERSION:
+                return
+            self._db.execute("DROP TABLE IF EXISTS skills_index")
+            self._db.execute("DELETE FROM skills_schema")
+            self._db.execute("INSERT INTO skills_schema (version) VALUES (?)", [SCHEMA_VERSION])
+            self._db.table("skills_index").create(
+                {"root": str, "fingerprint": str, "racy": int, "record": bytes, "indexed_at": int},
+                pk="root",
+            )
