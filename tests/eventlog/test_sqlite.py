@@ -1,0 +1,211 @@
+"""The SQLite store against hostile databases, other processes, a full disk."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from eventlog import (
+    ConcurrencyError,
+    DatabaseFormatError,
+    DatabaseFullError,
+    DatabaseLockedError,
+    NewEvent,
+    ReadOnlyDatabaseError,
+    StoreError,
+    open_sqlite_store,
+    verify,
+)
+
+ROOT = Path(__file__).parents[2]
+
+
+def ev(i: int, size: int = 10) -> NewEvent:
+    return NewEvent(type="t", body=b'{"p":"%s","i":%d}' % (b"x" * size, i), recorded_at=i)
+
+
+async def test_not_a_sqlite_file_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "x.db"
+    bad.write_bytes(b"this is not a database at all, just text\n" * 10)
+    with pytest.raises(DatabaseFormatError, match="not a SQLite database"):
+        async with open_sqlite_store(bad):
+            pass
+    assert bad.read_bytes().startswith(b"this is not")
+    with pytest.raises(DatabaseFormatError, match="not a regular file"):
+        async with open_sqlite_store(tmp_path):
+            pass
+    with pytest.raises(StoreError, match="does not exist"):
+        async with open_sqlite_store(tmp_path / "no" / "x.db"):
+            pass
+    with pytest.raises(StoreError, match="no such file"):
+        async with open_sqlite_store(tmp_path / "absent.db", readonly=True):
+            pass
+
+
+async def test_a_newer_format_is_refused_and_left_alone(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE eventlog_meta SET value = '9' WHERE key = 'format_version'")
+    conn.close()
+    for readonly in (False, True):
+        with pytest.raises(DatabaseFormatError, match="format version 9 is newer"):
+            async with open_sqlite_store(db, readonly=readonly):
+                pass
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM events").fetchone() == (1,)
+    conn.close()
+
+
+async def test_unknown_tables_are_tolerated_and_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("CREATE TABLE skills_index (name TEXT, hash TEXT)")
+        conn.execute("INSERT INTO skills_index VALUES ('pdf', 'abc')")
+    conn.close()
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+    async with open_sqlite_store(db) as store:
+        assert (await verify(store)).ok
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT * FROM skills_index").fetchall() == [("pdf", "abc")]
+    conn.close()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+async def test_read_only_file_gives_a_clear_error(tmp_path: Path) -> None:  # pragma: no cover
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+    db.chmod(0o444)
+    tmp_path.chmod(0o555)  # noqa: ASYNC240 - test setup
+    try:
+        with pytest.raises(ReadOnlyDatabaseError):
+            async with open_sqlite_store(db):
+                pass
+    finally:
+        tmp_path.chmod(0o755)  # noqa: ASYNC240 - test teardown
+
+
+async def test_writing_through_a_read_only_store_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+    async with open_sqlite_store(db, readonly=True) as ro:
+        with pytest.raises(ReadOnlyDatabaseError, match="read-only"):
+            await ro.append("s", [ev(1)], expected_seq=1)
+        assert [e.seq async for e in ro.read("s")] == [0]
+
+
+async def test_locked_by_another_writer_times_out_clearly(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        async with open_sqlite_store(db, busy_timeout=0.2) as store:
+            pass
+    except DatabaseLockedError as e:
+        assert "locked by another writer" in str(e)
+    else:  # the schema needed no write: the append must then time out
+        async with open_sqlite_store(db, busy_timeout=0.2) as store:
+            with pytest.raises(DatabaseLockedError, match="locked by another writer"):
+                await store.append("s", [ev(1)], expected_seq=1)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(1)], expected_seq=1)
+        assert (await verify(store)).events == 2
+
+
+async def test_disk_full_fails_that_append_only_and_keeps_the_rest(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+    pages = os.path.getsize(db) // 4096 + 4  # noqa: ASYNC240 - test setup
+    async with open_sqlite_store(db, max_pages=pages) as store:
+        with pytest.raises(DatabaseFullError, match="full"):
+            await store.append("s", [ev(i, 2000) for i in range(1, 200)], expected_seq=1)
+        await store.append("s", [ev(1)], expected_seq=1)  # small ones still fit
+    async with open_sqlite_store(db) as store:
+        assert [e.seq async for e in store.read("s")] == [0, 1]
+        assert (await verify(store)).ok
+
+
+async def test_group_commit_fails_only_the_conflicting_append(tmp_path: Path) -> None:
+    async with open_sqlite_store(tmp_path / "x.db") as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+        results: dict[str, str] = {}
+
+        async def one(name: str, stream: str, seq: int) -> None:
+            try:
+                await store.append(stream, [ev(seq)], expected_seq=seq)
+                results[name] = "ok"
+            except ConcurrencyError:
+                results[name] = "conflict"
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, "good1", "t", 0)
+            nursery.start_soon(one, "stale", "s", 0)
+            nursery.start_soon(one, "good2", "s", 1)
+            nursery.start_soon(one, "good3", "u", 0)
+        assert results == {"good1": "ok", "stale": "conflict", "good2": "ok", "good3": "ok"}
+
+
+async def test_a_stream_written_by_another_process_is_seen_and_followed(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "x.db"
+    script = (
+        "import sys, trio, eventlog as el\n"
+        "async def main():\n"
+        "    async with el.open_sqlite_store(sys.argv[1]) as s:\n"
+        "        for i in range(3):\n"
+        "            e = el.NewEvent(type='t', body=b'{}', recorded_at=i)\n"
+        "            await s.append('other', [e], expected_seq=i)\n"
+        "trio.run(main)\n"
+    )
+    async with open_sqlite_store(db, poll_interval=0.05) as store:
+        await store.append("mine", [ev(0)], expected_seq=0)
+        seen: list[str] = []
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+
+                async def tail() -> None:
+                    async for e in store.follow():
+                        seen.append(f"{e.stream}:{e.seq}")
+                        if len(seen) == 4:
+                            nursery.cancel_scope.cancel()
+
+                nursery.start_soon(tail)
+                env = {**os.environ, "PYTHONPATH": str(ROOT)}
+                await trio.run_process([sys.executable, "-c", script, str(db)], env=env)
+        assert seen == ["mine:0", "other:0", "other:1", "other:2"]
+
+
+async def test_a_corrupt_page_is_a_clear_error(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(i, 500) for i in range(50)], expected_seq=0)
+    data = bytearray(db.read_bytes())
+    data[4096 * 2 : 4096 * 2 + 200] = b"\xff" * 200
+    db.write_bytes(bytes(data))
+    with pytest.raises(DatabaseFormatError, match="corrupt"):
+        async with open_sqlite_store(db, readonly=True) as store:
+            await verify(store)
+
+
+async def test_bad_synchronous_mode_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="synchronous"):
+        async with open_sqlite_store(tmp_path / "x.db", synchronous="OFF"):
+            pass
