@@ -1,0 +1,72 @@
+"""Where offline export stopped: a small JSON file next to the database.
+
+The state lives outside the database so that exporting never writes to the log (an
+auditor's copy can be exported read-only). It records, per session, the head hash that
+was accepted by the exporter, and the log position ``--follow`` resumes from. Losing
+or deleting it is harmless: everything is exported again with the same ids, and OTLP
+backends deduplicate.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from ._errors import OtelError
+
+STATE_VERSION = 1
+
+
+class ExportState(msgspec.Struct, kw_only=True):
+    """``exported`` maps a session id to the hash of the last event exported with it;
+    ``position`` is the log position the next ``--follow`` starts reading at."""
+
+    version: int = STATE_VERSION
+    position: int = 0
+    exported: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+def default_state_path(db: str | os.PathLike[str]) -> Path:
+    """``<db>.otel-state.json``: the state file of the database ``db``."""
+    return Path(f"{os.fspath(db)}.otel-state.json")
+
+
+def load_state(path: Path) -> ExportState:
+    """The saved state, or a fresh one if the file does not exist."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ExportState()
+    except OSError as e:
+        raise OtelError(f"export state {path}: cannot be read ({e}); fix its permissions") from e
+    try:
+        state = msgspec.json.decode(data, type=ExportState)
+    except msgspec.MsgspecError as e:
+        raise OtelError(
+            f"export state {path}: not a valid state file ({e}); delete it to export "
+            "every session again (ids are deterministic, backends deduplicate)"
+        ) from e
+    if state.version != STATE_VERSION:
+        raise OtelError(
+            f"export state {path}: version {state.version} is not {STATE_VERSION}; "
+            "delete it or use the skillog version that wrote it"
+        )
+    return state
+
+
+def save_state(path: Path, state: ExportState) -> None:
+    """Write ``state`` atomically (a crash leaves the old or the new file, never half)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(msgspec.json.encode(state, order="sorted"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OtelError(
+            f"export state {path}: cannot be written ({e}); pass --state PATH in a writable "
+            "directory"
+        ) from e
