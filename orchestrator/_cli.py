@@ -19,10 +19,13 @@ from eventlog import SkillogError
 
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("orchestrator._cli_demo", "run a complete scripted session on the bundled example skills"),
-    "run": ("orchestrator._cli_run", "run a real session against a model provider"),
-    "sessions": ("orchestrator._cli_sessions", "list the sessions in a database with their status"),
-    "resume": ("orchestrator._cli_resume", "resume a session from its log"),
+    "demo": (
+        "orchestrator._cli_demo",
+        "run a complete scripted session on the bundled example skills",
+    ),
+    "run": ("orchestrator._cli_session", "run a real session against a model provider"),
+    "sessions": ("orchestrator._cli_session", "list the sessions in a database with their status"),
+    "resume": ("orchestrator._cli_session", "resume a session from its log where it stopped"),
     "skills": ("orchestrator.skills._cli", "list, validate, install and materialize skills"),
     "log": ("eventlog._cli", "inspect, verify, checkpoint, export and import the event log"),
     "replay": ("replay._cli", "replay a session from its log and prove every prompt"),

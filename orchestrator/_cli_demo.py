@@ -1,0 +1,83 @@
+"""``skillog demo``: a complete scripted session on the bundled example skills.
+
+The model is scripted (orchestrator/demo/turns.yaml), everything else is real: the
+skills are parsed, hashed and snapshotted, the script runs in the bubblewrap sandbox,
+the allowlist denies a tool call, every step is appended durably to the SQLite log,
+and the log is verified at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import trio
+
+from eventlog import open_sqlite_store, verify
+
+from ._cli_session import add_db, read_bodies
+from ._events import PolicyConfig
+from ._host_tools import HostTool
+from ._loop import Agent
+from ._sandbox import sandbox_available
+from ._transcript import transcript
+from .skills import Tier, load_skill
+
+DEMO = Path(__file__).parent / "demo"
+TASK = (
+    "Summarize the sample sales CSV (assets/sales.csv of the csv-insights skill) by region, "
+    "then email the report to team@example.com."
+)
+
+
+def send_report(to: str, subject: str) -> str:
+    """Email the latest report to a recipient."""
+    return f"queued report {subject!r} for {to}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_db(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return trio.run(_demo, args)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from .adapters import ScriptedModel
+
+    skills = [
+        load_skill(path, tier=Tier.BUILTIN, source="builtin:demo")
+        for path in sorted((DEMO / "skills").iterdir())
+    ]
+    sandboxed = sandbox_available()
+    agent = Agent(
+        model=ScriptedModel.from_file(DEMO / "turns.yaml"),
+        model_name="demo-script",
+        name="skillog-demo",
+        skills=skills,
+        host_tools=[HostTool.from_function(send_report)],
+        policy=PolicyConfig(sandbox="required" if sandboxed else "preferred"),
+        max_turns=10,
+    )
+    try:
+        async with open_sqlite_store(args.db) as store:
+            session = await agent.run(store, TASK)
+            bodies = await read_bodies(store, session.id)
+            report = await verify(store)
+    finally:
+        agent.close()
+    print(f"skillog demo: session {session.id} in {args.db}")
+    if not sandboxed:
+        print("note: bubblewrap is not installed, so the script ran without a sandbox")
+    print()
+    for line in transcript(bodies):
+        print(line)
+    print()
+    print(f"{len(bodies)} events recorded; {len(skills)} skills available")
+    if not report.ok:
+        print(f"log verification FAILED: {report.fault}")
+        return 1
+    print(f"log verified: {report.streams} sessions, {report.events} events, every chain intact")
+    print(f"next: skillog replay {session.id} --db {args.db}")
+    return 0

@@ -1,0 +1,251 @@
+"""``skillog run``, ``skillog sessions`` and ``skillog resume``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import trio
+
+from eventlog import EventStore, SkillogError, open_sqlite_store
+
+from ._effects import ApprovalDecision, ApprovalRequest, Approver
+from ._events import CODEC, Event, PolicyConfig, SessionEnded, SessionStarted
+from ._loop import Agent
+from ._transcript import transcript
+from .skills import Skill, SkillsConfig, Tier, build_catalog, default_sources, load_config
+
+
+def db_default() -> str:
+    return os.environ.get("SKILLOG_DB") or "skillog.db"
+
+
+def add_db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db", default=db_default(), help="database file (default: $SKILLOG_DB or ./skillog.db)"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of run / sessions / resume (one parser per command)."""
+    add_db(parser)
+    command = parser.prog.split()[-1]
+    if command == "sessions":
+        parser.add_argument("--json", action="store_true", help="one JSON object per line")
+        return
+    if command == "run":
+        parser.add_argument("task", help="what to ask the agent")
+    else:
+        parser.add_argument("session", help="the session id (see `skillog sessions`)")
+    parser.add_argument(
+        "--model",
+        required=command == "run",
+        help="anthropic:MODEL, openai:MODEL or scripted:FILE (API keys from the environment); "
+        "resume defaults to the session's provider and model",
+    )
+    parser.add_argument(
+        "--skills",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a skill directory or a folder of skills (repeatable), on top of the configured "
+        "and conventional sources",
+    )
+    parser.add_argument(
+        "--tier",
+        default="user",
+        choices=[t.value for t in Tier],
+        help="trust tier of --skills directories (default: user)",
+    )
+    parser.add_argument("--project", default=".", help="project directory for .agents/skills")
+    decide = parser.add_mutually_exclusive_group()
+    decide.add_argument("--approve", action="store_true", help="approve every approval request")
+    decide.add_argument("--deny", action="store_true", help="deny every approval request")
+    parser.add_argument("--max-turns", type=int, default=50, help="turn bound (default: 50)")
+    parser.add_argument(
+        "--file-access",
+        action="store_true",
+        help="show skill locations to the model (for agents that can read files)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    command = {"run": _run, "sessions": _sessions, "resume": _resume}[args.command]
+    return trio.run(command, args)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    agent = _agent(args, model_spec=args.model)
+    try:
+        async with open_sqlite_store(args.db) as store:
+            session = await agent.run(store, args.task)
+            return await _report(store, session.id)
+    finally:
+        agent.close()
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db) as store:
+        started = await _started(store, args.session)
+        agent = _agent(args, model_spec=args.model or f"{started.provider}:{started.model}")
+        try:
+            session = await agent.resume(store, args.session)
+            return await _report(store, session.id)
+        finally:
+            agent.close()
+
+
+async def _sessions(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        rows = await session_rows(store)
+    if args.json:
+        for row in rows:
+            print(msgspec.json.encode(row).decode())
+        return 0
+    if not rows:
+        print(f"no sessions in {args.db}")
+        return 0
+    print(f"{'SESSION':<34} {'STARTED (UTC)':<20} {'MODEL':<28} {'TURNS':>5} {'EVENTS':>6}  STATUS")
+    for r in rows:
+        print(
+            f"{r.session:<34} {r.started:<20} {r.model[:28]:<28} {r.turns:>5} {r.events:>6}  "
+            f"{r.status}"
+        )
+    return 0
+
+
+class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
+    session: str
+    started: str
+    model: str
+    turns: int
+    events: int
+    status: str
+
+
+async def session_rows(store: EventStore) -> list[SessionRow]:
+    """Each session's first and last events: who, when, how far, how it ended."""
+    rows = []
+    for info in await store.streams():
+        first = await _first(store, info.stream)
+        if not isinstance(first, SessionStarted):
+            continue
+        last = None
+        async for event in store.read(info.stream, from_seq=info.length - 1):
+            last = CODEC.decode(event)
+        status = f"ended: {last.reason}" if isinstance(last, SessionEnded) else "open (resumable)"
+        turns = last.turns if isinstance(last, SessionEnded) else -1
+        rows.append(
+            SessionRow(
+                session=info.stream,
+                started=_when(info.first_recorded_at),
+                model=f"{first.provider}:{first.model}",
+                turns=turns,
+                events=info.length,
+                status=status,
+            )
+        )
+    return rows
+
+
+async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
+    return [CODEC.decode(e) async for e in store.read(session_id)]
+
+
+async def _report(store: EventStore, session_id: str) -> int:
+    """Print the transcript from the log; exit 0 when the session completed."""
+    bodies = await read_bodies(store, session_id)
+    for line in transcript(bodies):
+        print(line)
+    last = bodies[-1]
+    return 0 if isinstance(last, SessionEnded) and last.reason == "completed" else 1
+
+
+async def _first(store: EventStore, session_id: str) -> Event | None:
+    async for event in store.read(session_id, to_seq=1):
+        body = CODEC.decode(event)
+        if isinstance(body, SessionStarted):
+            return body
+    return None
+
+
+async def _started(store: EventStore, session_id: str) -> SessionStarted:
+    first = await _first(store, session_id)
+    if first is None:
+        raise SkillogError(f"no session {session_id!r} in this database; `skillog sessions`")
+    assert isinstance(first, SessionStarted)
+    return first
+
+
+def _agent(args: argparse.Namespace, *, model_spec: str) -> Agent:
+    from .adapters import adapter_from_spec
+
+    model = adapter_from_spec(model_spec)
+    skills, hidden = discover(args.skills, Tier(args.tier), project=args.project)
+    return Agent(
+        model=model,
+        model_name=model_spec.split(":", 1)[1],
+        skills=skills,
+        hidden=hidden,
+        approver=cli_approver(args.approve, args.deny),
+        max_turns=args.max_turns,
+        file_access=args.file_access,
+        policy=PolicyConfig(),
+    )
+
+
+def discover(
+    dirs: Sequence[str], tier: Tier, *, project: str
+) -> tuple[list[Skill], list[tuple[str, str]]]:
+    """The configured and conventional sources plus ``dirs``: the visible skills and the
+    (name, reason) of those hidden from the model."""
+    config = load_config_or_default()
+    catalog = build_catalog(
+        default_sources(config, project=project), config=config, refs=list(dirs), ref_tier=tier
+    )
+    for rejected in catalog.rejected:
+        print(f"skipped {rejected.path}: {rejected.problems[0]}", file=sys.stderr)
+    hidden = [
+        (e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in catalog.visible()
+    ]
+    return [catalog.get(e.name) for e in catalog.visible()], hidden
+
+
+def load_config_or_default() -> SkillsConfig:
+    from .skills import config_path
+
+    path = config_path()
+    return load_config(path) if Path(path).exists() else SkillsConfig()
+
+
+def cli_approver(approve: bool, deny: bool) -> Approver:
+    """--approve / --deny, else ask on the terminal, else deny (nobody to ask)."""
+    if approve:
+        return _fixed(True, "--approve")
+    if deny or not sys.stdin.isatty():
+        return _fixed(False, "--deny" if deny else "no terminal to ask (use --approve)")
+
+    async def ask(request: ApprovalRequest) -> ApprovalDecision:
+        prompt = f"approve {request.tool} for {request.skill or 'host'}: {request.action}? [y/N] "
+        answer = await trio.to_thread.run_sync(input, prompt)
+        return ApprovalDecision(
+            approved=answer.strip().lower() in ("y", "yes"), decided_by="terminal"
+        )
+
+    return ask
+
+
+def _fixed(approved: bool, by: str) -> Approver:
+    async def decide(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(approved=approved, decided_by=by)
+
+    return decide
+
+
+def _when(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")

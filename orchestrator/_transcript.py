@@ -1,0 +1,104 @@
+"""A human-readable transcript of a session, rendered from its events alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ._events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    ModelFailed,
+    ModelResponded,
+    PolicyDenied,
+    ResourceRead,
+    ScriptExecuted,
+    SessionEnded,
+    SessionStarted,
+    SkillActivated,
+    SkillActivationFailed,
+    SkillChanged,
+    SkillDeactivated,
+    ToolCompleted,
+    UserMessage,
+)
+
+WIDTH = 96
+
+
+def transcript(bodies: list[Event]) -> Iterator[str]:
+    """One or more lines per event worth showing a person, in log order."""
+    for body in bodies:
+        yield from _lines(body)
+
+
+def _lines(body: Event) -> Iterator[str]:
+    match body:
+        case SessionStarted():
+            yield _row("session", f"{body.agent} on {body.provider}:{body.model}")
+        case UserMessage():
+            yield from _block("user", body.text)
+        case ModelResponded():
+            if body.response.text:
+                yield from _block("assistant", body.response.text)
+            for call in body.response.tool_calls:
+                yield _row("assistant", f"→ {call.name} {call.arguments}")
+        case ModelFailed():
+            retry = ", retrying" if body.will_retry else ""
+            yield _row("model", f"✗ {body.kind}: {body.message} (attempt {body.attempt}{retry})")
+        case SkillActivated():
+            yield _row(
+                "skill",
+                f"✓ {body.name} activated by {body.trigger} "
+                f"(sha256:{body.hash[:12]}, {body.tier}, {len(body.files)} files)",
+            )
+        case SkillDeactivated():
+            yield _row("skill", f"○ {body.name} deactivated ({body.reason})")
+        case SkillActivationFailed():
+            yield _row("skill", f"✗ {body.name} failed to load: {body.reason}")
+        case SkillChanged():
+            yield _row("skill", f"~ {body.name} changed on disk")
+        case ResourceRead():
+            yield _row("read", f"{body.skill}/{body.path} ({body.size} bytes)")
+        case ScriptExecuted():
+            outcome = (
+                f"refused: {body.refused}"
+                if body.refused
+                else "timed out"
+                if body.timed_out
+                else f"exit {body.exit_code}"
+            )
+            args = " ".join(body.args)
+            yield _row(
+                "script",
+                f"{body.skill}/{body.path} {args} → {outcome} in {body.duration_ms} ms "
+                f"(sandbox: {body.sandbox})",
+            )
+        case PolicyDenied():
+            yield _row("policy", f"✗ {body.tool} denied ({body.rule}): {body.reason}")
+        case ApprovalRequested():
+            yield _row("approval", f"? {body.action}")
+        case ApprovalResolved():
+            verdict = "approved" if body.approved else "denied"
+            yield _row("approval", f"{verdict} by {body.decided_by}")
+        case ToolCompleted():
+            mark = "✗" if body.is_error else "✓"
+            first = body.content.strip().splitlines()[0] if body.content.strip() else ""
+            yield _row("tool", f"{mark} {body.tool}: {first}")
+        case SessionEnded():
+            error = f": {body.error}" if body.error else ""
+            yield _row("ended", f"{body.reason} after {body.turns} turns{error}")
+        case _:
+            return
+
+
+def _row(label: str, text: str) -> str:
+    line = f"{label:<10} {text}"
+    return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
+
+
+def _block(label: str, text: str) -> Iterator[str]:
+    lines = text.strip().splitlines() or [""]
+    yield _row(label, lines[0])
+    for line in lines[1:]:
+        yield _row("", line)
