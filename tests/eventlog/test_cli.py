@@ -1,0 +1,169 @@
+"""``skillog log ...`` through orchestrator._cli.main, on real database files."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+
+from eventlog import NewEvent, open_sqlite_store
+from orchestrator._cli import main
+
+
+def make_db(path: Path) -> None:
+    async def fill() -> None:
+        async with open_sqlite_store(path) as store:
+            digest = await store.put_blob(b"skill body")
+            body = b'{"blob":"%s","n":1}' % digest.encode()
+            await store.append(
+                "sess-1", [NewEvent(type="a.b", body=body, recorded_at=10**18)], expected_seq=0
+            )
+            await store.append(
+                "sess-2",
+                [NewEvent(type="a.c", body=b"\x00raw", recorded_at=10**18 + 1)],
+                expected_seq=0,
+            )
+            await store.append(
+                "sess-1",
+                [NewEvent(type="a.b@2", body=b'{"n":2}', recorded_at=10**18 + 2)],
+                expected_seq=1,
+            )
+
+    trio.run(fill)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["log", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sessions_show_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "x.db")
+    make_db(tmp_path / "x.db")
+    code, out, _ = cli(capsys, "sessions", "--db", db)
+    assert code == 0 and out.splitlines()[0].startswith("sess-1\t2 events\t2001-09-09T01:46:40")
+    code, out, _ = cli(capsys, "show", "sess-1", "--db", db)
+    assert code == 0 and "#1 " in out and "a.b@2" in out and '{"n":2}' in out
+    code, out, _ = cli(capsys, "show", "sess-2", "--db", db)
+    assert "not JSON" in out
+    code, out, _ = cli(capsys, "show", "sess-1", "--json", "--db", db)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [x["seq"] for x in lines] == [0, 1] and lines[1]["body"] == {"n": 2}
+    assert cli(capsys, "verify", "--db", db)[:2] == (0, "ok: 2 streams, 3 events intact\n")
+
+
+def test_env_var_names_the_default_db(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_db(tmp_path / "env.db")
+    monkeypatch.setenv("SKILLOG_DB", str(tmp_path / "env.db"))
+    assert cli(capsys, "verify")[0] == 0
+
+
+def test_verify_exit_1_names_stream_seq_and_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.db"
+    make_db(db)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE events SET body = x'7b7d' WHERE stream = 'sess-1' AND seq = 1")
+    conn.close()
+    code, out, _ = cli(capsys, "verify", "--db", str(db))
+    assert code == 1 and out.startswith("FAULT stream 'sess-1' seq 1: modified")
+
+
+def test_checkpoint_chain_catches_truncation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, key, cps = tmp_path / "x.db", tmp_path / "k.pem", tmp_path / "cp.jsonl"
+    make_db(db)
+    assert cli(capsys, "keygen", "--out", str(key))[0] == 0
+    assert (key.stat().st_mode & 0o777) == 0o600
+    assert cli(capsys, "keygen", "--out", str(key))[0] == 2  # never overwrites
+    for _ in range(2):
+        assert (
+            cli(capsys, "checkpoint", "--db", str(db), "--key", str(key), "--out", str(cps))[0] == 0
+        )
+    assert len(cps.read_text().splitlines()) == 2
+    args = ["verify", "--db", str(db), "--checkpoint", str(cps), "--key", f"{key}.pub"]
+    code, out, _ = cli(capsys, *args)
+    assert code == 0 and "2 signed checkpoint(s)" in out
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM events WHERE stream = 'sess-1' AND seq = 1")
+    conn.close()
+    assert cli(capsys, "verify", "--db", str(db))[0] == 0
+    code, out, _ = cli(capsys, *args)
+    assert code == 1 and "sess-1' seq 1: truncated" in out
+    cps.write_text(cps.read_text().replace('"seq":1', '"seq":5'))
+    code, out, _ = cli(capsys, *args)
+    assert code == 1 and "signature does not verify" in out
+
+
+def test_export_import_round_trip_is_byte_exact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_db(a)
+    first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    assert cli(capsys, "export", "--db", str(a), "--out", str(first))[0] == 0
+    code, out, _ = cli(capsys, "import", str(first), "--db", str(b))
+    assert code == 0 and out == "imported 3 events in 2 streams (1 blobs)\n"
+    assert cli(capsys, "export", "--db", str(b), "--out", str(second))[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert cli(capsys, "verify", "--db", str(b))[0] == 0
+    code, out, _ = cli(capsys, "export", "sess-2", "--db", str(b))
+    assert code == 0 and len(out.splitlines()) == 1 and '"body_b64"' in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["verify", "--db", "{tmp}/missing.db"], "no such file"),
+        (["verify", "--db", "{tmp}/garbage.db"], "not a SQLite database"),
+        (["show", "nope", "--db", "{tmp}/x.db"], "no session 'nope'"),
+        (["export", "nope", "--db", "{tmp}/x.db"], "no stream 'nope'"),
+        (["import", "{tmp}/missing.jsonl", "--db", "{tmp}/x.db"], "cannot read"),
+        (
+            ["verify", "--checkpoint", "{tmp}/garbage.db", "--db", "{tmp}/x.db"],
+            ":1: not a checkpoint",
+        ),
+        (
+            ["checkpoint", "--key", "{tmp}/garbage.db", "--out", "{tmp}/c", "--db", "{tmp}/x.db"],
+            "not an unencrypted PEM private key",
+        ),
+    ],
+)
+def test_unusable_input_exits_2_with_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    make_db(tmp_path / "x.db")
+    (tmp_path / "garbage.db").write_text("garbage\n")
+    code, _, err = cli(capsys, *[a.format(tmp=tmp_path) for a in args])
+    assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_a_truncated_import_commits_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_db(a)
+    dump = tmp_path / "1.jsonl"
+    cli(capsys, "export", "--db", str(a), "--out", str(dump))
+    data = dump.read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) - 20])
+    code, _, err = cli(capsys, "import", str(cut), "--db", str(b))
+    assert code == 2 and "cut.jsonl:3:" in err and "nothing was imported" in err
+    garbled = tmp_path / "garbled.jsonl"
+    lines = data.splitlines(keepends=True)
+    garbled.write_bytes(lines[0] + lines[1].replace(b'"seq":0', b'"seq":7') + lines[2])
+    code, _, err = cli(capsys, "import", str(garbled), "--db", str(b))
+    assert code == 2 and "garbled.jsonl:2:" in err
+    code, out, _ = cli(capsys, "sessions", "--db", str(b))
+    assert code == 0 and out == ""
