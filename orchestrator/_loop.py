@@ -18,13 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import msgspec
 import trio
 
 from eventlog import EventStore
 
 from ._effects import Approver, LiveEffects, deny_all, skill_info
-from ._events import ModelFailed, PolicyConfig, SessionEnded, SessionStarted, ToolDef
+from ._events import ModelFailed, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._session import Clock, Observer, Session
@@ -45,7 +44,7 @@ class RetryPolicy:
     timeout_s: float = 120.0
 
     def delay_ms(self, attempt: int, hint_ms: int | None) -> int:
-        backoff = min(self.max_ms, self.base_ms * 2 ** (attempt - 1))
+        backoff: int = min(self.max_ms, self.base_ms << (attempt - 1))
         return max(backoff, min(hint_ms or 0, self.max_ms))
 
 
@@ -57,7 +56,7 @@ class Agent:
     model_name: str
     skills: Sequence[Skill | InlineSkill] = ()
     host_tools: Sequence[HostTool] = ()
-    policy: PolicyConfig = PolicyConfig()
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
     approver: Approver = deny_all
     name: str = "skillog"
     max_turns: int = 50
@@ -65,7 +64,7 @@ class Agent:
     max_active_skills: int = 3
     file_access: bool = False
     hidden: Sequence[tuple[str, str]] = ()
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     observers: Sequence[Observer] = ()
     clock: Clock = time.time_ns
     bwrap: str | None = None

@@ -8,6 +8,7 @@ exactly where it stopped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 import uuid
@@ -21,6 +22,7 @@ from eventlog import EventStore, NewEvent, SkillogError
 from ._effects import Effects
 from ._events import (
     CODEC,
+    ActivationTrigger,
     CatalogSnapshot,
     Event,
     ModelFailed,
@@ -189,19 +191,11 @@ class Session:
         if names:
             await self._run_activation(list(dict.fromkeys(names)), trigger="user")
 
-    async def activate_from_file_read(self, location: str, call_id: str) -> None:
-        """A host file-read tool read a listed SKILL.md: count it as an activation."""
-        name = next((s.name for s in self.state.catalog.values() if s.location == location), None)
-        if name is not None and self.state.active_skill(name) is None:
-            await self._run_activation([name], trigger="file-read", call_id=call_id)
-
-    async def _run_activation(self, names: list[str], *, trigger: str, call_id: str = "") -> None:
+    async def _run_activation(self, names: list[str], *, trigger: ActivationTrigger) -> None:
         rec = Recorder(self.clock)
-        ctx = self._context(ToolCall(id=call_id, name="", arguments=""), View.of(self.state), rec)
-        try:
-            await activate(ctx, names, mode="add", trigger=trigger)  # type: ignore[arg-type]
-        except SkillogError:
-            pass  # the failure is recorded as skill.activation_failed
+        ctx = self._context(ToolCall(id="", name="", arguments=""), View.of(self.state), rec)
+        with contextlib.suppress(SkillogError):  # recorded as skill.activation_failed
+            await activate(ctx, names, mode="add", trigger=trigger)
         await self._commit(rec)
 
     async def render(self) -> tuple[ModelRequest, str]:

@@ -10,9 +10,10 @@ to the loop.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -55,6 +56,8 @@ from ._state import ActiveSkill, SessionState, active_from
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
+FILE_READ_TOOLS = frozenset({"Read", "read_file", "read"})
+"""Host tools whose reading a listed SKILL.md counts as activating that skill."""
 
 
 class ToolError(SkillogError):
@@ -485,7 +488,37 @@ async def host_tool(ctx: CallContext) -> str:
     outcome = await ctx.effects.call_tool(name, ctx.call.arguments, context)
     if outcome.is_error:
         raise ToolError(outcome.content, error_type=outcome.error_type or "tool_error")
+    if name in FILE_READ_TOOLS:
+        await _file_read_activation(ctx)
     return outcome.content
+
+
+async def _file_read_activation(ctx: CallContext) -> None:
+    """A host tool read a listed SKILL.md (file-based agents, seed 001): that is an
+    activation, recorded like one (trigger ``file-read``)."""
+    try:
+        args = msgspec.json.decode(ctx.call.arguments)
+    except msgspec.DecodeError:
+        return
+    if not isinstance(args, dict):
+        return
+    paths = {args.get(key) for key in ("path", "file_path")}
+    view = ctx.view
+    for skill in view.catalog.values():
+        if skill.location is not None and skill.location in paths:
+            if view.active_skill(skill.name) is None:
+                if len(view.active) >= view.config.max_active_skills:
+                    ctx.rec.add(
+                        SkillActivationFailed(
+                            name=skill.name,
+                            reason=f"{view.config.max_active_skills} skills are already active",
+                            call_id=ctx.call.id,
+                        )
+                    )
+                    return
+                with contextlib.suppress(ToolError):  # recorded as activation_failed
+                    await activate(ctx, [skill.name], mode="add", trigger="file-read")
+            return
 
 
 # -- shared gates ---------------------------------------------------------------------
@@ -564,7 +597,7 @@ def _safe_path(path: str) -> str:
         raise ToolError(str(e), error_type="path_refused") from None
 
 
-def _listing(catalog: dict[str, object], limit: int = 40) -> str:
+def _listing(catalog: Mapping[str, object], limit: int = 40) -> str:
     names = list(catalog)
     more = f" (+{len(names) - limit} more)" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
