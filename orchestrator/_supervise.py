@@ -142,6 +142,7 @@ async def supervise(
                 group.kill()
     finally:
         group.kill()
+        proc.kill()  # the leader too, should the group signal not have reached it
         with trio.CancelScope(shield=True):
             await proc.stdout.aclose()
             await proc.stderr.aclose()

@@ -1,0 +1,263 @@
+"""Benchmarks of the event log (issue 2). One run prints every figure and ratio.
+
+    .venv/bin/python bench/eventlog.py            # the issue's sizes (several minutes)
+    .venv/bin/python bench/eventlog.py --quick    # small sizes, a smoke test
+
+Everything is measured in the same run on the same disk: the raw floor (plain sqlite3,
+same pragmas, ~300-byte JSON rows), skillog, and eventsourcing's SQLite recorder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import ClassVar
+
+import msgspec
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import eventlog as el
+
+
+class Noted(msgspec.Struct, frozen=True, kw_only=True):
+    event_type: ClassVar[str] = "bench.noted"
+    n: int
+    text: str
+
+
+CODEC = el.Codec([Noted])
+TEXT = "x" * 270  # the encoded body is ~300 bytes
+
+
+def body(i: int) -> Noted:
+    return Noted(n=i, text=TEXT)
+
+
+def fresh(dirpath: Path, name: str) -> Path:
+    p = dirpath / name
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{p}{suffix}").unlink(missing_ok=True)
+    return p
+
+
+def rate(n: int, seconds: float) -> float:
+    return n / seconds if seconds > 0 else float("inf")
+
+
+def raw_floor(path: Path, n: int) -> float:
+    """Plain sqlite3, WAL, synchronous=FULL, one transaction per ~300-byte JSON row."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, stream TEXT, seq INT, data BLOB)")
+    rows = [CODEC.encode(body(i), recorded_at=i).body for i in range(n)]
+    t = time.perf_counter()
+    for i, data in enumerate(rows):
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO t (stream, seq, data) VALUES ('s', ?, ?)", (i, data))
+        conn.execute("COMMIT")
+    dt = time.perf_counter() - t
+    conn.close()
+    return rate(n, dt)
+
+
+async def sequential(path: Path, n: int) -> float:
+    async with el.open_sqlite_store(path) as store:
+        t = time.perf_counter()
+        for i in range(n):
+            await store.append("s", [CODEC.encode(body(i), recorded_at=i)], expected_seq=i)
+        return rate(n, time.perf_counter() - t)
+
+
+async def concurrent(path: Path, streams: int, per: int) -> float:
+    async with el.open_sqlite_store(path) as store:
+
+        async def writer(k: int) -> None:
+            for i in range(per):
+                ev = CODEC.encode(body(i), recorded_at=i)
+                await store.append(f"s{k}", [ev], expected_seq=i)
+
+        t = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for k in range(streams):
+                nursery.start_soon(writer, k)
+        return rate(streams * per, time.perf_counter() - t)
+
+
+async def bulk(path: Path, n: int, batch: int = 10_000) -> float:
+    async with el.open_sqlite_store(path) as store:
+        t = time.perf_counter()
+        for start in range(0, n, batch):
+            stop = min(n, start + batch)
+            evs = [CODEC.encode(body(i), recorded_at=i) for i in range(start, stop)]
+            await store.append("big", evs, expected_seq=start)
+        return rate(n, time.perf_counter() - t)
+
+
+async def export_import(src: Path, dst: Path, dump: Path, n: int) -> float:
+    async with el.open_sqlite_store(src, readonly=True) as store:
+        with dump.open("wb") as f:
+            await el.export_jsonl(store, f)
+    async with el.open_sqlite_store(dst) as store:
+        t = time.perf_counter()
+        await el.import_jsonl(store, str(dump))
+        return rate(n, time.perf_counter() - t)
+
+
+def reduce(state: int, b: Noted) -> int:
+    return state + b.n
+
+
+async def verify_and_fold(path: Path, n: int, trace: bool) -> tuple[float, float]:
+    """Events/s of verify and of a cold fold; with ``trace``, their peak traced bytes."""
+    out: list[float] = []
+    async with el.open_sqlite_store(path, readonly=True) as store:
+        for job in ("verify", "fold"):
+            gc.collect()
+            if trace:
+                tracemalloc.start()
+            t = time.perf_counter()
+            if job == "verify":
+                count, fault = await el.verify_stream(store, "big")
+                assert fault is None and count == n, fault
+            else:
+                folded = await el.fold_stream(store, "big", reduce, 0, decode=CODEC.decode)
+                assert folded.state == n * (n - 1) // 2
+            dt = time.perf_counter() - t
+            if trace:
+                out.append(tracemalloc.get_traced_memory()[1])
+                tracemalloc.stop()
+            else:
+                out.append(rate(n, dt))
+    return out[0], out[1]
+
+
+# -- eventsourcing ------------------------------------------------------------------
+
+
+def es_app(path: Path):  # type: ignore[no-untyped-def]
+    from eventsourcing.application import Application
+
+    return Application(
+        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+    )
+
+
+_ES_CLS: list[type] = []
+
+
+def es_aggregate_cls():  # type: ignore[no-untyped-def]
+    if _ES_CLS:
+        return _ES_CLS[0]
+    from eventsourcing.domain import Aggregate, event
+
+    class Item(Aggregate):
+        @event("Created")
+        def __init__(self) -> None:
+            self.total = 0
+
+        @event("Noted")
+        def note(self, n: int, text: str) -> None:
+            self.total += n
+
+    _ES_CLS.append(Item)
+    return Item
+
+
+def es_save_every_event(path: Path, n: int) -> float:
+    app, item_cls = es_app(path), es_aggregate_cls()
+    item = item_cls()
+    app.save(item)
+    t = time.perf_counter()
+    for i in range(n):
+        item.note(n=i, text=TEXT)
+        app.save(item)
+    return rate(n, time.perf_counter() - t)
+
+
+def es_get(path: Path, n: int) -> float:
+    app, item_cls = es_app(path), es_aggregate_cls()
+    item = item_cls()
+    for start in range(0, n, 10_000):
+        for i in range(start, min(n, start + 10_000)):
+            item.note(n=i, text=TEXT)
+        app.save(item)
+    t = time.perf_counter()
+    got = app.repository.get(item.id)
+    r = rate(n, time.perf_counter() - t)
+    assert got.total == n * (n - 1) // 2
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    ap.add_argument("--dir", type=Path, help="where to put the databases (default: a temp dir)")
+    args = ap.parse_args()
+    seq_n = 300 if args.quick else 3_000
+    streams, per = (64, 20) if args.quick else (64, 1_000)
+    big = 20_000 if args.quick else 1_000_000
+    es_n = 300 if args.quick else 3_000
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        d = Path(tmp)
+        print(
+            f"eventlog bench ({'quick' if args.quick else 'full'}), "
+            f"sqlite {sqlite3.sqlite_version}, "
+            f"{os.cpu_count()} cpus, dir {d}"
+        )
+        floor = raw_floor(fresh(d, "raw.db"), seq_n)
+        seq = trio.run(sequential, fresh(d, "seq.db"), seq_n)
+        print(f"raw sqlite3 floor, 1 txn/row, FULL:      {floor:>10,.0f} rows/s")
+        print(
+            f"sequential append, awaited, FULL:        {seq:>10,.0f} ev/s  "
+            f"= {seq / floor:.2f} x floor (target >= 0.70)"
+        )
+        conc = trio.run(concurrent, fresh(d, "conc.db"), streams, per)
+        es_save = es_save_every_event(fresh(d, "es_save.db"), es_n)
+        print(
+            f"concurrent {streams}x{per}, each awaited:      {conc:>10,.0f} ev/s  "
+            f"(target >= 50,000)"
+        )
+        print(
+            f"eventsourcing save after every event:     {es_save:>10,.0f} ev/s  "
+            f"-> skillog concurrent = {conc / es_save:.1f} x (target >= 10)"
+        )
+        bigdb = fresh(d, "big.db")
+        b = trio.run(bulk, bigdb, big)
+        print(f"bulk append {big:,} (encode+hash+insert): {b:>10,.0f} ev/s  (target >= 200,000)")
+        imp = trio.run(export_import, bigdb, fresh(d, "imp.db"), d / "dump.jsonl", big)
+        print(f"JSONL import {big:,} (parse+hash+insert): {imp:>10,.0f} ev/s")
+        v, f = trio.run(verify_and_fold, bigdb, big, False)
+        print(f"verify {big:,}-event stream:            {v:>10,.0f} ev/s  (target >= 400,000)")
+        print(f"cold fold {big:,} (read+decode+reduce): {f:>10,.0f} ev/s  (target >= 250,000)")
+        g = es_get(fresh(d, "es_get.db"), big)
+        print(
+            f"eventsourcing repository.get {big:,}:    {g:>10,.0f} ev/s  "
+            f"-> skillog fold = {f / g:.1f} x (target >= 6)"
+        )
+        small_n = big // 10
+        small = fresh(d, "small.db")
+        trio.run(bulk, small, small_n)
+        svpeak, sfpeak = trio.run(verify_and_fold, small, small_n, True)
+        vpeak, fpeak = trio.run(verify_and_fold, bigdb, big, True)
+        print(
+            f"peak traced memory verify: {svpeak / 1e6:.1f} MB at {small_n:,} events, "
+            f"{vpeak / 1e6:.1f} MB at {big:,} (ratio {vpeak / svpeak:.2f}; flat = ~1)"
+        )
+        print(
+            f"peak traced memory fold:   {sfpeak / 1e6:.1f} MB at {small_n:,} events, "
+            f"{fpeak / 1e6:.1f} MB at {big:,} (ratio {fpeak / sfpeak:.2f}; flat = ~1)"
+        )
+
+
+if __name__ == "__main__":
+    main()

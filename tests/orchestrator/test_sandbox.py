@@ -1,0 +1,338 @@
+"""The bubblewrap sandbox, for real: what a script can see, write and reach."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from orchestrator._sandbox import (
+    SANDBOX_HOSTNAME,
+    HostLayout,
+    build_bwrap_argv,
+    probe_sandbox,
+    sandbox_available,
+)
+from orchestrator._scripts import ScriptRequest, ScriptResult, run_script
+
+HAVE_BWRAP = sandbox_available()
+needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap cannot run here")
+REPO = Path(__file__).resolve().parents[2]
+
+LAYOUT = HostLayout(
+    links=(("/bin", "usr/bin"), ("/lib", "usr/lib")),
+    binds=("/usr",),
+    prefixes=("/opt/python3.11",),
+)
+
+
+def argv(**overrides: Any) -> list[str]:
+    fields: dict[str, Any] = {
+        "bwrap": "/usr/bin/bwrap",
+        "layout": LAYOUT,
+        "skill_root": "/home/alice/skills/pdf",
+        "chdir": "/skill",
+        "command": ["/usr/bin/python3", "/skill/scripts/x.py", "--flag"],
+        "env": {"PATH": "/usr/bin", "HOME": "/tmp"},
+        "network": False,
+    }
+    return build_bwrap_argv(**{**fields, **overrides})
+
+
+def pairs(args: list[str], option: str) -> list[tuple[str, str]]:
+    return [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == option]
+
+
+def test_argv_isolates_by_default() -> None:
+    args = argv()
+    assert args[0] == "/usr/bin/bwrap"
+    for flag in ("--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                 "--new-session", "--clearenv"):  # fmt: skip
+        assert flag in args
+    assert "--share-net" not in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert args[args.index("--chdir") + 1] == "/skill"
+    assert args[args.index("--tmpfs") + 1] == "/tmp"
+    assert args[-4:] == ["--", "/usr/bin/python3", "/skill/scripts/x.py", "--flag"]
+
+
+def test_argv_binds_only_what_an_interpreter_needs_read_only() -> None:
+    args = argv()
+    assert "--bind" not in args and "--dev-bind" not in args  # nothing host-writable
+    ro = pairs(args, "--ro-bind")
+    assert ("/home/alice/skills/pdf", "/skill") in ro
+    assert ("/usr", "/usr") in ro and ("/opt/python3.11", "/opt/python3.11") in ro
+    sources = {src for src, _ in ro} | {src for src, _ in pairs(args, "--ro-bind-try")}
+    assert not {"/", "/home", "/root", "/etc", "/var", "/run", "/sys"} & sources
+    assert pairs(args, "--symlink") == [("usr/bin", "/bin"), ("usr/lib", "/lib")]
+    assert "/etc/resolv.conf" not in sources  # only with network
+
+
+def test_argv_with_network_shares_it_and_adds_name_resolution() -> None:
+    args = argv(network=True)
+    assert "--share-net" in args
+    assert ("/etc/resolv.conf", "/etc/resolv.conf") in pairs(args, "--ro-bind-try")
+
+
+def test_argv_env_is_set_explicitly_and_in_a_stable_order() -> None:
+    args = argv(env={"B": "2", "A": "1 ; $(x)"})
+    assert pairs(args, "--setenv") == [("A", "1 ; $(x)"), ("B", "2")]
+    assert argv(disable_userns=False).count("--disable-userns") == 0
+
+
+def test_probe_reports_a_missing_binary(tmp_path: Path) -> None:
+    probe = probe_sandbox(str(tmp_path / "no-bwrap"))
+    assert not probe.available and "does not exist" in (probe.reason or "")
+
+
+def test_probe_reports_a_kernel_refusal(tmp_path: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    probe = probe_sandbox(str(fake))
+    assert not probe.available
+    assert "No permissions to create new namespace" in (probe.reason or "")
+    assert probe_sandbox(str(fake)) is probe  # probed once, then cached
+
+
+@needs_bwrap
+def test_probe_finds_a_working_bwrap() -> None:
+    probe = probe_sandbox()
+    assert probe.available and probe.bwrap is not None and probe.layout is not None
+
+
+# --- policy: fail closed -----------------------------------------------------------------
+
+WRITE_MARKER = "import sys\nopen(sys.argv[1], 'w').write('ran')\nprint('ran')\n"
+
+
+def make_skill(tmp_path: Path, scripts: dict[str, str]) -> Path:
+    root = tmp_path / "skill"
+    (root / "scripts").mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: skill\n---\n")
+    for name, text in scripts.items():
+        (root / "scripts" / name).write_text(text)
+    return root
+
+
+async def test_required_sandbox_missing_fails_closed(tmp_path: Path) -> None:
+    root = make_skill(tmp_path, {"mark.py": WRITE_MARKER})
+    marker = tmp_path / "marker"
+    request = ScriptRequest(
+        root=str(root), path="scripts/mark.py", args=(str(marker),), sandbox="required"
+    )
+    result = await run_script(request, bwrap=str(tmp_path / "missing-bwrap"))
+    assert result.refused is not None
+    assert "requires a sandbox" in result.refused
+    assert "apt-get install bubblewrap" in result.refused
+    assert (result.exit_code, result.stdout, result.sandbox) == (None, "", "none")
+    assert not marker.exists()  # the script did not run
+
+
+async def test_preferred_sandbox_missing_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
+    root = make_skill(tmp_path, {"mark.py": WRITE_MARKER})
+    marker = tmp_path / "marker"
+    request = ScriptRequest(
+        root=str(root), path="scripts/mark.py", args=(str(marker),), sandbox="preferred"
+    )
+    result = await run_script(request, bwrap=str(tmp_path / "missing-bwrap"))
+    assert (result.refused, result.sandbox, result.exit_code) == (None, "none", 0)
+    assert marker.read_text() == "ran"
+
+
+@needs_bwrap
+async def test_preferred_sandbox_available_is_used(tmp_path: Path) -> None:
+    root = make_skill(tmp_path, {"mark.py": WRITE_MARKER})
+    request = ScriptRequest(
+        root=str(root), path="scripts/mark.py", args=("/tmp/m",), sandbox="preferred"
+    )
+    assert (await run_script(request)).sandbox == "bwrap"
+
+
+# --- inside the sandbox ------------------------------------------------------------------
+
+
+async def sandboxed(tmp_path: Path, source: str, *args: str, **fields: Any) -> ScriptResult:
+    root = make_skill(tmp_path, {"probe.py": source})
+    request = ScriptRequest(
+        root=str(root), path="scripts/probe.py", args=args, sandbox="required", **fields
+    )
+    result = await run_script(request)
+    assert result.sandbox == "bwrap" and result.refused is None, result
+    return result
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP listener on the host's loopback; the kernel completes handshakes for it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        sock.setblocking(False)
+        yield sock
+
+
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2).close()
+    print("connected")
+except OSError as e:
+    print("blocked", type(e).__name__)
+"""
+
+
+@needs_bwrap
+async def test_network_is_blocked_unless_allowed(tmp_path: Path, listener: socket.socket) -> None:
+    port = str(listener.getsockname()[1])
+    denied = await sandboxed(tmp_path / "a", CONNECT, port)
+    allowed = await sandboxed(tmp_path / "b", CONNECT, port, network=True)
+    assert denied.stdout.startswith("blocked")
+    assert allowed.stdout == "connected\n"
+
+
+WRITE_ATTEMPTS = """
+import os
+for path in ("/skill/new.txt", "/skill/scripts/probe.py", "/skill/SKILL.md"):
+    try:
+        with open(path, "a") as f:
+            f.write("tampered")
+        print("WROTE", path)
+    except OSError as e:
+        print("refused", path, e.strerror)
+"""
+
+
+@needs_bwrap
+async def test_skill_directory_is_read_only(tmp_path: Path) -> None:
+    result = await sandboxed(tmp_path, WRITE_ATTEMPTS)
+    assert "WROTE" not in result.stdout
+    assert result.stdout.count("Read-only file system") == 3
+    root = tmp_path / "skill"
+    assert not (root / "new.txt").exists()
+    assert (root / "SKILL.md").read_text() == "---\nname: skill\n---\n"
+
+
+def host_paths_that_exist(tmp_path: Path) -> list[str]:
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("TOP SECRET")
+    candidates = [
+        str(secret),
+        str(REPO / "pyproject.toml"),
+        str(REPO / ".git"),
+        str(Path.home() / ".bashrc"),
+        "/etc/passwd",
+        "/etc/shadow",
+        "/etc/hostname",
+        "/var",
+        "/home",
+        "/run",
+        "/sys/kernel",
+    ]
+    return [p for p in candidates if os.path.exists(p)]
+
+
+LIST_VISIBLE = """
+import json, os, sys
+print(json.dumps([p for p in sys.argv[1:] if os.path.exists(p)]))
+"""
+
+
+@needs_bwrap
+async def test_host_directories_are_invisible(tmp_path: Path) -> None:
+    present = host_paths_that_exist(tmp_path)
+    assert str(tmp_path / "outside" / "secret.txt") in present
+    result = await sandboxed(tmp_path, LIST_VISIBLE, *present)
+    assert json.loads(result.stdout) == []
+
+
+PRIVATE_TMP = """
+import os, tempfile
+with open("/tmp/scratch.txt", "w") as f:
+    f.write("scratch")
+with tempfile.NamedTemporaryFile(dir=os.environ["TMPDIR"]) as f:
+    pass
+print(open("/tmp/scratch.txt").read(), os.environ["HOME"])
+"""
+
+
+@needs_bwrap
+async def test_private_tmp_is_writable_and_private(tmp_path: Path) -> None:
+    existed = await trio.Path("/tmp/scratch.txt").exists()
+    result = await sandboxed(tmp_path, PRIVATE_TMP)
+    assert (result.exit_code, result.stdout) == (0, "scratch /tmp\n")
+    assert await trio.Path("/tmp/scratch.txt").exists() == existed  # not the host's /tmp
+
+
+ISOLATION = """
+import os, socket, subprocess
+caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+remount = subprocess.run(["mount", "-o", "remount,rw,bind", "/skill"], capture_output=True)
+print(caps, len(pids) <= 5, socket.gethostname(), remount.returncode != 0)
+"""
+
+
+@needs_bwrap
+async def test_no_capabilities_own_pids_fixed_hostname(tmp_path: Path) -> None:
+    result = await sandboxed(tmp_path, ISOLATION)
+    assert result.stdout.split() == ["0000000000000000", "True", SANDBOX_HOSTNAME, "True"]
+
+
+@needs_bwrap
+async def test_current_python_and_its_packages_work_inside(tmp_path: Path) -> None:
+    result = await sandboxed(tmp_path, "import msgspec, sys\nprint(sys.prefix)\n")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == sys.prefix
+
+
+ESCAPING_GRANDCHILD = """
+import os, socket, sys, time
+port, delay, mode = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+pid = os.fork()
+if pid == 0:
+    os.setsid()  # leaves the process group: only the PID namespace can catch it now
+    time.sleep(delay)
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    os._exit(0)
+if mode == "wait":
+    os.waitpid(pid, 0)
+else:
+    time.sleep(60)
+"""
+
+
+def accepted(listener: socket.socket) -> int:
+    count = 0
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return count
+        conn.close()
+        count += 1
+
+
+@needs_bwrap
+async def test_timeout_kills_grandchildren_that_left_the_group(
+    tmp_path: Path, listener: socket.socket
+) -> None:
+    port = str(listener.getsockname()[1])
+    control = await sandboxed(
+        tmp_path / "a", ESCAPING_GRANDCHILD, port, "0.05", "wait", network=True
+    )
+    assert control.exit_code == 0 and accepted(listener) == 1  # the marker works
+    killed = await sandboxed(
+        tmp_path / "b", ESCAPING_GRANDCHILD, port, "0.6", "sleep", network=True, timeout_ms=300
+    )
+    assert killed.timed_out and killed.exit_code is None
+    await trio.sleep(0.6)
+    assert accepted(listener) == 0
