@@ -20,7 +20,7 @@ from orchestrator._sandbox import (
     probe_sandbox,
     sandbox_available,
 )
-from orchestrator._scripts import ScriptRequest, ScriptResult, run_script
+from orchestrator._scripts import SandboxPolicy, ScriptRequest, ScriptResult, run_script
 
 HAVE_BWRAP = sandbox_available()
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap cannot run here")
@@ -122,38 +122,62 @@ def make_skill(tmp_path: Path, scripts: dict[str, str]) -> Path:
     return root
 
 
-async def test_required_sandbox_missing_fails_closed(tmp_path: Path) -> None:
+def fake_bwraps(tmp_path: Path) -> dict[str, str]:
+    """A bwrap that is not installed, and one whose kernel refuses namespaces."""
+    refusing = tmp_path / "refusing-bwrap"
+    refusing.write_text(
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+    )
+    refusing.chmod(0o755)
+    return {"missing": str(tmp_path / "missing-bwrap"), "refusing": str(refusing)}
+
+
+async def run_marking(
+    tmp_path: Path, sandbox: SandboxPolicy, bwrap: str | None
+) -> tuple[ScriptResult, bool]:
+    """Run a script that leaves a marker on the host; say whether it ran."""
     root = make_skill(tmp_path, {"mark.py": WRITE_MARKER})
     marker = tmp_path / "marker"
     request = ScriptRequest(
-        root=str(root), path="scripts/mark.py", args=(str(marker),), sandbox="required"
+        root=str(root),
+        path="scripts/mark.py",
+        args=(str(marker),),
+        sandbox=sandbox,
     )
-    result = await run_script(request, bwrap=str(tmp_path / "missing-bwrap"))
+    result = await run_script(request, bwrap=bwrap)
+    return result, await trio.Path(marker).exists()
+
+
+@pytest.mark.parametrize("why", ["missing", "refusing"])
+async def test_required_sandbox_unavailable_fails_closed(tmp_path: Path, why: str) -> None:
+    result, ran = await run_marking(tmp_path, "required", fake_bwraps(tmp_path)[why])
+    assert not ran
     assert result.refused is not None
     assert "requires a sandbox" in result.refused
     assert "apt-get install bubblewrap" in result.refused
     assert (result.exit_code, result.stdout, result.sandbox) == (None, "", "none")
-    assert not marker.exists()  # the script did not run
 
 
-async def test_preferred_sandbox_missing_runs_unsandboxed_and_says_so(tmp_path: Path) -> None:
-    root = make_skill(tmp_path, {"mark.py": WRITE_MARKER})
-    marker = tmp_path / "marker"
-    request = ScriptRequest(
-        root=str(root), path="scripts/mark.py", args=(str(marker),), sandbox="preferred"
-    )
-    result = await run_script(request, bwrap=str(tmp_path / "missing-bwrap"))
+@pytest.mark.parametrize("why", ["missing", "refusing"])
+async def test_preferred_sandbox_unavailable_runs_unsandboxed_and_says_so(
+    tmp_path: Path, why: str
+) -> None:
+    result, ran = await run_marking(tmp_path, "preferred", fake_bwraps(tmp_path)[why])
+    assert ran
     assert (result.refused, result.sandbox, result.exit_code) == (None, "none", 0)
-    assert marker.read_text() == "ran"
 
 
 @needs_bwrap
 async def test_preferred_sandbox_available_is_used(tmp_path: Path) -> None:
-    root = make_skill(tmp_path, {"mark.py": WRITE_MARKER})
-    request = ScriptRequest(
-        root=str(root), path="scripts/mark.py", args=("/tmp/m",), sandbox="preferred"
-    )
-    assert (await run_script(request)).sandbox == "bwrap"
+    result, ran = await run_marking(tmp_path, "preferred", None)
+    assert result.sandbox == "bwrap"
+    assert not ran  # the host path of the marker does not even exist inside
+    assert "FileNotFoundError" in result.stderr
+
+
+async def test_sandbox_off_never_probes(tmp_path: Path) -> None:
+    result, ran = await run_marking(tmp_path, "off", fake_bwraps(tmp_path)["refusing"])
+    assert ran and result.sandbox == "none"
 
 
 # --- inside the sandbox ------------------------------------------------------------------
