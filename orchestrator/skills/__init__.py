@@ -40,6 +40,11 @@ from ._hash import manifest_of as manifest_of
 from ._hash import skill_hash as skill_hash
 from ._index import SkillIndex as SkillIndex
 from ._inline import InlineSkill as InlineSkill
+from ._install import install as install
+from ._install import remove as remove
+from ._install import source_kind as source_kind
+from ._install import update as update
+from ._materialize import materialize as materialize
 from ._model import ManifestEntry as ManifestEntry
 from ._model import Skill as Skill
 from ._model import SkillManifest as SkillManifest
@@ -93,15 +98,20 @@ __all__ = [
     "default_sources",
     "find_skill_dirs",
     "hash_manifest",
+    "install",
     "install_dir",
     "load_config",
     "load_skill",
     "make_manifest",
     "manifest_of",
+    "materialize",
     "parse_skill_md",
     "read_manifest_file",
+    "remove",
     "save_config",
     "skill_from_manifest",
     "skill_hash",
     "snapshot_skill",
+    "source_kind",
+    "update",
 ]

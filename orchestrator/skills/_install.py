@@ -1,0 +1,221 @@
+"""Install, update and remove skills in the install directory, with provenance.
+
+Every operation stages its work in a temporary directory next to the install directory
+and publishes it with a rename; the configuration (which records provenance) is saved
+last. Any failure - a bad URL, a clone error, an invalid skill, a hostile archive, a
+name clash - removes the staging area and leaves the install directory and the
+configuration exactly as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from ._archive import extract_skill_zip
+from ._config import InstalledSkill, SkillsConfig, save_config
+from ._discover import find_skill_dirs, install_dir
+from ._errors import InstallError
+from ._hash import manifest_of
+from ._materialize import copy_skill_tree
+from ._model import Tier
+from ._parse import load_skill
+
+GIT_TIMEOUT_S = 300
+# Transports git may use; ``ext::`` (runs commands) and friends are refused.
+_GIT_PROTOCOLS = "file:git:http:https:ssh"
+
+
+def source_kind(source: str) -> str:
+    """``folder``, ``zip`` or ``git`` for an install source."""
+    if os.path.isdir(source):
+        return "folder"
+    if source.lower().endswith(".zip") and os.path.isfile(source):
+        return "zip"
+    if "://" in source or source.startswith("git@") or source.endswith(".git"):
+        return "git"
+    raise InstallError(
+        f"{source!r} is not a folder, a .zip file or a git URL; check the path or URL"
+    )
+
+
+def install(
+    source: str,
+    *,
+    config: SkillsConfig,
+    config_file: str,
+    ref: str | None = None,
+    name: str | None = None,
+    tier: Tier | None = None,
+    clock: Callable[[], int] = time.time_ns,
+) -> InstalledSkill:
+    """Install the skill at ``source`` (folder, ZIP or git URL) and record provenance.
+
+    ``ref`` selects a git branch or tag; ``name`` picks a skill in a repository holding
+    several and must equal the installed skill's name. ``tier`` defaults to ``user``
+    for a local folder and ``third-party`` otherwise. Raises :class:`InstallError`
+    (or :class:`SkillValidationError`) and leaves nothing behind on failure.
+    """
+    kind = source_kind(source)
+    origin = os.path.abspath(source) if kind != "git" else source
+    if ref is not None and kind != "git":
+        raise InstallError("--ref only applies to git sources")
+    target_dir = install_dir(config)
+    os.makedirs(target_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=target_dir, prefix=".staging-")
+    try:
+        skill_root, renamable = _stage(kind, origin, ref, name, staging)
+        strict = not config.lenient
+        if renamable:
+            # A repository root is named after the repo, not the skill: publish it under
+            # the skill's own name (seed 003), then validate exactly what is published.
+            peek = load_skill(skill_root, tier=Tier.USER, source="installed", strict=False)
+            clean = os.path.join(staging, "clean", peek.name)
+            copy_skill_tree(skill_root, clean)
+            skill = load_skill(clean, tier=Tier.USER, source="installed", strict=strict)
+        else:
+            skill = load_skill(skill_root, tier=Tier.USER, source="installed", strict=strict)
+            clean = os.path.join(staging, "clean", skill.name)
+            copy_skill_tree(skill_root, clean)  # drops .git and anything refused
+            if manifest_of(clean).hash != skill.hash:
+                raise InstallError(f"{origin} changed while it was being installed; try again")
+        if name is not None and skill.name != name:
+            raise InstallError(f"{origin}: the skill is named {skill.name!r}, not {name!r}")
+        if skill.name in {r.name for r in config.installed} or os.path.lexists(
+            os.path.join(target_dir, skill.name)
+        ):
+            raise InstallError(
+                f"a skill named {skill.name!r} is already installed in {target_dir}; "
+                f"use `skillog skills update {skill.name}` or remove it first"
+            )
+        record = InstalledSkill(
+            name=skill.name,
+            origin=origin,
+            kind=kind,
+            ref=ref,
+            tier=tier or (Tier.USER if kind == "folder" else Tier.THIRD_PARTY),
+            installed_at=clock(),
+            hash=skill.hash,
+        )
+        final = os.path.join(target_dir, skill.name)
+        os.replace(clean, final)
+        try:
+            save_config(config_file, _with(config, installed=(*config.installed, record)))
+        except BaseException:
+            shutil.rmtree(final, ignore_errors=True)
+            raise
+        return record
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def update(
+    name: str, *, config: SkillsConfig, config_file: str, clock: Callable[[], int] = time.time_ns
+) -> InstalledSkill:
+    """Re-install ``name`` from its recorded origin and ref; the old copy is restored on failure."""
+    record = _record(config, name)
+    target_dir = install_dir(config)
+    final = os.path.join(target_dir, name)
+    backup = tempfile.mkdtemp(dir=target_dir, prefix=".backup-")
+    moved = os.path.join(backup, name)
+    if os.path.lexists(final):
+        os.replace(final, moved)
+    rest = _with(config, installed=tuple(r for r in config.installed if r.name != name))
+    try:
+        new = install(
+            record.origin,
+            config=rest,
+            config_file=config_file,
+            ref=record.ref,
+            name=name,
+            tier=record.tier,
+            clock=clock,
+        )
+    except BaseException:
+        if os.path.lexists(moved):
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(moved, final)
+        shutil.rmtree(backup, ignore_errors=True)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)
+    return new
+
+
+def remove(name: str, *, config: SkillsConfig, config_file: str) -> InstalledSkill:
+    """Delete the installed skill ``name`` and its record."""
+    record = _record(config, name)
+    save_config(
+        config_file, _with(config, installed=tuple(r for r in config.installed if r.name != name))
+    )
+    shutil.rmtree(os.path.join(install_dir(config), name), ignore_errors=True)
+    return record
+
+
+def _stage(
+    kind: str, origin: str, ref: str | None, name: str | None, staging: str
+) -> tuple[str, bool]:
+    """The directory holding the skill, and whether it may be renamed to the skill's name."""
+    if kind == "folder":
+        return origin, False
+    if kind == "zip":
+        return extract_skill_zip(origin, os.path.join(staging, "zip")), False
+    repo = os.path.join(staging, "repo")
+    _git_clone(origin, ref, repo)
+    dirs, _ = find_skill_dirs(repo, max_depth=6, max_dirs=2000)
+    if repo in dirs:
+        return repo, True
+    if name is not None:
+        named = [d for d in dirs if os.path.basename(d) == name]
+        if named:
+            return named[0], False
+    if len(dirs) == 1 and name is None:
+        return dirs[0], False
+    found = ", ".join(sorted(os.path.basename(d) for d in dirs)) or "none"
+    raise InstallError(
+        f"{origin}: cannot tell which skill to install (skills found: {found}); pass --name"
+    )
+
+
+def _git_clone(url: str, ref: str | None, dest: str) -> None:
+    if url.startswith("-") or (ref is not None and ref.startswith("-")):
+        raise InstallError(f"refusing git URL/ref starting with '-': {url!r} {ref!r}")
+    cmd = ["git", "clone", "--quiet", "--depth", "1", "--no-tags"]
+    if ref is not None:
+        cmd += ["--branch", ref]
+    cmd += ["--", url, dest]
+    env = {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ALLOW_PROTOCOL": _GIT_PROTOCOLS,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    try:
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, env=env, check=False
+        )
+    except FileNotFoundError as e:
+        raise InstallError("git is not installed; install git or use a folder or ZIP") from e
+    except subprocess.TimeoutExpired as e:
+        raise InstallError(f"git clone of {url} took over {GIT_TIMEOUT_S}s; giving up") from e
+    if done.returncode != 0:
+        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InstallError(f"git clone of {url}{f' at {ref}' if ref else ''} failed: {detail}")
+
+
+def _record(config: SkillsConfig, name: str) -> InstalledSkill:
+    for r in config.installed:
+        if r.name == name:
+            return r
+    raise InstallError(
+        f"no installed skill named {name!r}; `skillog skills list` shows what is installed"
+    )
+
+
+def _with(config: SkillsConfig, **changes: object) -> SkillsConfig:
+    return msgspec.structs.replace(config, **changes)
