@@ -198,7 +198,13 @@ class Codec(Generic[B]):
                         f"{_where(event)}: no upcaster from {tag!r} version {v} to {v + 1}; "
                         "register one in the Codec"
                     )
-                data = up(data)
+                try:
+                    data = up(data)
+                except Exception as e:  # a body the upcaster cannot handle
+                    raise CodecError(
+                        f"{_where(event)}: body of type {event.type!r} does not decode: "
+                        f"upcaster ({tag!r}, {v}) failed: {e!r}"
+                    ) from e
             return msgspec.convert(data, cls)
         except msgspec.MsgspecError as e:
             raise CodecError(
