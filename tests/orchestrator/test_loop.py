@@ -1,0 +1,164 @@
+"""The agent loop: concurrency, retries, bad model output, bounds, cancellation."""
+
+from __future__ import annotations
+
+import trio
+
+from eventlog import Event as StoredEvent
+from eventlog import verify
+from orchestrator._events import ModelFailed, SessionEnded, ToolCalled, ToolCompleted
+from orchestrator._host_tools import HostTool
+from orchestrator._loop import Agent, RetryPolicy
+from orchestrator._model import ModelError, ModelRequest, ModelResponse, TextPart
+from orchestrator.adapters import ScriptedModel
+
+
+async def nap(n: int) -> str:
+    """Sleep for 100 ms."""
+    await trio.sleep(0.1)
+    return f"slept {n}"
+
+
+async def test_independent_tool_calls_run_concurrently(kit, store, autojump_clock) -> None:
+    calls = [kit.call("nap", n=i) for i in range(8)]
+    agent = kit.agent([kit.turn(*calls)], host_tools=[HostTool.from_function(nap)])
+    start = trio.current_time()
+    session = await agent.run(store, "nap")
+    elapsed = trio.current_time() - start
+    assert 0.1 <= elapsed < 0.2  # ~100 ms of (virtual) time, not 800
+    bodies = await kit.bodies(store, session.id)
+    # Recorded in the order the model made the calls, whatever order they finished in.
+    done = kit.of_type(bodies, ToolCompleted)
+    assert [d.content for d in done] == [f"slept {i}" for i in range(8)]
+    called = kit.of_type(bodies, ToolCalled)
+    assert [c.call_id for c in called] == [d.call_id for d in done]
+
+
+async def test_rate_limits_are_retried_with_the_providers_hint(kit, store, autojump_clock) -> None:
+    model = ScriptedModel(
+        [
+            {"error": {"kind": "rate_limited", "retry_after_ms": 7000}},
+            {"error": {"kind": "http", "status": 503}},
+            {"text": "fine"},
+        ]
+    )
+    agent = Agent(model=model, model_name="m", retry=RetryPolicy(base_ms=100))
+    start = trio.current_time()
+    session = await agent.run(store, "hi")
+    bodies = await kit.bodies(store, session.id)
+    failures = kit.of_type(bodies, ModelFailed)
+    assert [(f.kind, f.attempt, f.will_retry, f.retry_after_ms) for f in failures] == [
+        ("rate_limited", 1, True, 7000),
+        ("http", 2, True, None),
+    ]
+    assert trio.current_time() - start >= 7.2  # 7 s hint, then 200 ms backoff
+    assert bodies[-1].reason == "completed"  # type: ignore[attr-defined]
+
+
+async def test_permanent_model_errors_end_the_session(kit, store) -> None:
+    model = ScriptedModel([{"error": {"kind": "http", "status": 400, "message": "bad request"}}])
+    session = await Agent(model=model, model_name="m").run(store, "hi")
+    end = (await kit.bodies(store, session.id))[-1]
+    assert (
+        isinstance(end, SessionEnded)
+        and end.reason == "error"
+        and "bad request" in (end.error or "")
+    )
+
+
+async def test_hung_model_times_out_and_gives_up(kit, store, autojump_clock) -> None:
+    class Hang:
+        provider = "test"
+
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            await trio.sleep_forever()
+            raise AssertionError
+
+    retry = RetryPolicy(max_attempts=2, timeout_s=5)
+    session = await Agent(model=Hang(), model_name="m", retry=retry).run(store, "hi")
+    bodies = await kit.bodies(store, session.id)
+    assert [f.kind for f in kit.of_type(bodies, ModelFailed)] == ["timeout", "timeout"]
+    assert bodies[-1].reason == "error"  # type: ignore[attr-defined]
+
+
+async def test_malformed_responses_are_retried_then_end_the_session(kit, store) -> None:
+    model = ScriptedModel([{"empty": True}] * 4)
+    session = await Agent(model=model, model_name="m").run(store, "hi")
+    bodies = await kit.bodies(store, session.id)
+    assert [f.kind for f in kit.of_type(bodies, ModelFailed)] == ["malformed"] * 4
+    assert bodies[-1].reason == "error"  # type: ignore[attr-defined]
+
+
+async def test_repeated_call_ids_are_malformed(kit, store) -> None:
+    twice = {"tool_calls": [{"name": "x", "id": "c1"}, {"name": "y", "id": "c1"}]}
+    session = await Agent(model=ScriptedModel([twice, {"text": "ok"}]), model_name="m").run(
+        store, "hi"
+    )
+    bodies = await kit.bodies(store, session.id)
+    assert "repeated" in kit.of_type(bodies, ModelFailed)[0].message
+    assert bodies[-1].reason == "completed"  # type: ignore[attr-defined]
+
+
+async def test_turn_bound(kit, store, make_skill) -> None:
+    loop = [kit.turn(kit.call("skills.unload", all=True))] * 10
+    agent = kit.agent(loop, [make_skill("a")], max_turns=3)
+    session = await agent.run(store, "hi")
+    end = (await kit.bodies(store, session.id))[-1]
+    assert isinstance(end, SessionEnded) and end.reason == "max_turns" and end.turns == 3
+
+
+async def test_cancellation_leaves_a_resumable_log(kit, store, autojump_clock) -> None:
+    gate = trio.Event()
+
+    async def slow() -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "opened"
+
+    turns = [kit.turn(kit.call("slow")), {"text": "finished"}]
+    agent = Agent(
+        model=ScriptedModel(turns), model_name="m", host_tools=[HostTool.from_function(slow)]
+    )
+    seen: list[StoredEvent] = []
+    agent.observers = [seen.append]
+    with trio.move_on_after(10):
+        await agent.run(store, "hi", session_id="s1")
+    assert (await verify(store)).ok
+    assert [e.type for e in seen][-1] == "model.responded"  # tools were cancelled mid-turn
+    gate.set()
+    resumed = await Agent(
+        model=ScriptedModel(turns[1:]), model_name="m", host_tools=[HostTool.from_function(slow)]
+    ).resume(store, "s1")
+    bodies = await kit.bodies(store, "s1")
+    assert kit.of_type(bodies, ToolCompleted)[0].content == "opened"
+    assert resumed.state.status == "ended" and bodies[-1].reason == "completed"  # type: ignore[attr-defined]
+    assert (await verify(store)).ok
+
+
+async def test_observers_see_every_event_in_order(kit, store) -> None:
+    seen: list[StoredEvent] = []
+    agent = Agent(model=ScriptedModel([{"text": "hi"}]), model_name="m", observers=[seen.append])
+    session = await agent.run(store, "hello")
+    assert [e.seq for e in seen] == list(range(len(seen)))
+    assert [e.hash for e in seen] == [e.hash async for e in store.read(session.id)]
+
+
+async def test_enormous_responses_are_refused(kit, store) -> None:
+    class Huge:
+        provider = "test"
+        calls = 0
+
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            self.calls += 1
+            text = "x" * (2 << 20) if self.calls == 1 else "short"
+            return ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn")
+
+    session = await Agent(model=Huge(), model_name="m").run(store, "hi")
+    bodies = await kit.bodies(store, session.id)
+    assert "over" in kit.of_type(bodies, ModelFailed)[0].message
+    assert bodies[-1].reason == "completed"  # type: ignore[attr-defined]
+
+
+def test_model_error_defaults() -> None:
+    e = ModelError("x")
+    assert e.kind == "other" and not e.retryable and e.retry_after_ms is None
