@@ -1,0 +1,196 @@
+"""``skillog skills``: list, show, validate, install, update, remove, enable, disable,
+materialize. A thin layer over the library; errors become one-line messages.
+
+Exit codes: 0 ok; 1 a validation failed; 2 unusable input (bad path, config, database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import msgspec
+
+from ._catalog import Catalog, Status, build_catalog
+from ._config import SkillsConfig, config_path, load_config, save_config
+from ._discover import default_sources
+from ._errors import SkillValidationError
+from ._index import SkillIndex
+from ._install import install, remove, update
+from ._materialize import materialize
+from ._model import Tier
+from ._parse import load_skill
+
+_SYMBOL = {Status.ENABLED: "✓", Status.DISABLED: "○", Status.UNAVAILABLE: "✗"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``skills`` subcommands."""
+    parser.add_argument(
+        "--config",
+        help="skills config file (default: $SKILLOG_CONFIG or ~/.config/skillog/config.yaml)",
+    )
+    parser.add_argument(
+        "--db", help="database holding the skills index (default: $SKILLOG_DB or ./skillog.db)"
+    )
+    parser.add_argument(
+        "--project",
+        default=".",
+        help="project directory for .agents/skills and .claude/skills (default: .)",
+    )
+    parser.add_argument("--no-index", action="store_true", help="scan without the persistent index")
+    sub = parser.add_subparsers(dest="skills_command", metavar="ACTION", required=True)
+    p = sub.add_parser(
+        "list", help="list skills: ✓ enabled, ○ disabled, ✗ unavailable (with the reason)"
+    )
+    p.add_argument("--json", action="store_true", help="print the catalog record as JSON")
+    p = sub.add_parser("show", help="show one skill's entry and SKILL.md body")
+    p.add_argument("name")
+    p = sub.add_parser("validate", help="validate skill directories (or SKILL.md files)")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--lenient", action="store_true", help="apply the client guide's lenient rules")
+    p = sub.add_parser("install", help="install a skill from a folder, a .zip or a git URL")
+    p.add_argument("source")
+    p.add_argument("--ref", help="git branch or tag")
+    p.add_argument("--name", help="which skill of a repository (and the name it must have)")
+    p.add_argument(
+        "--tier",
+        choices=[t.value for t in Tier],
+        help="trust tier (default: user for folders, third-party otherwise)",
+    )
+    p = sub.add_parser("update", help="re-install an installed skill from its origin")
+    p.add_argument("name")
+    p = sub.add_parser("remove", help="delete an installed skill")
+    p.add_argument("name")
+    p = sub.add_parser("enable", help="enable a skill by name")
+    p.add_argument("name")
+    p = sub.add_parser("disable", help="disable a skill by name (hidden from the model)")
+    p.add_argument("name")
+    p = sub.add_parser("materialize", help="write skills into a directory such as .claude/skills")
+    p.add_argument("--to", required=True, metavar="DIR")
+    p.add_argument("--force", action="store_true", help="replace directories holding other content")
+    p.add_argument(
+        "names", nargs="*", metavar="NAME", help="skills to write (default: every visible one)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one ``skills`` action; returns the exit code."""
+    cfg_file = args.config or config_path()
+    config = load_config(cfg_file)
+    action = args.skills_command
+    if action == "validate":
+        return _validate(args.paths, strict=not args.lenient)
+    if action == "install":
+        tier = Tier(args.tier) if args.tier else None
+        r = install(
+            args.source,
+            config=config,
+            config_file=cfg_file,
+            ref=args.ref,
+            name=args.name,
+            tier=tier,
+        )
+        print(f"installed {r.name} ({r.tier}) sha256:{r.hash} from {r.origin}")
+        return 0
+    if action == "update":
+        r = update(args.name, config=config, config_file=cfg_file)
+        print(f"updated {r.name} sha256:{r.hash}")
+        return 0
+    if action == "remove":
+        r = remove(args.name, config=config, config_file=cfg_file)
+        print(f"removed {r.name}")
+        return 0
+    if action in ("enable", "disable"):
+        return _toggle(args.name, action == "enable", config, cfg_file)
+    catalog = _catalog(args, config)
+    if action == "list":
+        return _list(catalog, as_json=args.json)
+    if action == "show":
+        return _show(catalog, args.name)
+    skills = (
+        [catalog.inline(n) or catalog.get(n) for n in args.names]
+        if args.names
+        else [catalog.get(e.name) for e in catalog.visible()]
+    )
+    for path in materialize(skills, args.to, overwrite=args.force):
+        print(f"wrote {path}")
+    return 0
+
+
+def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
+    sources = default_sources(config, project=args.project)
+    if args.no_index:
+        return build_catalog(sources, config=config)
+    index = SkillIndex(args.db or os.environ.get("SKILLOG_DB") or "skillog.db")
+    try:
+        return build_catalog(sources, config=config, index=index)
+    finally:
+        index.close()
+
+
+def _validate(paths: list[str], *, strict: bool) -> int:
+    failed = 0
+    for path in paths:
+        root = os.path.dirname(path) if os.path.basename(path).lower() == "skill.md" else path
+        try:
+            skill = load_skill(root or ".", tier=Tier.USER, source="cli", strict=strict)
+        except SkillValidationError as e:
+            failed += 1
+            for p in e.problems:
+                print(p)
+            for w in e.warnings:
+                print(f"warning: {w}")
+            continue
+        for w in skill.warnings:
+            print(f"warning: {w}")
+        print(f"{root}: valid skill {skill.name} sha256:{skill.hash}")
+    return 1 if failed else 0
+
+
+def _list(catalog: Catalog, *, as_json: bool) -> int:
+    if as_json:
+        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(catalog.record)) + b"\n")
+        sys.stdout.flush()
+        return 0
+    for e in catalog.entries:
+        print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}]")
+        print(f"    {e.description[:100]}{'…' if len(e.description) > 100 else ''}")
+        if e.reason:
+            print(f"    {e.status}: {e.reason}")
+    for s in catalog.shadowed:
+        print(f"shadowed: {s.name} from {s.source} (by {s.by})")
+    for r in catalog.rejected:
+        print(
+            f"rejected: {r.path} ({len(r.problems)} problem{'s' if len(r.problems) != 1 else ''})"
+        )
+        for p in r.problems:
+            print(f"    {p}")
+    for n in catalog.record.notes:
+        print(f"note: {n}")
+    if not (catalog.entries or catalog.rejected):
+        print("no skills found")
+    return 0
+
+
+def _show(catalog: Catalog, name: str) -> int:
+    e = catalog.entry(name)
+    print(f"{_SYMBOL[e.status]} {e.name} ({e.status}{f': {e.reason}' if e.reason else ''})")
+    print(f"id: {e.id}\nsource: {e.source}\ntier: {e.tier}\npath: {e.path}\nhash: sha256:{e.hash}")
+    if e.provenance:
+        p = e.provenance
+        print(f"origin: {p.origin} ({p.kind}{f' @ {p.ref}' if p.ref else ''})")
+    print(f"description: {e.description}\n")
+    if e.status is Status.ENABLED:
+        print(catalog.get(name).body, end="")
+    return 0
+
+
+def _toggle(name: str, enable: bool, config: SkillsConfig, cfg_file: str) -> int:
+    disabled = [n for n in config.disabled if n != name]
+    if not enable:
+        disabled.append(name)
+    save_config(cfg_file, msgspec.structs.replace(config, disabled=tuple(disabled)))
+    print(f"{'enabled' if enable else 'disabled'} {name}")
+    return 0

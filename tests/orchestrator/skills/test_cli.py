@@ -1,0 +1,117 @@
+"""``skillog skills`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from orchestrator._cli import main
+
+WriteSkill = Callable[..., Path]
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
+    monkeypatch.setenv("SKILLOG_DB", str(tmp_path / "skillog.db"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return proj
+
+
+def test_list_show_enable_disable(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(project / ".claude/skills", "alpha")
+    write_skill(
+        project / ".agents/skills",
+        "needs",
+        frontmatter="name: needs\ndescription: d\nmetadata:\n  requires: no-such-cmd-q\n",
+    )
+    write_skill(project / ".agents/skills", "broken", frontmatter="name: broken\n")
+    assert main(["skills", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "✓ alpha  [project:.claude/skills, user]" in out
+    assert "✗ needs" in out and "missing commands: no-such-cmd-q" in out
+    assert "rejected:" in out and "(description-required)" in out
+    assert main(["skills", "disable", "alpha"]) == 0
+    assert main(["skills", "list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    alpha = next(e for e in data["entries"] if e["name"] == "alpha")
+    assert alpha["status"] == "disabled" and len(alpha["hash"]) == 64
+    assert main(["skills", "enable", "alpha"]) == 0
+    capsys.readouterr()
+    assert main(["skills", "show", "alpha"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("✓ alpha (enabled)") and out.endswith("# Body\n")
+    assert main(["skills", "show", "ghost"]) == 2
+    assert "no skill named 'ghost'" in capsys.readouterr().err
+
+
+def test_validate_exit_codes_and_messages(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write_skill(project, "good")
+    bad = write_skill(project, "bad", frontmatter="name: Bad\ndescription: d\nx: 1\n")
+    assert main(["skills", "validate", str(good), str(good / "SKILL.md")]) == 0
+    assert main(["skills", "validate", str(good), str(bad)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{bad}/SKILL.md: x: 'x' is not a frontmatter field" in "\n".join(lines)
+    assert any(line.endswith("(name-lowercase)") for line in lines)
+    # Lenient mode loads it: every finding above is cosmetic per the client guide.
+    assert main(["skills", "validate", "--lenient", str(bad)]) == 0
+
+
+def test_validate_lenient_passes_cosmetic(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skill = write_skill(
+        project, "cosmetic", frontmatter="name: cosmetic\ndescription: d\nextra: 1\n"
+    )
+    assert main(["skills", "validate", str(skill)]) == 1
+    assert main(["skills", "validate", "--lenient", str(skill)]) == 0
+    assert "warning:" in capsys.readouterr().out
+
+
+def test_corpus_through_the_cli(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = sorted(str(p.parent) for p in corpus.rglob("SKILL.md"))
+    assert main(["skills", "validate", *paths]) == 1
+    out = capsys.readouterr().out
+    assert out.count("valid skill") == 25 and "claude-api/SKILL.md: description:" in out
+
+
+def test_install_materialize_remove(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "zipped.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped/SKILL.md", "---\nname: zipped\ndescription: from a zip\n---\nZ\n")
+    assert main(["skills", "install", str(archive), "--tier", "org"]) == 0
+    assert "installed zipped (org)" in capsys.readouterr().out
+    assert main(["skills", "list"]) == 0
+    assert "✓ zipped  [installed, org]" in capsys.readouterr().out
+    assert main(["skills", "materialize", "--to", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out/zipped/SKILL.md").read_text().endswith("Z\n")
+    assert main(["skills", "remove", "zipped"]) == 0
+    assert main(["skills", "remove", "zipped"]) == 2
+    assert "no installed skill" in capsys.readouterr().err
+    assert main(["skills", "install", str(tmp_path / "nope")]) == 2
+
+
+def test_bad_config_and_db_are_clean_errors(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.yaml").write_text("skills:\n  max_depth: deep\n")
+    assert main(["skills", "list"]) == 2
+    assert "config.yaml" in capsys.readouterr().err
+    (tmp_path / "config.yaml").write_text("skills: {}\n")
+    (tmp_path / "skillog.db").write_bytes(b"garbage" * 1000)
+    assert main(["skills", "list"]) == 2
+    assert "skills index" in capsys.readouterr().err
