@@ -133,7 +133,9 @@ async def _export(args: argparse.Namespace) -> int:
     url = traces_url(args.endpoint)
     state_path = args.state or default_state_path(args.db)
     state = load_state(state_path)
-    options = ExportOptions(content=args.content, retries=args.retries, state_path=state_path)
+    options = ExportOptions(
+        content=args.content, retries=args.retries, state_path=state_path, endpoint=url
+    )
     exporter = otlp_exporter(url, timeout_s=args.timeout)
     try:
         async with open_sqlite_store(args.db, readonly=True) as store:

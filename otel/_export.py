@@ -23,7 +23,7 @@ from orchestrator._events import CODEC, PromptRendered
 
 from ._errors import BrokenChainError, ExportFailedError, OtelError, SessionNotEndedError
 from ._mapping import map_session
-from ._otlp import send
+from ._otlp import diagnose, send
 from ._sdk import default_resource, to_readables
 from ._state import ExportState, save_state
 from ._summary import SessionSummary, Summary, summarize, summarize_session
@@ -34,13 +34,16 @@ ENDED = "session.ended"
 class ExportOptions(msgspec.Struct, kw_only=True):
     """How to export. ``retries`` extra attempts per batch, waiting ``backoff_s``,
     then twice as long each time; ``batch_spans`` spans per exporter call (at least one
-    whole session); ``state_path`` where progress is saved (None: not saved)."""
+    whole session); ``state_path`` where progress is saved (None: not saved);
+    ``endpoint`` the exporter's URL, if any, to name the cause when sending fails."""
 
     content: bool = False
     retries: int = 3
     backoff_s: float = 0.5
     batch_spans: int = 512
     state_path: Path | None = None
+    endpoint: str | None = None
+    connect_timeout_s: float = 2.0
 
 
 class ExportReport(msgspec.Struct, kw_only=True):
@@ -53,13 +56,12 @@ class ExportReport(msgspec.Struct, kw_only=True):
     open_sessions: list[str] = msgspec.field(default_factory=list)
 
 
-async def _verified(store: EventStore, stream: str) -> None:
+async def _verified(store: EventStore, stream: str, refused: str) -> None:
     _, fault = await verify_stream(store, stream)
     if fault is not None:
         raise BrokenChainError(
-            f"{fault}; the log does not verify, so nothing was exported. Run `skillog log "
-            "verify` for details; restore the database from a backup, or export other "
-            "sessions by name"
+            f"{fault}; the log does not verify, so {refused}. Run `skillog log verify` for "
+            "details; restore the database from a backup, or export other sessions by name"
         )
 
 
@@ -92,6 +94,9 @@ async def send_with_retries(
         reason = await trio.to_thread.run_sync(send, exporter, spans)
         if reason is None:
             return
+    if options.endpoint is not None:
+        cause = await trio.to_thread.run_sync(diagnose, options.endpoint, options.connect_timeout_s)
+        reason = cause or reason
     raise ExportFailedError(
         f"the exporter did not accept {what} ({len(spans)} spans) after "
         f"{options.retries + 1} attempts: {reason}. Check that the collector is running "
@@ -136,7 +141,7 @@ async def export_sessions(
                 f"no session {missing[0]!r} in the log; list them with `skillog sessions`"
             )
     for stream in selected:
-        await _verified(store, stream)
+        await _verified(store, stream, "nothing was exported")
 
     report = ExportReport()
     batch = _Batch()
@@ -201,7 +206,7 @@ async def follow_export(
             continue
         stream = event.stream
         if state.exported.get(stream) != event.hash:
-            await _verified(store, stream)
+            await _verified(store, stream, f"session {stream!r} was not exported")
             events, spans = await _session_spans(store, stream, resource, options.content)
             await send_with_retries(exporter, spans, options, f"session {stream!r}")
             state.exported[stream] = events[-1].hash
@@ -221,7 +226,7 @@ async def summarize_log(store: EventStore, sessions: Sequence[str] | None = None
         raise OtelError(f"no session {missing[0]!r} in the log; list them with `skillog sessions`")
     summaries: list[SessionSummary] = []
     for stream in selected:
-        await _verified(store, stream)
+        await _verified(store, stream, "nothing was exported")
         _, measurements = map_session([e async for e in store.read(stream)])
         summaries.append(summarize_session(stream, measurements))
     return summarize(summaries)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -64,6 +65,22 @@ class _Capture(logging.Handler):
 
 # The SDK exporters report why an export failed only through logging.
 _EXPORTER_LOGGER = logging.getLogger("opentelemetry.exporter")
+
+
+def diagnose(url: str, timeout_s: float) -> str | None:
+    """Why ``url``'s host cannot be reached (refused, timed out, unknown host), or None
+    if a TCP connection opens. The SDK exporter often logs only "timeout, max retries or
+    shutdown"; this names the actual cause for the user."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except TimeoutError:
+        return f"connecting to {host}:{port} timed out after {timeout_s:g} s"
+    except OSError as e:
+        return f"cannot connect to {host}:{port}: {e.strerror or e}"
 
 
 def send(exporter: SpanExporter, spans: Sequence[ReadableSpan]) -> str | None:

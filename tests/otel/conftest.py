@@ -368,7 +368,13 @@ class Receiver:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @staticmethod
+    def attrs(span: Any) -> dict[str, Any]:
+        return attrs_of(span)
 
     @property
     def spans(self) -> list[Any]:
