@@ -9,6 +9,7 @@ back as an error result the model can read, never as an exception to the loop.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import re
@@ -118,9 +119,12 @@ class HostTool:
                 f"{where} has no description: give the function a docstring or pass description=..."
             )
         fields, positional, context_parameter = _fields(fn, where)
-        arguments = msgspec.defstruct(
-            _ARGUMENTS_STRUCT, fields, kw_only=True, forbid_unknown_fields=True, frozen=True
-        )
+        try:
+            arguments = msgspec.defstruct(
+                _ARGUMENTS_STRUCT, fields, kw_only=True, forbid_unknown_fields=True, frozen=True
+            )
+        except (TypeError, ValueError) as e:
+            raise HostToolError(f"{where}: cannot describe the parameters: {e}") from e
         return cls(
             name=tool_name,
             description=text.strip(),
@@ -267,10 +271,15 @@ def _fields(fn: Callable[..., Any], where: str) -> tuple[list[_Field], tuple[str
             msgspec.json.schema(annotation)
         except Exception as e:  # msgspec raises TypeError, or worse, for what it cannot type
             raise HostToolError(f"{at}: type {annotation!r} cannot be validated: {e}") from e
-        if parameter.default is parameter.empty:
+        default = parameter.default
+        if default is parameter.empty:
             fields.append((parameter.name, annotation))
+        elif isinstance(default, list | dict | set | bytearray) and default:
+            # msgspec refuses shared mutable defaults; each call gets its own copy.
+            factory = functools.partial(copy.deepcopy, default)
+            fields.append((parameter.name, annotation, msgspec.field(default_factory=factory)))
         else:
-            fields.append((parameter.name, annotation, parameter.default))
+            fields.append((parameter.name, annotation, default))
     return fields, tuple(positional), context_parameter
 
 
