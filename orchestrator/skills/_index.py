@@ -71,6 +71,10 @@ class SkillIndex:
         try:
             conn = sqlite3.connect(path, timeout=10.0, check_same_thread=False)
             self._db = sqlite_utils.Database(conn)
+            # The log uses WAL too (journal mode is a property of the file). The index
+            # is a cache, so losing its last write on power loss only costs a re-read.
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.Error as e:
             raise SkillIndexError(
@@ -104,20 +108,11 @@ class SkillIndex:
         """Upsert changed ``(root, fingerprint, racy, record)`` rows; drop roots not in ``keep``."""
         try:
             with self._db.conn:
-                if rows:
-                    self._db.table("skills_index").upsert_all(
-                        (
-                            {
-                                "root": root,
-                                "fingerprint": fp,
-                                "racy": int(racy),
-                                "record": _encoder.encode(rec),
-                                "indexed_at": now,
-                            }
-                            for root, fp, racy, rec in rows
-                        ),
-                        pk="root",
-                    )
+                self._db.conn.executemany(
+                    "INSERT OR REPLACE INTO skills_index "
+                    "(root, fingerprint, racy, record, indexed_at) VALUES (?, ?, ?, ?, ?)",
+                    [(r, fp, int(racy), _encoder.encode(rec), now) for r, fp, racy, rec in rows],
+                )
                 stale = [
                     (r,)
                     for (r,) in self._db.execute("SELECT root FROM skills_index").fetchall()

@@ -48,7 +48,7 @@ def walk_tree(root: str) -> tuple[list[TreeFile], list[Problem]]:
     Returns the files sorted by relative path bytes, and a problem for every entry that
     makes the tree unusable (escaping or dangling symlink, special file, bounds).
     """
-    real_root = os.path.realpath(root)
+    real_root = ""  # resolved on the first symlink: most trees have none
     files: list[TreeFile] = []
     problems: list[Problem] = []
     total = 0
@@ -62,7 +62,7 @@ def walk_tree(root: str) -> tuple[list[TreeFile], list[Problem]]:
             continue
         for entry in entries:
             rel = prefix + entry.name
-            if not _utf8(entry.name):
+            if not entry.name.isascii() and not _utf8(entry.name):
                 problems.append(
                     _problem(
                         root, repr(rel), "tree-name", "the file name is not valid UTF-8; rename it"
@@ -71,6 +71,7 @@ def walk_tree(root: str) -> tuple[list[TreeFile], list[Problem]]:
                 continue
             try:
                 if entry.is_symlink():
+                    real_root = real_root or os.path.realpath(root)
                     item = _symlink(root, real_root, entry.path, rel, problems)
                     if item is not None:
                         files.append(item)
