@@ -1,0 +1,186 @@
+"""Effects that answer from a recording, for re-drive (like Temporal's replayer).
+
+The re-driven session runs the current runtime code; wherever that code would touch
+the world (load a skill, run a script, call a host tool, ask for an approval) these
+effects hand back what the recorded session got. They never raise for a call the
+recording lacks: they answer something the recording cannot contain (an unavailable
+skill, a refused script, a tool error, a denial), so the events diverge and the event
+comparison names the first difference.
+
+Answers are found near the re-driven session's position (``position()``, the seq its
+next event will get): a turn's effects are looked up among the recorded events from
+that seq up to the next ``prompt.rendered``, so repeated loads of one skill (with
+different contents) each get their own recorded activation.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from typing import cast
+
+import msgspec
+
+from eventlog import EventStore
+from orchestrator._effects import (
+    ApprovalDecision,
+    ApprovalRequest,
+    GetBlob,
+    LoadedSkill,
+    SkillUnavailableError,
+)
+from orchestrator._events import (
+    ApprovalResolved,
+    PromptRendered,
+    ScriptExecuted,
+    SessionEnded,
+    SkillActivated,
+    SkillActivationFailed,
+    SkillChanged,
+    ToolCompleted,
+)
+from orchestrator._host_tools import ToolContext, ToolOutcome
+from orchestrator._scripts import SandboxUsed, ScriptRequest, ScriptResult
+from orchestrator._state import ActiveSkill
+from orchestrator.skills import SkillManifest, skill_from_manifest
+
+from ._recording import Recording
+from ._skills import _tier
+
+NO_RECORDING = "re-drive: the recording has no"
+
+
+class RecordedEffects:
+    """An ``orchestrator`` ``Effects`` answering from ``recording`` (blobs from
+    ``store``). ``position()`` is the seq the re-driven session appends next."""
+
+    def __init__(
+        self, recording: Recording, store: EventStore, position: Callable[[], int]
+    ) -> None:
+        self._store = store
+        self._position = position
+        bodies = recording.bodies
+        self._ends = [
+            i for i, b in enumerate(bodies) if isinstance(b, PromptRendered | SessionEnded)
+        ]
+        self._loads: dict[str, list[int]] = {}
+        self._scripts: list[int] = []
+        self._tools: dict[str, ToolCompleted] = {}
+        self._approvals: dict[str, ApprovalResolved] = {}
+        for seq, body in enumerate(bodies):
+            match body:
+                case SkillActivated() | SkillActivationFailed():
+                    self._loads.setdefault(body.name, []).append(seq)
+                case ScriptExecuted():
+                    self._scripts.append(seq)
+                case ApprovalResolved():
+                    self._approvals[body.call_id] = body
+                case ToolCompleted():
+                    self._tools[body.call_id] = body
+                case _:
+                    pass
+        self._bodies = bodies
+        self._used: set[int] = set()
+
+    def _window(self) -> tuple[int, int]:
+        start = self._position()
+        i = bisect.bisect_left(self._ends, start)
+        return start, self._ends[i] if i < len(self._ends) else len(self._bodies)
+
+    async def load_skill(self, name: str) -> LoadedSkill:
+        start, end = self._window()
+        seqs = self._loads.get(name, [])
+        here = [s for s in seqs if start <= s < end and s not in self._used]
+        if here:
+            self._used.add(here[0])
+            body = self._bodies[here[0]]
+            if isinstance(body, SkillActivationFailed):
+                raise SkillUnavailableError(body.reason)
+            assert isinstance(body, SkillActivated)
+            return await self._loaded(here[0], body)
+        # Loading a skill that is already active with the same contents records
+        # nothing; the runtime still asks for it, and gets the pinned snapshot.
+        before = [s for s in seqs if (s < start or s in self._used)]
+        last = self._bodies[before[-1]] if before else None
+        if isinstance(last, SkillActivated):
+            return await self._loaded(before[-1], last)
+        raise SkillUnavailableError(f"{NO_RECORDING} activation of {name!r} at seq {start}")
+
+    async def _loaded(self, seq: int, event: SkillActivated) -> LoadedSkill:
+        blobs = {f.sha256: await self._store.get_blob(f.sha256) for f in event.files}
+
+        async def get(digest: str) -> bytes:
+            return blobs[digest]
+
+        skill = await skill_from_manifest(
+            SkillManifest(entries=event.files, hash=event.hash),
+            get,
+            tier=_tier(event.tier),
+            source=event.source,
+            strict=False,
+        )
+        changed = self._bodies[seq - 1] if seq > 0 else None
+        if isinstance(changed, SkillChanged) and changed.skill is not None:
+            # The live skill came from a directory; its location is in the catalog entry
+            # the runtime recorded for the change.
+            skill = msgspec.structs.replace(skill, location=changed.skill.location)
+        return LoadedSkill(
+            skill=skill,
+            manifest=SkillManifest(entries=event.files, hash=event.hash),
+            blobs=tuple(blobs.values()),
+            tools=event.tools,
+        )
+
+    async def run_script(
+        self, skill: ActiveSkill, request: ScriptRequest, get_blob: GetBlob
+    ) -> ScriptResult:
+        start, end = self._window()
+        for seq in self._scripts:
+            body = self._bodies[seq]
+            assert isinstance(body, ScriptExecuted)
+            if (
+                start <= seq < end
+                and seq not in self._used
+                and (body.skill, body.path, body.args) == (skill.name, request.path, request.args)
+            ):
+                self._used.add(seq)
+                return ScriptResult(
+                    path=body.path,
+                    exit_code=body.exit_code,
+                    stdout=(await self._store.get_blob(body.stdout_digest)).decode(),
+                    stderr=(await self._store.get_blob(body.stderr_digest)).decode(),
+                    duration_ms=body.duration_ms,
+                    timed_out=body.timed_out,
+                    truncated=body.truncated,
+                    sandbox=cast(SandboxUsed, body.sandbox),
+                    refused=body.refused,
+                )
+        return ScriptResult(
+            path=request.path,
+            exit_code=None,
+            stdout="",
+            stderr="",
+            duration_ms=0,
+            timed_out=False,
+            truncated=False,
+            sandbox="none",
+            refused=f"{NO_RECORDING} run of {skill.name}/{request.path} at seq {start}",
+        )
+
+    async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
+        done = self._tools.get(context.call_id)
+        if done is None or done.tool != name:
+            return ToolOutcome(
+                content=f"{NO_RECORDING} result of {name} call {context.call_id!r}",
+                is_error=True,
+                error_type="redrive",
+            )
+        return ToolOutcome(content=done.content, is_error=done.is_error, error_type=done.error_type)
+
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        resolved = self._approvals.get(request.call_id)
+        if resolved is None:
+            return ApprovalDecision(
+                approved=False, decided_by=f"{NO_RECORDING} decision for {request.call_id!r}"
+            )
+        return ApprovalDecision(approved=resolved.approved, decided_by=resolved.decided_by)

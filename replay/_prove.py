@@ -1,0 +1,149 @@
+"""Replay proper: refold a session and re-render every model request it recorded.
+
+For each ``prompt.rendered`` the current composer renders the request from the state
+folded so far (skill bodies from the log's snapshots, never from disk) and its sha256
+is compared with the recorded ``request_hash``; the recorded request itself is rebuilt
+from the blob store and must hash to it too. The first turn that differs gets a diff.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from eventlog import EventStore
+from orchestrator._events import PromptRendered, ScriptExecuted, SkillActivated
+from orchestrator._prompt import compose, request_bytes
+from orchestrator._state import SessionState, apply
+
+from ._errors import BrokenLogError
+from ._recording import Recording, get_checked_blob
+from ._request import RecordedRequests, RenderedRequests, request_diff
+from ._skills import pin_skill
+
+
+class TurnCheck(msgspec.Struct, frozen=True, kw_only=True):
+    """One model request: the recorded hash and the re-rendered one. ``skills`` are
+    the active skills (name, skill hash) the request was rendered with."""
+
+    turn: int
+    seq: int
+    skills: tuple[tuple[str, str], ...]
+    request_hash: str
+    rerendered_hash: str
+
+    @property
+    def ok(self) -> bool:
+        return self.request_hash == self.rerendered_hash
+
+
+class Divergence(msgspec.Struct, frozen=True, kw_only=True):
+    """The first request the current code renders differently, with a unified diff of
+    the recorded and the re-rendered bytes."""
+
+    turn: int
+    seq: int
+    request_hash: str
+    rerendered_hash: str
+    diff: str
+
+
+class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :func:`replay_session`. ``ok`` when every request matched.
+    ``request_bytes`` is the total size of the requests re-rendered."""
+
+    session: str
+    events: int
+    turns: tuple[TurnCheck, ...]
+    divergence: Divergence | None
+    request_bytes: int
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+
+async def replay_session(store: EventStore, recording: Recording) -> ReplayReport:
+    """Refold ``recording`` and prove every recorded request against the composer.
+
+    Needs only the log: skill bodies come from the snapshots the log pins (each proven
+    by :func:`pin_skill`), so it works after the skill folders changed or vanished.
+    Every turn is checked, the first mismatch gets a :class:`Divergence`. Raises
+    :class:`BrokenLogError` when a blob is missing or altered or the recorded request
+    blobs do not hash to the recorded ``request_hash``."""
+    session = recording.session
+    state = SessionState(session)
+    bodies: dict[str, str] = {}
+    checked: set[str] = set()
+    rendered, recorded = RenderedRequests(), RecordedRequests()
+    turns: list[TurnCheck] = []
+    divergence: Divergence | None = None
+    for event, body in zip(recording.events, recording.bodies, strict=True):
+        seq = event.seq
+        if isinstance(body, SkillActivated) and body.body_digest not in bodies:
+            bodies[body.body_digest] = await pin_skill(store, session, seq, body)
+        elif isinstance(body, ScriptExecuted):
+            for digest in (body.stdout_digest, body.stderr_digest):
+                if digest not in checked:
+                    await get_checked_blob(
+                        store, digest, session=session, seq=seq, what="script output"
+                    )
+                    checked.add(digest)
+        elif isinstance(body, PromptRendered):
+            tail = await _recorded_turn(store, session, seq, body, recorded)
+            try:
+                request = compose(state, bodies)
+            except ValueError as e:
+                raise BrokenLogError(session, seq, f"cannot compose turn {body.turn}: {e}") from e
+            check = TurnCheck(
+                turn=body.turn,
+                seq=seq,
+                skills=tuple((s.name, s.hash) for s in state.active),
+                request_hash=body.request_hash,
+                rerendered_hash=rendered.digest(request),
+            )
+            turns.append(check)
+            if not check.ok and divergence is None:
+                divergence = Divergence(
+                    turn=body.turn,
+                    seq=seq,
+                    request_hash=check.request_hash,
+                    rerendered_hash=check.rerendered_hash,
+                    diff=request_diff(recorded.request_bytes(tail), request_bytes(request)),
+                )
+        apply(state, body, seq=seq, hash=event.hash)
+    return ReplayReport(
+        session=session,
+        events=len(recording),
+        turns=tuple(turns),
+        divergence=divergence,
+        request_bytes=rendered.total_bytes,
+    )
+
+
+async def _recorded_turn(
+    store: EventStore, session: str, seq: int, body: PromptRendered, recorded: RecordedRequests
+) -> bytes:
+    """Add the turn's recorded message blobs; return its tail. The recorded request
+    must hash to ``request_hash``: the runtime hashed exactly those bytes."""
+    what = f"prompt.rendered turn {body.turn}"
+    lines = [
+        await get_checked_blob(store, d, session=session, seq=seq, what=f"{what} message")
+        for d in body.new_message_digests
+    ]
+    tail = await get_checked_blob(store, body.tail_digest, session=session, seq=seq, what=what)
+    recorded.extend(lines)
+    if body.message_count != len(recorded.lines):
+        raise BrokenLogError(
+            session,
+            seq,
+            f"{what}: message_count {body.message_count} but the log names "
+            f"{len(recorded.lines)} message blobs so far",
+        )
+    if recorded.digest(tail) != body.request_hash:
+        raise BrokenLogError(
+            session,
+            seq,
+            f"{what}: the recorded request blobs do not hash to the recorded request_hash "
+            f"{body.request_hash[:16]}...; the log is inconsistent",
+        )
+    return tail

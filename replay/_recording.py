@@ -1,0 +1,144 @@
+"""Reading a recorded session: the I/O edge every replay view starts from.
+
+A :class:`Recording` is a session's stored events with their decoded bodies, read once.
+Opening, verifying and decoding turn every failure into a :class:`BrokenLogError` that
+names the session and seq, so no caller has to know the log's error types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from eventlog import (
+    BlobNotFoundError,
+    Event,
+    EventStore,
+    ImportFormatError,
+    MemoryStore,
+    SkillogError,
+    import_jsonl,
+    open_sqlite_store,
+    read_checkpoints,
+    verify,
+    verify_stream,
+)
+from orchestrator._events import CODEC, PromptRendered
+from orchestrator._events import Event as Body
+
+from ._errors import BrokenLogError
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One session as recorded: ``events[i]`` is stored at seq ``i``, ``bodies[i]`` is
+    its decoded body."""
+
+    session: str
+    events: tuple[Event, ...]
+    bodies: tuple[Body, ...]
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+@asynccontextmanager
+async def open_log(
+    *,
+    db: str | os.PathLike[str] | None = None,
+    jsonl: str | None = None,
+    writable: bool = False,
+    session: str = "?",
+) -> AsyncIterator[EventStore]:
+    """The store to replay from: the SQLite file ``db`` (read-only unless ``writable``)
+    or a JSON Lines export ``jsonl`` loaded into memory (every chain in it checked on
+    the way in). Unusable input raises a :class:`SkillogError` saying why; a damaged
+    export raises :class:`BrokenLogError` for ``session`` (named in the message)."""
+    if (db is None) == (jsonl is None):
+        raise ValueError("give exactly one of db and jsonl")
+    if jsonl is not None:
+        store = MemoryStore()
+        try:
+            await import_jsonl(store, jsonl)
+        except ImportFormatError as e:
+            raise BrokenLogError(session, None, f"the export cannot be read: {e}") from e
+        yield store
+        return
+    assert db is not None
+    async with open_sqlite_store(db, readonly=not writable) as sqlite:
+        yield sqlite
+
+
+async def load_recording(store: EventStore, session: str) -> Recording:
+    """Read and decode every event of ``session``.
+
+    Raises :class:`BrokenLogError` when the session is not in the store or an event
+    does not decode (an unknown type, a schema version newer than this code)."""
+    events = [e async for e in store.read(session)]
+    if not events:
+        raise BrokenLogError(
+            session, None, "no such session in this log; `skillog sessions` lists them"
+        )
+    bodies: list[Body] = []
+    for event in events:
+        try:
+            bodies.append(CODEC.decode(event))
+        except SkillogError as e:
+            raise BrokenLogError(session, event.seq, f"cannot decode {event.type!r}: {e}") from e
+    return Recording(session, tuple(events), tuple(bodies))
+
+
+async def verify_recording(
+    store: EventStore, session: str, *, checkpoint: str | os.PathLike[str] | None = None
+) -> None:
+    """Check the session's hash chain (the stored bytes, from seq 0).
+
+    With a ``checkpoint`` file the whole log is verified against its signed heads
+    (a checkpoint signs every session's head at once), which also reveals a truncated
+    tail or a consistently rewritten chain. Raises :class:`BrokenLogError`."""
+    if checkpoint is not None:
+        report = await verify(store, checkpoints=read_checkpoints(checkpoint))
+        fault = report.fault
+    else:
+        _, fault = await verify_stream(store, session)
+    if fault is not None:
+        raise BrokenLogError(
+            fault.stream or session,
+            fault.seq,
+            f"the log does not verify: {fault.kind}: {fault.detail}; it was altered or "
+            "damaged after it was written - replay proves nothing from it",
+        )
+
+
+async def get_checked_blob(
+    store: EventStore, digest: str, *, session: str, seq: int, what: str
+) -> bytes:
+    """The blob ``digest`` (named ``what`` in messages), checked against its digest."""
+    try:
+        data = await store.get_blob(digest)
+    except BlobNotFoundError as e:
+        raise BrokenLogError(
+            session,
+            seq,
+            f"{what}: blob {digest} is missing from the log; export the session with its "
+            "blobs (`skillog log export`) or restore the database",
+        ) from e
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise BrokenLogError(
+            session, seq, f"{what}: blob {digest} does not match its sha256 (it was altered)"
+        )
+    return data
+
+
+def turn_at(bodies: Sequence[Body]) -> list[int]:
+    """The turn each event belongs to (0 before the first model call)."""
+    turns: list[int] = []
+    turn = 0
+    for body in bodies:
+        if isinstance(body, PromptRendered):
+            turn = body.turn
+        turns.append(turn)
+    return turns

@@ -1,0 +1,219 @@
+"""Re-drive: run the current runtime code against a recording and compare the events.
+
+The re-driven session is a fresh stream (same id, in a private in-memory store) built
+exactly as ``Agent.run`` builds one: the recorded ``session.started`` and catalog, the
+recorded user messages, then ``drive()`` with a model that answers with the recorded
+responses in order and effects that answer from the log. Its events must equal the
+recorded ones, type by type and field by field (measured durations aside, see
+``_compare.MEASURED``); the first that does not is a non-determinism finding.
+
+A forked session's copied prefix (``session.forked`` and the events it copied) was
+not produced by code, so it is copied as is and the session is reopened after it,
+as ``Agent.resume`` would.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import msgspec
+
+from eventlog import Event as StoredEvent
+from eventlog import EventStore, MemoryStore, NewEvent, SkillogError
+from orchestrator._events import (
+    CODEC,
+    CatalogSnapshot,
+    ModelFailed,
+    ModelResponded,
+    PromptRendered,
+    SessionEnded,
+    SessionForked,
+    SessionStarted,
+    SkillActivated,
+    UserMessage,
+)
+from orchestrator._events import Event as Body
+from orchestrator._loop import MAX_RESPONSE_CHARS, RetryPolicy, drive
+from orchestrator._model import ModelError, ModelErrorKind, ModelResponse, TextPart, ToolCall
+from orchestrator._session import Session
+from orchestrator.adapters import RecordedModel
+
+from ._compare import EventDivergence, compare_events
+from ._effects import RecordedEffects
+from ._errors import BrokenLogError
+from ._recording import Recording, turn_at
+
+
+class RedriveReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The result of :func:`redrive`: how many events were compared, and the first
+    divergence (None when the current code reproduces the recording)."""
+
+    session: str
+    recorded_events: int
+    redriven_events: int
+    compared: int
+    complete: bool
+    divergence: EventDivergence | None
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+
+class _Cursor:
+    """The seq the re-driven session appends next, and a clock that stamps each new
+    event with the time the recording has at that seq (envelopes are not compared;
+    this only keeps the re-driven times plausible)."""
+
+    def __init__(self, recording: Recording) -> None:
+        self.next = 0
+        self._times = [e.recorded_at for e in recording.events]
+
+    def observe(self, event: StoredEvent) -> None:
+        self.next = event.seq + 1
+
+    def clock(self) -> int:
+        return self._times[min(self.next, len(self._times) - 1)]
+
+
+async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
+    """Re-drive ``recording`` (blobs from ``store``) with the current code.
+
+    Run :func:`replay_session` first: it proves the blobs this relies on. Raises
+    :class:`BrokenLogError` when the recording does not start like a session."""
+    session = recording.session
+    bodies = recording.bodies
+    target = MemoryStore()
+    cursor = _Cursor(recording)
+    effects = RecordedEffects(recording, store, lambda: cursor.next)
+    start = _prefix_length(recording)
+    outcomes = [_outcome(b) for b in bodies[start:] if isinstance(b, ModelResponded | ModelFailed)]
+    model = RecordedModel(outcomes)
+    try:
+        if start:
+            await _copy_prefix(store, target, recording, start)
+            cursor.next = start
+            live = await Session.open(
+                target, session, effects, clock=cursor.clock, observers=[cursor.observe]
+            )
+        else:
+            config, catalog = bodies[0], bodies[1] if len(bodies) > 1 else None
+            if not isinstance(config, SessionStarted) or not isinstance(catalog, CatalogSnapshot):
+                raise BrokenLogError(
+                    session, 0, "does not start with session.started and catalog.snapshot"
+                )
+            live = await Session.create(
+                target,
+                config,
+                catalog.skills,
+                effects,
+                hidden=catalog.hidden,
+                session_id=session,
+                clock=cursor.clock,
+                observers=[cursor.observe],
+            )
+            start = 2
+        for body in bodies[start:]:
+            if isinstance(body, PromptRendered | SessionEnded):
+                break
+            if isinstance(body, UserMessage):
+                await live.add_user_message(body.text)
+        await drive(live, model, _retry_policy(bodies[start:]))
+    except BaseExceptionGroup as group:  # a nursery of run_tools wraps errors
+        first = _first_error(group)
+        if first is None:
+            raise
+        raise first from group
+    produced = [(e, CODEC.decode(e)) async for e in target.read(session)]
+    recorded = list(zip(recording.events, bodies, strict=True))
+    complete = isinstance(bodies[-1], SessionEnded)
+    divergence = compare_events(recorded, produced, turn_at(bodies), recording_complete=complete)
+    return RedriveReport(
+        session=session,
+        recorded_events=len(recorded),
+        redriven_events=len(produced),
+        compared=min(len(recorded), len(produced)),
+        complete=complete,
+        divergence=divergence,
+    )
+
+
+def _prefix_length(recording: Recording) -> int:
+    """0 for a session started by code; for a fork, the events it copied (+1)."""
+    first = recording.bodies[0]
+    if not isinstance(first, SessionForked):
+        return 0
+    end = first.at_seq + 2
+    if end > len(recording):
+        raise BrokenLogError(
+            recording.session,
+            0,
+            f"session.forked says it copied events up to seq {first.at_seq} of "
+            f"{first.from_session}, but the session has only {len(recording)} events",
+        )
+    return end
+
+
+async def _copy_prefix(
+    source: EventStore, target: EventStore, recording: Recording, end: int
+) -> None:
+    blobs: list[bytes] = []
+    for body in recording.bodies[:end]:
+        if isinstance(body, SkillActivated):
+            for digest in (body.body_digest, *(f.sha256 for f in body.files)):
+                blobs.append(await source.get_blob(digest))
+    events = [
+        NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at)
+        for e in recording.events[:end]
+    ]
+    await target.append(recording.session, events, expected_seq=0, blobs=blobs)
+
+
+def _outcome(body: ModelResponded | ModelFailed) -> ModelResponse | ModelError:
+    if isinstance(body, ModelResponded):
+        return body.response
+    if body.kind == "malformed":
+        return malformed_response(body.message)
+    return ModelError(
+        body.message,
+        kind=cast(ModelErrorKind, body.kind),
+        retryable=body.will_retry,
+        retry_after_ms=body.retry_after_ms,
+    )
+
+
+def malformed_response(problem: str) -> ModelResponse:
+    """A response the loop rejects with ``problem``: the recording keeps the loop's
+    verdict on a malformed answer, not the answer, so re-drive feeds one that earns
+    the same verdict."""
+    parts: tuple[TextPart | ToolCall, ...] = ()
+    if "characters" in problem:
+        parts = (TextPart(text="x" * (MAX_RESPONSE_CHARS + 1)),)
+    elif "ids" in problem:
+        parts = (ToolCall(id="", name="t", arguments="{}"),)
+    elif "no name" in problem:
+        parts = (ToolCall(id="t", name="", arguments="{}"),)
+    return ModelResponse(parts=parts, stop_reason="other")
+
+
+def _retry_policy(bodies: tuple[Body, ...]) -> RetryPolicy:
+    """A retry policy that retries where the recording did, without waiting.
+
+    Recorded failures carry ``will_retry``, which re-drive passes on as ``retryable``;
+    the attempt bound only matters for malformed answers, where the loop gave up
+    after ``attempt`` of them."""
+    failures = [b for b in bodies if isinstance(b, ModelFailed)]
+    gave_up = [b.attempt for b in failures if b.kind == "malformed" and not b.will_retry]
+    bound = gave_up[0] if gave_up else max((b.attempt for b in failures), default=0) + 1
+    return RetryPolicy(max_attempts=bound, base_ms=0, max_ms=0)
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> SkillogError | None:
+    for error in group.exceptions:
+        if isinstance(error, SkillogError):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            found = _first_error(error)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,123 @@
+"""Canonical request bytes on both sides of a replay, and the diff between them.
+
+The re-rendered side runs the current composer; the recorded side concatenates the
+blobs ``prompt.rendered`` names. Both keep a running sha256 over the history lines, so
+checking a turn costs the bytes of its new messages and its tail, and proving every
+turn of a session costs time linear in the bytes of all the requests it re-renders.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from orchestrator._model import Message, ModelRequest
+from orchestrator._prompt import message_line, tail_line
+
+
+class RenderedRequests:
+    """Hashes successive requests of one session as the composer renders them."""
+
+    def __init__(self) -> None:
+        self._messages: tuple[Message, ...] = ()
+        self._hash = hashlib.sha256()
+        self._history_bytes = 0
+        self.total_bytes = 0
+        """The bytes of every request rendered so far (each counted whole)."""
+
+    def digest(self, request: ModelRequest) -> str:
+        """sha256 of ``request_bytes(request)``, reusing the lines of a shared history."""
+        messages = request.messages
+        known = len(self._messages)
+        # Tuple equality compares identical items by identity first, so checking that
+        # the history only grew costs one C-level pass, not a re-encoding.
+        if len(messages) < known or messages[:known] != self._messages:
+            self._hash, self._history_bytes, known = hashlib.sha256(), 0, 0
+        for message in messages[known:]:
+            line = message_line(message)
+            self._hash.update(line)
+            self._history_bytes += len(line)
+        self._messages = messages
+        tail = tail_line(request)
+        self.total_bytes += self._history_bytes + len(tail)
+        h = self._hash.copy()
+        h.update(tail)
+        return h.hexdigest()
+
+
+class RecordedRequests:
+    """The recorded requests of one session, from the blobs ``prompt.rendered`` names."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self._hash = hashlib.sha256()
+
+    def extend(self, lines: list[bytes]) -> None:
+        for line in lines:
+            self._hash.update(line)
+        self.lines.extend(lines)
+
+    def digest(self, tail: bytes) -> str:
+        h = self._hash.copy()
+        h.update(tail)
+        return h.hexdigest()
+
+    def request_bytes(self, tail: bytes) -> bytes:
+        return b"".join(self.lines) + tail
+
+
+def request_diff(recorded: bytes, rerendered: bytes, *, context: int = 3) -> str:
+    """A unified diff of two canonical requests, each JSON line pretty-printed (strings
+    with line breaks shown as indented blocks) under a ``# message N`` / ``# tail``
+    header, so a hunk says which part of the request changed."""
+    diff = difflib.unified_diff(
+        readable(recorded),
+        readable(rerendered),
+        fromfile="recorded (blob store)",
+        tofile="re-rendered (current code)",
+        n=context,
+        lineterm="",
+    )
+    return "\n".join(diff)
+
+
+def readable(request: bytes) -> list[str]:
+    """The lines of a canonical request, pretty-printed for people."""
+    lines = request.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out: list[str] = []
+    for i, raw in enumerate(lines):
+        last = i == len(lines) - 1
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            out.append(f"# line {i + 1} (not JSON)")
+            out.append(raw.decode("utf-8", "replace"))
+            continue
+        role = value.get("role") if isinstance(value, dict) else None
+        out.append("# tail" if last else f"# message {i + 1} ({role})")
+        out.extend(_pretty(value, "", ""))
+    return out
+
+
+def _pretty(value: Any, prefix: str, pad: str) -> Iterator[str]:
+    if isinstance(value, dict) and value:
+        yield prefix + "{"
+        for key, item in value.items():
+            yield from _pretty(item, f"{pad}  {json.dumps(key)}: ", pad + "  ")
+        yield pad + "}"
+    elif isinstance(value, list) and value:
+        yield prefix + "["
+        for item in value:
+            yield from _pretty(item, pad + "  ", pad + "  ")
+        yield pad + "]"
+    elif isinstance(value, str) and "\n" in value:
+        yield prefix + "|"
+        for line in value.split("\n"):
+            yield f"{pad}  {line}".rstrip()
+    else:
+        yield prefix + json.dumps(value, ensure_ascii=False)
