@@ -75,4 +75,5 @@ __all__ = [
     "to_json",
     "to_readable",
     "trace_id_for",
+    "traces_url",
 ]

@@ -78,7 +78,7 @@ async def _session_spans(
                 for digest in (*body.new_message_digests, body.tail_digest):
                     if digest not in blobs and await store.has_blob(digest):
                         blobs[digest] = await store.get_blob(digest)
-    spans, _ = map_session(events, content=content, blobs=blobs.get)
+    spans, _ = map_session(events, content=content, blobs=blobs.get, metrics=False)
     return events, to_readables(spans, resource)
 
 

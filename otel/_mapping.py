@@ -90,11 +90,14 @@ class SessionMapper:
     Event types this code does not know are skipped, so a newer log still exports.
     With ``content=True`` the conventions' opt-in content attributes are added; the
     prompt history and system instructions come from blobs through ``blobs`` (missing
-    blobs leave those attributes out).
+    blobs leave those attributes out). ``metrics=False`` skips the measurements.
     """
 
-    def __init__(self, *, content: bool = False, blobs: BlobLookup | None = None) -> None:
+    def __init__(
+        self, *, content: bool = False, blobs: BlobLookup | None = None, metrics: bool = True
+    ) -> None:
         self.content = content
+        self._metrics = metrics
         self._blobs = blobs
         self.stream: str | None = None
         self.trace_id = 0
@@ -227,6 +230,8 @@ class SessionMapper:
         return target
 
     def _measure(self, instrument: str, value: int | float, attributes: Attributes) -> None:
+        if not self._metrics:
+            return
         self._measurements.append(
             Measurement(instrument=instrument, value=value, attributes=attributes)
         )
@@ -553,10 +558,14 @@ class SessionMapper:
 
 
 def map_session(
-    events: Iterable[Event], *, content: bool = False, blobs: BlobLookup | None = None
+    events: Iterable[Event],
+    *,
+    content: bool = False,
+    blobs: BlobLookup | None = None,
+    metrics: bool = True,
 ) -> tuple[list[SpanData], list[Measurement]]:
     """All spans and measurements of one session's events (in seq order). Pure."""
-    mapper = SessionMapper(content=content, blobs=blobs)
+    mapper = SessionMapper(content=content, blobs=blobs, metrics=metrics)
     spans: list[SpanData] = []
     measurements: list[Measurement] = []
     for event in events:
