@@ -28,9 +28,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator.skills import SkillIndex, SkillSource, Tier, build_catalog, skill_hash  # noqa: E402
+from orchestrator.skills import SkillIndex, SkillSource, Tier, build_catalog, skill_hash
 
-WORDS = "alpha beta gamma delta extract merge fill forms tables report chart data".split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "extract",
+    "merge",
+    "fill",
+    "forms",
+    "tables",
+    "report",
+    "chart",
+    "data",
+]
 
 
 def generate(root: Path, n: int) -> list[Path]:
@@ -47,12 +60,13 @@ def generate(root: Path, n: int) -> list[Path]:
         (d / "SKILL.md").write_text(
             f"---\nname: {name}\ndescription: Generated skill {i}. Use when benchmarking "
             f"{WORDS[i % len(WORDS)]} work.\nlicense: MIT\nmetadata:\n  author: bench\n"
-            f"  version: \"1.{i}\"\n---\n# Skill {i}\n\n{text}\n"
+            f'  version: "1.{i}"\n---\n# Skill {i}\n\n{text}\n'
         )
         (d / "scripts" / "run.sh").write_text("#!/bin/sh\n" + f"echo {text[:900]}\n")
         (d / "scripts" / "run.sh").chmod(0o755)
         (d / "references" / "REFERENCE.md").write_text((text + "\n") * 3)
-        (d / "assets" / "data.json").write_text('{"rows": [' + ",".join(str(k) for k in range(250)) + "]}\n")
+        rows = ",".join(str(k) for k in range(250))
+        (d / "assets" / "data.json").write_text('{"rows": [' + rows + "]}\n")
         for f in ("SKILL.md", "scripts/run.sh", "references/REFERENCE.md", "assets/data.json"):
             os.utime(d / f, ns=(past, past))
         dirs.append(d)
@@ -145,7 +159,13 @@ def main() -> None:
     checks = [
         ("cold index vs skills-ref", t_ref / t_cold, "x faster", t_ref / t_cold >= 5, ">= 5x"),
         ("warm start / cold index", 100 * t_warm / t_cold, "%", t_warm / t_cold <= 0.10, "<= 10%"),
-        ("hash throughput / plain sha256", 100 * t_plain / t_hash, "%", t_plain / t_hash >= 0.80, ">= 80%"),
+        (
+            "hash throughput / plain sha256",
+            100 * t_plain / t_hash,
+            "%",
+            t_plain / t_hash >= 0.8,
+            ">= 80%",
+        ),
     ]
     print()
     for label, value, unit, ok, target in checks:

@@ -107,7 +107,7 @@ def test_shares_the_database_and_survives_garbage(tmp_path: Path) -> None:
     assert SkillIndex.decode(b"{not json") is None
     bad = tmp_path / "not.db"
     bad.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(SkillIndexError, match="not.db"):
+    with pytest.raises(SkillIndexError, match=r"not\.db"):
         SkillIndex(str(bad))
     with pytest.raises(SkillIndexError):
         SkillIndex(str(tmp_path / "no-such-dir" / "x.db"))
