@@ -13,6 +13,8 @@ import copy
 import functools
 import inspect
 import re
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -245,6 +247,15 @@ def _check_name(name: str, where: str) -> None:
 _Field = tuple[str, Any] | tuple[str, Any, Any]
 
 
+def _is_context(annotation: Any) -> bool:
+    """``ToolContext``, or ``ToolContext | None`` (which lets it follow defaults)."""
+    if annotation is ToolContext:
+        return True
+    args = set(typing.get_args(annotation))
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return union and args == {ToolContext, type(None)}
+
+
 def _fields(fn: Callable[..., Any], where: str) -> tuple[list[_Field], tuple[str, ...], str | None]:
     """The schema fields of ``fn``'s parameters, the positional-only ones, and the name of
     the parameter that takes the :class:`ToolContext`."""
@@ -262,7 +273,7 @@ def _fields(fn: Callable[..., Any], where: str) -> tuple[list[_Field], tuple[str
         if parameter.kind == parameter.POSITIONAL_ONLY:
             positional.append(parameter.name)
         annotation = parameter.annotation
-        if annotation is ToolContext:
+        if _is_context(annotation):
             context_parameter = parameter.name
             continue
         if annotation is parameter.empty:

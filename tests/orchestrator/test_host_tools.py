@@ -310,6 +310,17 @@ async def test_oversized_arguments_are_refused_before_parsing() -> None:
     assert f"the limit is {MAX_ARGUMENTS_BYTES} bytes" in outcome.content
 
 
+async def test_an_optional_context_parameter_also_receives_the_context() -> None:
+    def who(name: str = "x", ctx: ToolContext | None = None) -> str:
+        """Say who calls."""
+        assert ctx is not None
+        return f"{name} in {ctx.session_id} for {ctx.call_id}"
+
+    t = tool(who)
+    assert set(t.input_schema["properties"]) == {"name"}
+    assert (await t.invoke("{}", CONTEXT)).content == "x in s-1 for call_0_0"
+
+
 async def test_positional_only_parameters_and_names() -> None:
     def add(a: int, /, b: int = 1) -> int:
         """Add."""

@@ -103,6 +103,18 @@ async def test_a_yaml_script_plays_every_kind_of_turn(tmp_path: Path) -> None:
     assert model.calls == 8
 
 
+async def test_the_documented_example_script_plays(tmp_path: Path) -> None:
+    docs = Path(__file__).parents[3] / "docs" / "adapters.md"
+    text = docs.read_text()
+    example = text[text.index("```yaml\n") + 8 : text.index("```\n", text.index("```yaml\n"))]
+    path = tmp_path / "turns.yaml"
+    path.write_text(example)
+    model = ScriptedModel.from_file(path)
+    outcomes = await replies(model, 8)
+    kinds = [o.kind if isinstance(o, ModelError) else o.stop_reason for o in outcomes]
+    assert kinds == ["tool_use", "tool_use", "rate_limited", "timeout", "http"] + ["end_turn"] * 3
+
+
 async def test_json_scripts_and_turns_in_code_give_the_same_responses(tmp_path: Path) -> None:
     path = tmp_path / "turns.json"
     path.write_text(
