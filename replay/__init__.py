@@ -1,0 +1,63 @@
+"""Replay: prove from a log alone what a model was shown and what ran.
+
+``replay_session`` re-renders every recorded request with the current composer and
+compares it byte for byte; ``redrive`` runs the current runtime against the recorded
+responses and effects and compares every event; ``drift``, ``timeline`` and
+``fork_session`` are the audit views. See docs/replay.md.
+"""
+
+from ._compare import MEASURED as MEASURED
+from ._compare import EventDivergence as EventDivergence
+from ._effects import RecordedEffects as RecordedEffects
+from ._errors import BrokenLogError as BrokenLogError
+from ._errors import ReplayError as ReplayError
+from ._fork import fork_session as fork_session
+from ._prove import Divergence as Divergence
+from ._prove import ReplayReport as ReplayReport
+from ._prove import TurnCheck as TurnCheck
+from ._prove import replay_session as replay_session
+from ._recording import Recording as Recording
+from ._recording import load_recording as load_recording
+from ._recording import open_log as open_log
+from ._recording import verify_recording as verify_recording
+from ._redrive import RedriveReport as RedriveReport
+from ._redrive import redrive as redrive
+from ._request import request_diff as request_diff
+from ._skills import Drift as Drift
+from ._skills import FileChange as FileChange
+from ._skills import PinnedSkill as PinnedSkill
+from ._skills import drift as drift
+from ._skills import pin_skill as pin_skill
+from ._skills import pinned_skills as pinned_skills
+from ._timeline import TimelineEntry as TimelineEntry
+from ._timeline import render_timeline as render_timeline
+from ._timeline import timeline as timeline
+
+__all__ = [
+    "MEASURED",
+    "BrokenLogError",
+    "Divergence",
+    "Drift",
+    "EventDivergence",
+    "FileChange",
+    "PinnedSkill",
+    "RecordedEffects",
+    "Recording",
+    "RedriveReport",
+    "ReplayError",
+    "ReplayReport",
+    "TimelineEntry",
+    "TurnCheck",
+    "drift",
+    "fork_session",
+    "load_recording",
+    "open_log",
+    "pin_skill",
+    "pinned_skills",
+    "redrive",
+    "render_timeline",
+    "replay_session",
+    "request_diff",
+    "timeline",
+    "verify_recording",
+]

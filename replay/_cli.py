@@ -1,0 +1,201 @@
+"""``skillog replay``: prove a session's prompts from its log, re-drive it, audit it.
+
+Exit codes: 0 every request (and the re-drive) matches; 1 the first divergence, with a
+diff (or the re-drive's first differing event); 2 the log cannot be replayed (a missing
+session, a broken chain or checkpoint, a missing or altered blob, a damaged export, an
+event type from a newer version), with a message naming the session, seq and problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import msgspec
+import trio
+
+from eventlog import SkillogError
+from orchestrator._cli_session import db_default
+
+from ._errors import BrokenLogError
+from ._fork import fork_session
+from ._prove import ReplayReport, TurnCheck, replay_session
+from ._recording import load_recording, open_log, verify_recording
+from ._redrive import RedriveReport, redrive
+from ._skills import Drift, drift
+from ._timeline import render_timeline, timeline
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the ``replay`` arguments on ``parser``."""
+    parser.add_argument("session", help="the session id (see `skillog sessions`)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--db", help="database file (default: $SKILLOG_DB or ./skillog.db); opened read-only"
+    )
+    source.add_argument("--jsonl", help="replay from a JSON Lines export instead of a database")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="signed checkpoint file: verify the whole log against it first",
+    )
+    parser.add_argument(
+        "--against-disk",
+        nargs="+",
+        metavar="DIR",
+        help="also report drift: each skill the session used vs the same-named skill "
+        "found under these directories now",
+    )
+    parser.add_argument(
+        "--redrive",
+        action="store_true",
+        help="also run the current runtime code against the recorded model responses and "
+        "effects, and compare every event it produces with the recording",
+    )
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="print the audit timeline (activations, reads, scripts, denials, approvals, "
+        "model calls) instead of replaying",
+    )
+    parser.add_argument("--json", action="store_true", help="with --timeline: one JSON document")
+    parser.add_argument(
+        "--fork-at",
+        type=int,
+        metavar="SEQ",
+        help="start a new session in --db whose log begins with this session's events up "
+        "to SEQ; prints its id",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``skillog replay``; returns the exit code."""
+    problem = _conflict(args)
+    if problem:
+        print(f"skillog replay: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        code: int = trio.run(_replay, args)
+    except BrokenLogError:
+        raise
+    except SkillogError as e:  # the store or the file itself: say which session we tried
+        raise BrokenLogError(args.session, None, str(e)) from e
+    return code
+
+
+def _conflict(args: argparse.Namespace) -> str | None:
+    if args.json and not args.timeline:
+        return "--json goes with --timeline"
+    modes = [m for m in ("timeline", "fork_at") if getattr(args, m) not in (None, False)]
+    if len(modes) > 1 or (modes and (args.redrive or args.against_disk)):
+        return (
+            "--timeline and --fork-at are views of their own; give one, without --redrive "
+            "or --against-disk"
+        )
+    if args.fork_at is not None and args.jsonl:
+        return (
+            "--fork-at writes the new session into a database: import the export first "
+            "(`skillog log import`) and use --db"
+        )
+    return None
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    db = None if args.jsonl else (args.db or db_default())
+    writable = args.fork_at is not None
+    async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
+        recording = await load_recording(store, args.session)
+        await verify_recording(store, args.session, checkpoint=args.checkpoint)
+        if args.timeline:
+            entries = timeline(recording)
+            if args.json:
+                doc = {"session": args.session, "entries": entries}
+                sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+            else:
+                for line in render_timeline(entries):
+                    print(line)
+            return 0
+        if args.fork_at is not None:
+            new_id = await fork_session(store, recording, args.fork_at)
+            print(new_id)
+            print(
+                f"forked from {args.session} at seq {args.fork_at} "
+                f"({args.fork_at + 1} events copied); continue it with "
+                f"`skillog resume {new_id} --db {db}`",
+                file=sys.stderr,
+            )
+            return 0
+        report = await replay_session(store, recording)
+        _print_report(report, checkpoint=args.checkpoint is not None)
+        code = 0 if report.ok else 1
+        if args.against_disk:
+            _print_drift(await drift(recording, args.against_disk))
+        if args.redrive:
+            result = await redrive(store, recording)
+            _print_redrive(result)
+            code = max(code, 0 if result.ok else 1)
+        return code
+
+
+def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:
+    verified = "chain and checkpoint verified" if checkpoint else "chain verified"
+    print(f"session {report.session}: {report.events} events, {verified}")
+    for turn in report.turns:
+        print(_turn_line(turn))
+    if report.divergence is not None:
+        d = report.divergence
+        print()
+        print(
+            f"first divergence at turn {d.turn} (seq {d.seq}): recorded request "
+            f"{d.request_hash[:16]}, re-rendered {d.rerendered_hash[:16]}"
+        )
+        print(d.diff)
+        print()
+    matched = sum(t.ok for t in report.turns)
+    total = len(report.turns)
+    if report.ok:
+        print(
+            f"{total} turns: every request reproduced byte for byte "
+            f"({report.request_bytes:,} request bytes re-rendered)"
+        )
+    else:
+        assert report.divergence is not None
+        print(
+            f"{total} turns: {matched} match, {total - matched} differ; first divergence at "
+            f"turn {report.divergence.turn} (seq {report.divergence.seq})"
+        )
+
+
+def _turn_line(turn: TurnCheck) -> str:
+    skills = " ".join(f"{name}@{h[:12]}" for name, h in turn.skills) or "(no skills)"
+    mark = "✓" if turn.ok else f"✗ re-rendered {turn.rerendered_hash[:12]}"
+    return (
+        f"turn {turn.turn:>3}  seq {turn.seq:>5}  {skills:<40}  "
+        f"request {turn.request_hash[:12]}  {mark}"
+    )
+
+
+def _print_drift(entries: list[Drift]) -> None:
+    print()
+    print("drift against disk:")
+    for d in entries:
+        line = f"  {d.name:<24} sha256:{d.recorded_hash[:12]}  {d.status:<10}"
+        if d.status == "changed":
+            assert d.disk_hash is not None
+            files = ", ".join(f"{c.change} {c.path}" for c in d.changes)
+            line += f" now sha256:{d.disk_hash[:12]} at {d.path}: {files}"
+        elif d.status == "same":
+            line += f" at {d.path}"
+        elif d.status == "unreadable":
+            line += f" at {d.path}: {d.problem}"
+        print(line)
+
+
+def _print_redrive(result: RedriveReport) -> None:
+    print()
+    if result.divergence is None:
+        note = "" if result.complete else " (the recording never ended; compared up to its end)"
+        print(f"re-drive: the current code reproduces all {result.compared} events ✓{note}")
+    else:
+        print(f"re-drive ✗ {result.divergence}")
