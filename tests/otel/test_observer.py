@@ -202,3 +202,25 @@ async def test_a_session_first_seen_midway_is_skipped_with_a_warning(
     assert exporter.get_finished_spans() == ()
     assert caplog.text.count("first seen at seq 3") == 1
     assert observer.errors == 0
+
+
+async def test_the_real_runtime_live_matches_offline(autojump_clock: Any) -> None:
+    from orchestrator._loop import Agent, RetryPolicy
+    from orchestrator.adapters import ScriptedModel
+
+    model = ScriptedModel(
+        [{"error": {"kind": "rate_limited", "retry_after_ms": 200}}, {"text": "fine"}]
+    )
+    live = InMemorySpanExporter()
+    observer = OtelObserver(_provider(live), MeterProvider())
+    agent = Agent(model=model, model_name="m", retry=RetryPolicy(base_ms=10), observers=[observer])
+    store = MemoryStore()
+    session = await agent.run(store, "hi")
+    offline = InMemorySpanExporter()
+    await export_sessions(store, offline, resource=Resource({"service.name": "skillog"}))
+    assert _key(list(live.get_finished_spans())) == _key(list(offline.get_finished_spans()))
+    names = sorted(s.name for s in live.get_finished_spans())
+    assert names == ["chat m", "invoke_agent skillog"]
+    chat = next(s for s in live.get_finished_spans() if s.name == "chat m")
+    assert [e.name for e in chat.events] == ["skillog.model.retry"]
+    assert observer.errors == 0 and session.id
