@@ -23,7 +23,7 @@ import trio
 from eventlog import EventStore
 
 from ._effects import Approver, LiveEffects, deny_all, skill_info
-from ._events import ModelFailed, PolicyConfig, SessionStarted
+from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._session import Clock, Observer, Session
@@ -152,9 +152,9 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
         if problem is not None:
             failures += 1
             give_up = failures >= retry.max_attempts
-            await session.record_failure(
+            await session.record_outcome(
                 ModelFailed(
-                    turn=state.turn,
+                    turn=session.turn,
                     kind="malformed",
                     message=problem,
                     attempt=failures,
@@ -166,7 +166,9 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
                 await session.end("error", f"model response malformed: {problem}")
             continue
         failures = 0
-        await session.record_response(response, duration_ms)
+        await session.record_outcome(
+            ModelResponded(turn=session.turn, response=response, duration_ms=duration_ms)
+        )
 
 
 async def _call(
@@ -174,7 +176,7 @@ async def _call(
 ) -> tuple[ModelResponse, int] | None:
     """One model call with bounded retries; records each failure. None when it gave up
     (the session is then ended with ``error``)."""
-    turn = session.state.turn
+    turn = session.turn
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
         try:
@@ -190,7 +192,7 @@ async def _call(
                 )
             )
             will_retry = error.retryable and attempt < retry.max_attempts
-            await session.record_failure(
+            await session.record_outcome(
                 ModelFailed(
                     turn=turn,
                     kind=error.kind,

@@ -75,7 +75,7 @@ def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:
         return ""
     sections = [BASE_RULES]
     if state.catalog:
-        skills = list(state.catalog.values())
+        skills = tuple(state.catalog.values())
         compact = len(skills) > state.config.compact_catalog_over
         sections.append(available_skills(skills, state.config.file_access, compact=compact))
     if state.active:
@@ -83,7 +83,8 @@ def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:
     return "\n\n".join(sections)
 
 
-def available_skills(skills: Sequence[SkillInfo], file_access: bool, *, compact: bool) -> str:
+@functools.lru_cache(maxsize=32)
+def available_skills(skills: tuple[SkillInfo, ...], file_access: bool, *, compact: bool) -> str:
     """The ``<available_skills>`` block (tier 1 of progressive disclosure), escaped.
 
     ``compact`` renders one line per skill with a shortened description, for catalogs
@@ -134,6 +135,7 @@ def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
     return tuple(s for s in specs if offered(rules, s.name))
 
 
+@functools.lru_cache(maxsize=32)
 def skill_tool_specs(names: tuple[str, ...], cap: int) -> tuple[ToolSpec, ...]:
     """The four runtime tools with JSON Schemas; skill names are an enum of the catalog."""
     name_enum: dict[str, Any] = {"type": "string", "enum": list(names)}

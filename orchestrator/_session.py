@@ -34,7 +34,7 @@ from ._events import (
     SkillInfo,
     UserMessage,
 )
-from ._model import ModelRequest, ModelResponse, ToolCall
+from ._model import ModelRequest, ToolCall
 from ._prompt import compose, message_line, tail_line
 from ._state import SessionState, apply
 from ._tools import CallContext, Recorder, View, activate, handle_call
@@ -91,6 +91,7 @@ class Session:
         self.observers = list(observers)
         self._blobs: dict[str, bytes] = {}
         self._hasher = _PromptHasher()
+        self._prompt: tuple[PromptRendered, list[bytes]] | None = None
 
     @property
     def id(self) -> str:
@@ -199,8 +200,13 @@ class Session:
         await self._commit(rec)
 
     async def render(self) -> tuple[ModelRequest, str]:
-        """Compose the next request, record ``prompt.rendered`` (with the request's
-        blobs) and return the request and its hash."""
+        """Compose the next request; returns it and its hash.
+
+        Its ``prompt.rendered`` event (with the request's blobs) is committed together
+        with the outcome of the call (response or failure), saving a durable write per
+        turn. Nothing is lost if the process dies in between: the request is a pure
+        function of the log, so it is composed again, byte for byte.
+        """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
         bodies = {
@@ -210,23 +216,31 @@ class Session:
         lines = self._hasher.update(self.state)
         tail = tail_line(request)
         digest = self._hasher.digest(tail)
-        event = PromptRendered(
-            turn=self.state.turn + 1,
-            request_hash=digest,
-            message_count=len(request.messages),
-            new_message_digests=tuple(hashlib.sha256(line).hexdigest() for line in lines),
-            tail_digest=hashlib.sha256(tail).hexdigest(),
+        self._prompt = (
+            PromptRendered(
+                turn=self.state.turn + 1,
+                request_hash=digest,
+                message_count=len(request.messages),
+                new_message_digests=tuple(hashlib.sha256(line).hexdigest() for line in lines),
+                tail_digest=hashlib.sha256(tail).hexdigest(),
+            ),
+            [*lines, tail],
         )
-        await self.record(event, blobs=[*lines, tail])
         return request, digest
 
-    async def record_response(self, response: ModelResponse, duration_ms: int) -> None:
-        await self.record(
-            ModelResponded(turn=self.state.turn, response=response, duration_ms=duration_ms)
-        )
+    @property
+    def turn(self) -> int:
+        """The turn of the last composed request (pending or recorded)."""
+        return self._prompt[0].turn if self._prompt else self.state.turn
 
-    async def record_failure(self, failure: ModelFailed) -> None:
-        await self.record(failure)
+    async def record_outcome(self, outcome: ModelResponded | ModelFailed) -> None:
+        """Record the answer to (or failure of) the last composed request, with the
+        ``prompt.rendered`` it answers if that is not recorded yet."""
+        prompt, self._prompt = self._prompt, None
+        if prompt is None:
+            await self.record(outcome)
+        else:
+            await self.record(prompt[0], outcome, blobs=prompt[1])
 
     async def run_tools(self) -> None:
         """Run the tool calls of the last model response and record all of their events

@@ -1,0 +1,178 @@
+"""Per-turn cost of the runtime, and concurrency of tool calls.
+
+    python bench/runtime.py [--turns N] [--skills N]
+
+Setup (issue 4): 100 available skills on disk, 3 active, a durable SQLite log
+(synchronous=FULL) and a zero-latency scripted model that calls skills.read every turn.
+Prints, from one run:
+  - per-turn cost p50/p90 (fold update, compose, hash, record, model call, dispatch of a
+    skills.read, durable appends), target p50 <= 2 ms;
+  - turn ~N vs turn ~10 (cost must not grow with the log), target <= 1.2x;
+  - 8 tool calls that each sleep 100 ms in one turn, target ~100 ms, not 800;
+  - sandboxed script start overhead vs a plain subprocess (bench/scripts.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+# This folder holds bench/eventlog.py and bench/otel.py: the packages must win.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eventlog import Event, MemoryStore, open_sqlite_store
+from orchestrator._host_tools import HostTool
+from orchestrator._loop import Agent
+from orchestrator.adapters import ScriptedModel
+from orchestrator.skills import Skill, Tier, load_skill
+
+
+def make_skills(root: Path, count: int) -> list[Skill]:
+    skills = []
+    for i in range(count):
+        d = root / f"skill-{i:03d}"
+        (d / "references").mkdir(parents=True)
+        (d / "SKILL.md").write_text(
+            f"---\nname: skill-{i:03d}\ndescription: Benchmark skill number {i}; "
+            "use it when the benchmark asks for it.\n---\n" + "Step.\n" * 60
+        )
+        (d / "references" / "guide.md").write_text("guide line\n" * 40)
+        skills.append(load_skill(d, tier=Tier.BUILTIN, source="bench"))
+    return skills
+
+
+def script(turns: int) -> list[dict[str, object]]:
+    load = {
+        "tool_calls": [
+            {
+                "id": "load",
+                "name": "skills.load",
+                "arguments": {"names": ["skill-000", "skill-001", "skill-002"]},
+            }
+        ]
+    }
+    reads = [
+        {
+            "tool_calls": [
+                {
+                    "id": f"r{i}",
+                    "name": "skills.read",
+                    "arguments": {"skill": f"skill-00{i % 3}", "path": "references/guide.md"},
+                }
+            ]
+        }
+        for i in range(turns)
+    ]
+    return [load, *reads, {"text": "done"}]
+
+
+async def per_turn(db: Path, skills: list[Skill], turns: int) -> list[int]:
+    """Wall time between consecutive prompt.rendered commits = one whole turn."""
+    marks: list[int] = []
+
+    def observe(event: Event) -> None:
+        if event.type == "prompt.rendered":
+            marks.append(time.perf_counter_ns())
+
+    agent = Agent(
+        model=ScriptedModel(script(turns)),
+        model_name="bench",
+        skills=skills,
+        max_turns=turns + 5,
+        max_active_skills=3,
+        observers=[observe],
+    )
+    async with open_sqlite_store(db) as store:
+        await agent.run(store, "benchmark")
+    agent.close()
+    return [b - a for a, b in itertools.pairwise(marks)][1:]  # skip the load turn
+
+
+async def concurrent_turn() -> float:
+    async def nap() -> str:
+        """Sleep 100 ms."""
+        await trio.sleep(0.1)
+        return "ok"
+
+    calls = [{"id": f"c{i}", "name": "nap", "arguments": {}} for i in range(8)]
+    agent = Agent(
+        model=ScriptedModel([{"tool_calls": calls}, {"text": "done"}]),
+        model_name="bench",
+        host_tools=[HostTool.from_function(nap)],
+    )
+    start = time.perf_counter()
+    await agent.run(MemoryStore(), "nap")
+    return time.perf_counter() - start
+
+
+def fsync_floor(db: Path, count: int = 200) -> float:
+    """p50 ns of one durable commit of a ~300-byte row with plain sqlite3 (WAL, FULL):
+    the disk's floor, measured in the same run as the turns."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("pragma journal_mode=wal")
+    conn.execute("pragma synchronous=FULL")
+    conn.execute("create table t(b blob)")
+    times = []
+    for _ in range(count):
+        start = time.perf_counter_ns()
+        conn.execute("begin")
+        conn.execute("insert into t values (?)", (b"x" * 300,))
+        conn.execute("commit")
+        times.append(time.perf_counter_ns() - start)
+    conn.close()
+    return statistics.median(times)
+
+
+def ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms"
+
+
+async def main(turns: int, skill_count: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        skills = make_skills(Path(tmp) / "skills", skill_count)
+        floor = fsync_floor(Path(tmp) / "floor.db")
+        costs = await per_turn(Path(tmp) / "bench.db", skills, turns)
+        floor_after = fsync_floor(Path(tmp) / "floor2.db")
+    floor = (floor + floor_after) / 2
+    p50 = statistics.median(costs)
+    p90 = statistics.quantiles(costs, n=10)[-1]
+    early = statistics.median(costs[5:55])
+    late = statistics.median(costs[-50:])
+    print(
+        f"setup: {skill_count} available skills, 3 active, SQLite synchronous=FULL, {turns} turns"
+    )
+    print(f"per-turn cost: p50 {ms(p50)}, p90 {ms(p90)}  (target p50 <= 2 ms)")
+    print(
+        f"  disk floor: one durable sqlite3 commit p50 {ms(floor)} (same run); a turn makes 2, "
+        f"so the runtime's own share is ~{ms(max(p50 - 2 * floor, 0))} per turn"
+    )
+    print(
+        f"turn ~{turns} vs turn ~10: {ms(late)} vs {ms(early)} = {late / early:.2f}x  "
+        "(target <= 1.2x)"
+    )
+    elapsed = await concurrent_turn()
+    print(
+        f"8 tool calls sleeping 100 ms each, one turn: {elapsed * 1000:.0f} ms (target ~100, not 800)"
+    )
+    import scripts as script_bench  # bench/scripts.py, beside this file
+
+    print("sandboxed script start overhead (bench/scripts.py):")
+    await script_bench.bench(20)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=10_000)
+    parser.add_argument("--skills", type=int, default=100)
+    args = parser.parse_args()
+    trio.run(main, args.turns, args.skills)
