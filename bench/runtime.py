@@ -159,9 +159,7 @@ async def main(turns: int, skill_count: int) -> None:
         "(target <= 1.2x)"
     )
     elapsed = await concurrent_turn()
-    print(
-        f"8 tool calls sleeping 100 ms each, one turn: {elapsed * 1000:.0f} ms (target ~100, not 800)"
-    )
+    print(f"8 tool calls sleeping 100 ms each, in one turn: {elapsed * 1000:.0f} ms (target ~100)")
     import scripts as script_bench  # bench/scripts.py, beside this file
 
     print("sandboxed script start overhead (bench/scripts.py):")
