@@ -69,6 +69,8 @@ def generate(root: Path, n: int) -> list[Path]:
         (d / "assets" / "data.json").write_text('{"rows": [' + rows + "]}\n")
         for f in ("SKILL.md", "scripts/run.sh", "references/REFERENCE.md", "assets/data.json"):
             os.utime(d / f, ns=(past, past))
+        for sub in ("scripts", "references", "assets", ""):
+            os.utime(d / sub, ns=(past, past))
         dirs.append(d)
     return dirs
 

@@ -32,7 +32,7 @@ from ._inline import InlineSkill
 from ._model import Skill, SkillProperties, Tier
 from ._parse import load_skill, skill_from_tree
 from ._requires import CommandChecker, required_commands
-from ._tree import TreeFile, walk_tree
+from ._tree import TreeDir, TreeFile, stat_known, walk_tree
 
 
 class Status(enum.StrEnum):
@@ -193,21 +193,26 @@ def build_catalog(
     checker = checker or CommandChecker(timeout_s=config.requires_timeout_ms / 1000)
     cache = index.load() if index is not None else {}
     now = clock()
-    changed: list[tuple[str, str, bool, IndexedSkill]] = []
+    changed: list[tuple[str, str, bool, IndexedSkill, tuple[list[str], list[str]]]] = []
     seen: set[str] = set()
 
     def scan(root: str) -> IndexedSkill:
-        files, problems = walk_tree(root)
-        fp = fingerprint(files, problems, strict)
         seen.add(root)
         hit = cache.get(root)
-        if hit is not None and hit[0] == fp and not hit[1]:
-            rec = SkillIndex.decode(hit[2])
-            if rec is not None:
-                return rec
+        if hit is not None and not hit[1]:
+            known = SkillIndex.decode_paths(hit[3])
+            stats = stat_known(root, *known) if known is not None else None
+            if stats is not None and fingerprint(stats[0], stats[1], strict) == hit[0]:
+                rec = SkillIndex.decode(hit[2])
+                if rec is not None:
+                    return rec
+        dirs: list[TreeDir] = []
+        files, problems = walk_tree(root, dirs)
         rec = _load(root, files, problems, strict)
-        racy = any(f.mtime_ns >= now - RACY_NS for f in files)
-        changed.append((root, fp, racy, rec))
+        newest = max([f.mtime_ns for f in files] + [d.mtime_ns for d in dirs], default=0)
+        racy = newest >= now - RACY_NS
+        paths = ([d.rel for d in dirs], [f.rel for f in files])
+        changed.append((root, fingerprint(files, dirs, strict), racy, rec, paths))
         return rec
 
     candidates: list[CatalogEntry] = []

@@ -1,11 +1,12 @@
 """The persistent skills index: a cache in the SQLite database, keyed by skill directory.
 
 A warm start re-reads nothing that did not change. For each skill directory the index
-keeps a fingerprint of every file's stat (relative path, size, mtime_ns, ctime_ns,
-inode, executable bit, plus the tree's problems and the validation mode) and the result
-of the last load (properties and hash, or the problems). A scan still walks and stats
-each skill directory (that is how a change is seen) but reads and hashes no file whose
-directory fingerprint is unchanged.
+keeps a fingerprint of every file's and directory's stat (relative path, size,
+mtime_ns, ctime_ns, inode, executable bit, plus the validation mode), the list of those
+paths, and the result of the last load (properties and hash, or the problems). A warm
+scan re-stats the known paths without listing a single directory (a directory's mtime
+changes when an entry is added, removed or renamed in it) and reads and hashes nothing
+when the fingerprint is unchanged; otherwise it walks and loads the skill afresh.
 
 Like git's racy-index rule, a result whose newest file was modified within
 ``RACY_NS`` of the scan is not trusted next time (a same-size rewrite within the
@@ -13,7 +14,7 @@ filesystem's timestamp granularity would otherwise go unseen); it is re-read unt
 has aged.
 
 Tables (prefixed ``skills_``, next to the event log's tables, never touching them):
-``skills_index(root PRIMARY KEY, fingerprint, racy, record, indexed_at)`` and
+``skills_index(root PRIMARY KEY, fingerprint, racy, record, paths, indexed_at)`` and
 ``skills_schema(version)``. It is a cache: on a schema change it is rebuilt.
 """
 
@@ -28,9 +29,9 @@ import sqlite_utils
 
 from ._errors import Problem, SkillIndexError
 from ._model import SkillProperties
-from ._tree import TreeFile
+from ._tree import TreeDir, TreeFile
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RACY_NS = 2_000_000_000  # FAT's 2 s timestamps are the coarsest in common use
 
 
@@ -48,18 +49,24 @@ class IndexedSkill(msgspec.Struct, frozen=True, kw_only=True):
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(IndexedSkill)
+_paths_decoder = msgspec.json.Decoder(tuple[list[str], list[str]])
 
 
-def fingerprint(files: Iterable[TreeFile], problems: Iterable[Problem], strict: bool) -> str:
-    """A digest of everything that, if unchanged, makes re-reading the tree pointless."""
+def fingerprint(files: Iterable[TreeFile], dirs: Iterable[TreeDir], strict: bool) -> str:
+    """A digest of everything that, if unchanged, makes re-reading the tree pointless.
+
+    Directory stats stand for the entries that are not files (special files, escaping
+    symlinks, unreadable entries): any of them appearing or leaving changes its
+    directory's mtime, so the tree's problems need not enter the digest.
+    """
     h = hashlib.sha256(b"strict\0" if strict else b"lenient\0")
+    for d in dirs:
+        h.update(b"%s/\0%d %d %d\0" % (d.rel.encode(), d.mtime_ns, d.ctime_ns, d.ino))
     for f in files:
         h.update(
             b"%s\0%d %d %d %d %d\0"
             % (f.rel.encode(), f.size, f.mtime_ns, f.ctime_ns, f.ino, f.executable)
         )
-    for p in problems:
-        h.update(f"{p.file}\0{p.rule}\0".encode())
     return h.hexdigest()
 
 
@@ -86,11 +93,13 @@ class SkillIndex:
         """Close the connection."""
         self._db.conn.close()
 
-    def load(self) -> dict[str, tuple[str, bool, bytes]]:
-        """Every row: root -> (fingerprint, racy, record bytes)."""
+    def load(self) -> dict[str, tuple[str, bool, bytes, bytes]]:
+        """Every row: root -> (fingerprint, racy, record bytes, paths bytes)."""
         try:
-            rows = self._db.execute("SELECT root, fingerprint, racy, record FROM skills_index")
-            return {r[0]: (r[1], bool(r[2]), r[3]) for r in rows.fetchall()}
+            rows = self._db.execute(
+                "SELECT root, fingerprint, racy, record, paths FROM skills_index"
+            )
+            return {r[0]: (r[1], bool(r[2]), r[3], r[4]) for r in rows.fetchall()}
         except sqlite3.Error as e:
             raise SkillIndexError(f"{self.path}: cannot read the skills index ({e})") from e
 
@@ -102,16 +111,32 @@ class SkillIndex:
         except msgspec.DecodeError:
             return None
 
+    @staticmethod
+    def decode_paths(paths: bytes) -> tuple[list[str], list[str]] | None:
+        """The stored ``(directories, files)`` of a tree, or ``None`` if damaged."""
+        try:
+            dirs, files = _paths_decoder.decode(paths)
+        except msgspec.DecodeError:
+            return None
+        return dirs, files
+
     def save(
-        self, rows: list[tuple[str, str, bool, IndexedSkill]], *, keep: set[str], now: int
+        self,
+        rows: list[tuple[str, str, bool, IndexedSkill, tuple[list[str], list[str]]]],
+        *,
+        keep: set[str],
+        now: int,
     ) -> None:
         """Upsert changed ``(root, fingerprint, racy, record)`` rows; drop roots not in ``keep``."""
         try:
             with self._db.conn:
                 self._db.conn.executemany(
-                    "INSERT OR REPLACE INTO skills_index "
-                    "(root, fingerprint, racy, record, indexed_at) VALUES (?, ?, ?, ?, ?)",
-                    [(r, fp, int(racy), _encoder.encode(rec), now) for r, fp, racy, rec in rows],
+                    "INSERT OR REPLACE INTO skills_index (root, fingerprint, racy, record, "
+                    "paths, indexed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (r, fp, int(racy), _encoder.encode(rec), _encoder.encode(paths), now)
+                        for r, fp, racy, rec, paths in rows
+                    ],
                 )
                 stale = [
                     (r,)
@@ -132,6 +157,13 @@ class SkillIndex:
             self._db.execute("DELETE FROM skills_schema")
             self._db.execute("INSERT INTO skills_schema (version) VALUES (?)", [SCHEMA_VERSION])
             self._db.table("skills_index").create(
-                {"root": str, "fingerprint": str, "racy": int, "record": bytes, "indexed_at": int},
+                {
+                    "root": str,
+                    "fingerprint": str,
+                    "racy": int,
+                    "record": bytes,
+                    "paths": bytes,
+                    "indexed_at": int,
+                },
                 pk="root",
             )

@@ -14,6 +14,7 @@ this walk, so they agree on what "the files of a skill" are:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -42,12 +43,25 @@ class TreeFile(NamedTuple):
     ino: int
 
 
-def walk_tree(root: str) -> tuple[list[TreeFile], list[Problem]]:
+class TreeDir(NamedTuple):
+    """One directory of a skill tree ("" is the root), for the index's fingerprint."""
+
+    rel: str
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+
+
+def walk_tree(root: str, dirs: list[TreeDir] | None = None) -> tuple[list[TreeFile], list[Problem]]:
     """List the files of the skill at ``root`` (absolute); never raises for bad entries.
 
     Returns the files sorted by relative path bytes, and a problem for every entry that
-    makes the tree unusable (escaping or dangling symlink, special file, bounds).
+    makes the tree unusable (escaping or dangling symlink, special file, bounds). If
+    ``dirs`` is given, every directory walked is appended to it with its stat.
     """
+    if dirs is not None:
+        with contextlib.suppress(OSError):  # walked below, so reported there
+            dirs.append(_dir("", os.stat(root)))
     real_root = ""  # resolved on the first symlink: most trees have none
     files: list[TreeFile] = []
     problems: list[Problem] = []
@@ -90,6 +104,8 @@ def walk_tree(root: str) -> tuple[list[TreeFile], list[Problem]]:
                             )
                         )
                         continue
+                    if dirs is not None:
+                        dirs.append(_dir(rel, entry.stat(follow_symlinks=False)))
                     stack.append((entry.path, rel + "/", depth + 1))
                     continue
                 st = entry.stat(follow_symlinks=False)
@@ -200,6 +216,29 @@ def _file(rel: str, path: str, st: os.stat_result) -> TreeFile:
         st.st_ctime_ns,
         st.st_ino,
     )
+
+
+def _dir(rel: str, st: os.stat_result) -> TreeDir:
+    return TreeDir(rel, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def stat_known(
+    root: str, dir_rels: list[str], file_rels: list[str]
+) -> tuple[list[TreeFile], list[TreeDir]] | None:
+    """Re-stat a tree's known directories and files without listing any directory.
+
+    ``None`` if any is gone. A directory's mtime changes whenever an entry is added,
+    removed or renamed in it, so equal directory and file stats mean an equal tree.
+    """
+    try:
+        dirs = [
+            _dir(rel, os.stat(root) if rel == "" else os.lstat(os.path.join(root, rel)))
+            for rel in dir_rels
+        ]
+        files = [_file(rel, "", os.stat(os.path.join(root, rel))) for rel in file_rels]
+    except OSError:
+        return None
+    return files, dirs
 
 
 def _utf8(name: str) -> bool:

@@ -36,9 +36,9 @@ def write_skill(
 
 
 def backdate(root: Path, seconds: int = 3600) -> None:
-    """Set every file's mtime in the past, as for a tree not being edited right now."""
-    for dirpath, _, names in os.walk(root):
-        for n in names:
+    """Set every file's and directory's mtime in the past, as for a tree at rest."""
+    for dirpath, dirnames, names in os.walk(root, topdown=False):
+        for n in [*names, *dirnames]:
             p = os.path.join(dirpath, n)
             st = os.stat(p, follow_symlinks=False)
             os.utime(

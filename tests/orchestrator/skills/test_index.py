@@ -111,3 +111,15 @@ def test_shares_the_database_and_survives_garbage(tmp_path: Path) -> None:
         SkillIndex(str(bad))
     with pytest.raises(SkillIndexError):
         SkillIndex(str(tmp_path / "no-such-dir" / "x.db"))
+
+
+def test_new_hostile_entry_in_a_cached_skill_is_seen(
+    tmp_path: Path, write_skill: WriteSkill, backdate: Callable[[Path], None]
+) -> None:
+    sources = setup(tmp_path, write_skill, backdate)
+    db = str(tmp_path / "skillog.db")
+    build_catalog(sources, index=SkillIndex(db))
+    (Path(sources[0].path) / "skill-0" / "references" / "leak").symlink_to("/etc/hostname")
+    cat = build_catalog(sources, index=SkillIndex(db))
+    assert "skill-0" not in {e.name for e in cat.entries}
+    assert any(p.rule == "symlink-escape" for r in cat.rejected for p in r.problems)
