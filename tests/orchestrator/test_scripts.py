@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -27,14 +28,16 @@ MODES = [
 ]
 EXPECTED_SANDBOX = {"required": "bwrap", "off": "none"}
 
+# The grandchild leaves a "started" mark at once (so a test knows it existed when the
+# kill came) and an "outlived" mark after a delay (which must never appear once killed).
 FORK_GRANDCHILD = """
 import os, sys, time
-marker, delay, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+marks, delay, mode = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 pid = os.fork()
 if pid == 0:
+    open(os.path.join(marks, "started"), "w").close()
     time.sleep(delay)
-    with open(marker, "w") as f:
-        f.write("the grandchild outlived the script")
+    open(os.path.join(marks, "outlived"), "w").close()
     os._exit(0)
 if mode == "wait":
     os.waitpid(pid, 0)
@@ -155,38 +158,45 @@ async def test_undecodable_output_is_replaced(tmp_path: Path) -> None:
 # --- timeouts, grandchildren, cancellation -------------------------------------------------
 
 
-async def test_grandchild_marker_appears_when_not_killed(tmp_path: Path) -> None:
-    """Control for the tests below: the marker mechanism really works."""
+def marks(path: Path) -> set[str]:
+    return set(os.listdir(path))
+
+
+async def test_grandchild_marks_appear_when_not_killed(tmp_path: Path) -> None:
+    """Control for the tests below: the marks really work."""
     root = make_skill(tmp_path, {"scripts/fork.py": FORK_GRANDCHILD})
-    marker = tmp_path / "marker"
-    result = await run(
-        root, "scripts/fork.py", args=(str(marker), "0.1", "wait"), sandbox="off", timeout_ms=10_000
-    )
-    assert result.exit_code == 0 and marker.exists()
+    result = await run(root, "scripts/fork.py", args=(str(tmp_path), "0.1", "wait"), sandbox="off")
+    assert result.exit_code == 0
+    assert {"started", "outlived"} <= marks(tmp_path)
 
 
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     root = make_skill(tmp_path, {"scripts/fork.py": FORK_GRANDCHILD})
-    marker = tmp_path / "marker"
     result = await run(
-        root, "scripts/fork.py", args=(str(marker), "0.6", "sleep"), sandbox="off", timeout_ms=300
-    )
+        root, "scripts/fork.py", args=(str(tmp_path), "1.0", "sleep"), sandbox="off",
+        timeout_ms=500,
+    )  # fmt: skip
     assert result.timed_out and result.exit_code is None
-    await trio.sleep(0.6)  # past the moment the grandchild would have written
-    assert not marker.exists()
+    await trio.sleep(1.0)  # past the moment the grandchild would have written
+    assert "started" in marks(tmp_path)  # it existed when the timeout struck
+    assert "outlived" not in marks(tmp_path)
 
 
 async def test_cancelling_the_caller_kills_the_whole_process_group(tmp_path: Path) -> None:
     root = make_skill(tmp_path, {"scripts/fork.py": FORK_GRANDCHILD})
-    marker = tmp_path / "marker"
-    with trio.move_on_after(0.3) as scope:
-        await run(
-            root, "scripts/fork.py", args=(str(marker), "0.6", "sleep"), sandbox="off",
-            timeout_ms=60_000,
-        )  # fmt: skip
-    assert scope.cancelled_caught
-    await trio.sleep(0.6)
-    assert not marker.exists()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            functools.partial(
+                run, root, "scripts/fork.py", args=(str(tmp_path), "1.0", "sleep"), sandbox="off"
+            )
+        )
+        with trio.fail_after(10):
+            # Polling: a file appearing in another process sets no trio.Event.
+            while "started" not in marks(tmp_path):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    await trio.sleep(1.0)
+    assert "outlived" not in marks(tmp_path)
 
 
 @pytest.mark.parametrize("sandbox", MODES)
