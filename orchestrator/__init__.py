@@ -1,0 +1,157 @@
+"""The skills domain and the runtime: the agent loop driver that programs embed.
+
+Start with :class:`Agent` (docs/runtime.md). Skills as packages live in
+:mod:`orchestrator.skills`; model adapters in :mod:`orchestrator.adapters`.
+"""
+
+from ._effects import ApprovalDecision as ApprovalDecision
+from ._effects import ApprovalRequest as ApprovalRequest
+from ._effects import Approver as Approver
+from ._effects import Effects as Effects
+from ._effects import LiveEffects as LiveEffects
+from ._effects import LoadedSkill as LoadedSkill
+from ._effects import SkillUnavailableError as SkillUnavailableError
+from ._effects import deny_all as deny_all
+from ._events import CODEC as CODEC
+from ._events import EVENT_TYPES as EVENT_TYPES
+from ._events import ApprovalRequested as ApprovalRequested
+from ._events import ApprovalResolved as ApprovalResolved
+from ._events import CatalogSnapshot as CatalogSnapshot
+from ._events import Event as Event
+from ._events import ModelFailed as ModelFailed
+from ._events import ModelResponded as ModelResponded
+from ._events import PolicyConfig as PolicyConfig
+from ._events import PolicyDenied as PolicyDenied
+from ._events import PromptRendered as PromptRendered
+from ._events import ResourceRead as ResourceRead
+from ._events import ScriptExecuted as ScriptExecuted
+from ._events import SessionEnded as SessionEnded
+from ._events import SessionForked as SessionForked
+from ._events import SessionStarted as SessionStarted
+from ._events import SkillActivated as SkillActivated
+from ._events import SkillActivationFailed as SkillActivationFailed
+from ._events import SkillChanged as SkillChanged
+from ._events import SkillDeactivated as SkillDeactivated
+from ._events import SkillInfo as SkillInfo
+from ._events import ToolCalled as ToolCalled
+from ._events import ToolCompleted as ToolCompleted
+from ._events import ToolDef as ToolDef
+from ._events import UserMessage as UserMessage
+from ._host_tools import HostTool as HostTool
+from ._host_tools import HostToolError as HostToolError
+from ._host_tools import ToolContext as ToolContext
+from ._host_tools import ToolOutcome as ToolOutcome
+from ._loop import Agent as Agent
+from ._loop import RetryPolicy as RetryPolicy
+from ._loop import drive as drive
+from ._model import Message as Message
+from ._model import ModelAdapter as ModelAdapter
+from ._model import ModelError as ModelError
+from ._model import ModelRequest as ModelRequest
+from ._model import ModelResponse as ModelResponse
+from ._model import TextPart as TextPart
+from ._model import ToolCall as ToolCall
+from ._model import ToolResult as ToolResult
+from ._model import ToolSpec as ToolSpec
+from ._model import Usage as Usage
+from ._paths import PathRefusedError as PathRefusedError
+from ._paths import read_skill_file as read_skill_file
+from ._paths import resolve_in_root as resolve_in_root
+from ._policy import ToolRule as ToolRule
+from ._policy import parse_allowed_tools as parse_allowed_tools
+from ._prompt import compose as compose
+from ._prompt import request_bytes as request_bytes
+from ._prompt import request_hash as request_hash
+from ._sandbox import sandbox_available as sandbox_available
+from ._scripts import ScriptRefusedError as ScriptRefusedError
+from ._scripts import ScriptRequest as ScriptRequest
+from ._scripts import ScriptResult as ScriptResult
+from ._scripts import run_script as run_script
+from ._session import Clock as Clock
+from ._session import Observer as Observer
+from ._session import Session as Session
+from ._session import SessionNotFoundError as SessionNotFoundError
+from ._session import SessionStateError as SessionStateError
+from ._state import ActiveSkill as ActiveSkill
+from ._state import SessionState as SessionState
+from ._state import apply as apply
+from ._state import fold_events as fold_events
+from ._tools import ToolError as ToolError
+from ._transcript import transcript as transcript
+
+__all__ = [
+    "CODEC",
+    "EVENT_TYPES",
+    "ActiveSkill",
+    "Agent",
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApprovalRequested",
+    "ApprovalResolved",
+    "Approver",
+    "CatalogSnapshot",
+    "Clock",
+    "Effects",
+    "Event",
+    "HostTool",
+    "HostToolError",
+    "LiveEffects",
+    "LoadedSkill",
+    "Message",
+    "ModelAdapter",
+    "ModelError",
+    "ModelFailed",
+    "ModelRequest",
+    "ModelResponded",
+    "ModelResponse",
+    "Observer",
+    "PathRefusedError",
+    "PolicyConfig",
+    "PolicyDenied",
+    "PromptRendered",
+    "ResourceRead",
+    "RetryPolicy",
+    "ScriptExecuted",
+    "ScriptRefusedError",
+    "ScriptRequest",
+    "ScriptResult",
+    "Session",
+    "SessionEnded",
+    "SessionForked",
+    "SessionNotFoundError",
+    "SessionStarted",
+    "SessionState",
+    "SessionStateError",
+    "SkillActivated",
+    "SkillActivationFailed",
+    "SkillChanged",
+    "SkillDeactivated",
+    "SkillInfo",
+    "SkillUnavailableError",
+    "TextPart",
+    "ToolCall",
+    "ToolCalled",
+    "ToolCompleted",
+    "ToolContext",
+    "ToolDef",
+    "ToolError",
+    "ToolOutcome",
+    "ToolResult",
+    "ToolRule",
+    "ToolSpec",
+    "Usage",
+    "UserMessage",
+    "apply",
+    "compose",
+    "deny_all",
+    "drive",
+    "fold_events",
+    "parse_allowed_tools",
+    "read_skill_file",
+    "request_bytes",
+    "request_hash",
+    "resolve_in_root",
+    "run_script",
+    "sandbox_available",
+    "transcript",
+]
