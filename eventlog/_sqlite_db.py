@@ -34,20 +34,22 @@ migrations = Migrations(_MIGRATION_SET)
 
 @migrations(name="0001_events_blobs")
 def _m0001(db: sqlite_utils.Database) -> None:
-    # WITHOUT ROWID + PRIMARY KEY (stream, seq): a stream is stored contiguously (fast
-    # verify and fold) and the key is the last line of defence against a forked chain.
+    # position is the rowid, so commits append to the end of the table (a group commit
+    # of 64 streams touches a few pages, not 64 leaves). UNIQUE (stream, seq) is the
+    # key of a chain and the last line of defence against a fork: a second event at a
+    # seq fails with an IntegrityError, whoever wrote it.
     db.execute(
         """CREATE TABLE events (
+            position INTEGER PRIMARY KEY,
             stream TEXT NOT NULL,
             seq INTEGER NOT NULL,
-            position INTEGER NOT NULL UNIQUE,
             type TEXT NOT NULL,
             recorded_at INTEGER NOT NULL,
             body BLOB NOT NULL,
             prev_hash TEXT NOT NULL,
             hash TEXT NOT NULL,
-            PRIMARY KEY (stream, seq)
-        ) WITHOUT ROWID"""
+            UNIQUE (stream, seq)
+        )"""
     )
     db.execute("CREATE TABLE blobs (digest TEXT PRIMARY KEY, data BLOB NOT NULL)")
     db.execute(

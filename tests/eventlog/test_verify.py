@@ -112,7 +112,11 @@ async def test_an_inserted_well_hashed_event_breaks_the_next_link(tmp_path: Path
         conn.execute("UPDATE events SET seq = seq + 1000 WHERE stream='a' AND seq >= 3")
         conn.execute("UPDATE events SET seq = seq - 999 WHERE stream='a' AND seq >= 1003")
         h = event_hash(prev, "t.x", "a", 3, 7, b"{}")
-        conn.execute("INSERT INTO events VALUES ('a', 3, 999, 't.x', 7, x'7b7d', ?, ?)", (prev, h))
+        conn.execute(
+            "INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
+            "VALUES ('a', 3, 999, 't.x', 7, x'7b7d', ?, ?)",
+            (prev, h),
+        )
     conn.close()
     report = await check(db)
     assert report.fault is not None
