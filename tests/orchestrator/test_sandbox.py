@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -318,14 +319,20 @@ async def test_current_python_and_its_packages_work_inside(tmp_path: Path) -> No
     assert result.stdout.strip() == sys.prefix
 
 
+# Like the grandchild in test_scripts.py, but it leaves the process group and reports
+# over TCP: the sandbox cannot write to the host. "started" at once, "outlived" later.
 ESCAPING_GRANDCHILD = """
 import os, socket, sys, time
 port, delay, mode = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+def report(word):
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(word.encode())
 pid = os.fork()
 if pid == 0:
     os.setsid()  # leaves the process group: only the PID namespace can catch it now
+    report("started")
     time.sleep(delay)
-    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    report("outlived")
     os._exit(0)
 if mode == "wait":
     os.waitpid(pid, 0)
@@ -334,15 +341,17 @@ else:
 """
 
 
-def accepted(listener: socket.socket) -> int:
-    count = 0
+def reports(listener: socket.socket, seen: list[str]) -> list[str]:
+    """Add the words of the connections that have arrived to ``seen``; return it."""
     while True:
         try:
             conn, _ = listener.accept()
         except BlockingIOError:
-            return count
-        conn.close()
-        count += 1
+            return seen
+        with conn:
+            conn.setblocking(True)
+            conn.settimeout(2)
+            seen.append(conn.recv(64).decode())
 
 
 @needs_bwrap
@@ -353,10 +362,32 @@ async def test_timeout_kills_grandchildren_that_left_the_group(
     control = await sandboxed(
         tmp_path / "a", ESCAPING_GRANDCHILD, port, "0.05", "wait", network=True
     )
-    assert control.exit_code == 0 and accepted(listener) == 1  # the marker works
+    assert control.exit_code == 0
+    assert reports(listener, []) == ["started", "outlived"]  # the reports work
     killed = await sandboxed(
-        tmp_path / "b", ESCAPING_GRANDCHILD, port, "0.6", "sleep", network=True, timeout_ms=300
+        tmp_path / "b", ESCAPING_GRANDCHILD, port, "1.0", "sleep", network=True, timeout_ms=500
     )
     assert killed.timed_out and killed.exit_code is None
-    await trio.sleep(0.6)
-    assert accepted(listener) == 0
+    await trio.sleep(1.0)
+    assert reports(listener, []) == ["started"]
+
+
+@needs_bwrap
+async def test_cancelling_the_caller_kills_grandchildren_that_left_the_group(
+    tmp_path: Path, listener: socket.socket
+) -> None:
+    port = str(listener.getsockname()[1])
+    seen: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            functools.partial(
+                sandboxed, tmp_path, ESCAPING_GRANDCHILD, port, "1.0", "sleep", network=True
+            )
+        )
+        with trio.fail_after(10):
+            # Polling: a connection queued on a plain socket sets no trio.Event.
+            while "started" not in reports(listener, seen):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    await trio.sleep(1.0)
+    assert reports(listener, seen) == ["started"]
