@@ -9,6 +9,7 @@ first source that has a name wins; the others are reported as shadowed.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -122,37 +123,41 @@ def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[s
     except OSError:
         return [], []
     seen = {(st.st_dev, st.st_ino)}
-    level = [root]
+    level = [(root, st.st_dev)]
     visited = 0
     for depth in range(max_depth + 1):
-        following: list[str] = []
-        for directory in level:
+        following: list[tuple[str, int]] = []
+        for directory, dev in level:
             visited += 1
             if visited > max_dirs:
                 notes.append(
                     f"stopped after {max_dirs} directories (max_dirs); skills further in "
                     "were not searched - raise max_dirs or point at a narrower directory"
                 )
-                return sorted(found, key=lambda p: os.path.relpath(p, root).encode()), notes
+                return _ordered(found, root), notes
+            # One stat answers "is this a skill?" for the common case, without listing.
+            if _has_skill_md(directory):
+                found.append(directory)
+                continue
             try:
                 entries = sorted(os.scandir(directory), key=lambda e: e.name)
             except OSError as err:
                 notes.append(f"{directory}: cannot be listed ({err.strerror}); skipped")
                 continue
-            if any(e.name in SKILL_FILES and _is_file(e) for e in entries):
-                found.append(directory)
-                continue
             for e in entries:
                 if e.name in SKIP_DIRS or not _is_dir(e):
                     continue
-                try:
-                    est = os.stat(e.path)
-                except OSError:
-                    continue
-                key = (est.st_dev, est.st_ino)
+                if e.is_symlink():
+                    try:
+                        est = os.stat(e.path)
+                    except OSError:
+                        continue
+                    key, child_dev = (est.st_dev, est.st_ino), est.st_dev
+                else:
+                    key, child_dev = (dev, e.inode()), dev
                 if key not in seen:
                     seen.add(key)
-                    following.append(e.path)
+                    following.append((e.path, child_dev))
         if not following:
             break
         if depth == max_depth:
@@ -161,20 +166,27 @@ def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[s
                 "(max_depth)"
             )
         level = following
-    return sorted(found, key=lambda p: os.path.relpath(p, root).encode()), notes
+    return _ordered(found, root), notes
+
+
+def _ordered(found: list[str], root: str) -> list[str]:
+    return sorted(found, key=lambda p: os.path.relpath(p, root).encode())
+
+
+def _has_skill_md(directory: str) -> bool:
+    for name in SKILL_FILES:
+        try:
+            if stat.S_ISREG(os.stat(os.path.join(directory, name)).st_mode):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _expand(path: str, home: str) -> str:
     if path == "~" or path.startswith("~/"):
         path = home + path[1:]
     return os.path.abspath(path)
-
-
-def _is_file(e: os.DirEntry[str]) -> bool:
-    try:
-        return e.is_file()
-    except OSError:
-        return False
 
 
 def _is_dir(e: os.DirEntry[str]) -> bool:
