@@ -12,7 +12,7 @@ import msgspec
 
 from eventlog import EventStore
 from orchestrator._events import PromptRendered, ScriptExecuted, SkillActivated
-from orchestrator._prompt import compose, request_bytes
+from orchestrator import _prompt
 from orchestrator._state import SessionState, apply
 
 from ._errors import BrokenLogError
@@ -91,7 +91,7 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
         elif isinstance(body, PromptRendered):
             tail = await _recorded_turn(store, session, seq, body, recorded)
             try:
-                request = compose(state, bodies)
+                request = _prompt.compose(state, bodies)
             except ValueError as e:
                 raise BrokenLogError(session, seq, f"cannot compose turn {body.turn}: {e}") from e
             check = TurnCheck(
@@ -108,7 +108,7 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
                     seq=seq,
                     request_hash=check.request_hash,
                     rerendered_hash=check.rerendered_hash,
-                    diff=request_diff(recorded.request_bytes(tail), request_bytes(request)),
+                    diff=request_diff(recorded.request_bytes(tail), _prompt.request_bytes(request)),
                 )
         apply(state, body, seq=seq, hash=event.hash)
     return ReplayReport(

@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrator import _prompt
 from orchestrator._model import Message, ModelRequest
-from orchestrator._prompt import message_line, tail_line
 
 
 class RenderedRequests:
@@ -37,11 +37,13 @@ class RenderedRequests:
         if len(messages) < known or messages[:known] != self._messages:
             self._hash, self._history_bytes, known = hashlib.sha256(), 0, 0
         for message in messages[known:]:
-            line = message_line(message)
+            # Looked up on the module each time: the composer under test is the one in
+            # force now (a patched or reloaded one included), never a stale import.
+            line = _prompt.message_line(message)
             self._hash.update(line)
             self._history_bytes += len(line)
         self._messages = messages
-        tail = tail_line(request)
+        tail = _prompt.tail_line(request)
         self.total_bytes += self._history_bytes + len(tail)
         h = self._hash.copy()
         h.update(tail)
@@ -72,16 +74,34 @@ class RecordedRequests:
 def request_diff(recorded: bytes, rerendered: bytes, *, context: int = 3) -> str:
     """A unified diff of two canonical requests, each JSON line pretty-printed (strings
     with line breaks shown as indented blocks) under a ``# message N`` / ``# tail``
-    header, so a hunk says which part of the request changed."""
-    diff = difflib.unified_diff(
-        readable(recorded),
-        readable(rerendered),
+    header; each hunk header names the part of the request it is in (as git names the
+    function), so a reader sees at once which message or the tail changed. When the
+    two differ only in how the same JSON values are written, the raw lines are diffed."""
+    before, after = readable(recorded), readable(rerendered)
+    if before == after:
+        # Same values, different bytes (an escape, a key order): show the raw lines.
+        before = recorded.decode("utf-8", "replace").splitlines()
+        after = rerendered.decode("utf-8", "replace").splitlines()
+    section: list[str] = []
+    current = ""
+    for line in before:
+        current = line if line.startswith("# ") else current
+        section.append(current)
+    out: list[str] = []
+    for line in difflib.unified_diff(
+        before,
+        after,
         fromfile="recorded (blob store)",
         tofile="re-rendered (current code)",
         n=context,
         lineterm="",
-    )
-    return "\n".join(diff)
+    ):
+        if line.startswith("@@ "):
+            start = int(line.split()[1][1:].split(",")[0])
+            if 0 < start <= len(section) and section[start - 1]:
+                line = f"{line} {section[start - 1]}"
+        out.append(line)
+    return "\n".join(out)
 
 
 def readable(request: bytes) -> list[str]:
@@ -118,6 +138,6 @@ def _pretty(value: Any, prefix: str, pad: str) -> Iterator[str]:
     elif isinstance(value, str) and "\n" in value:
         yield prefix + "|"
         for line in value.split("\n"):
-            yield f"{pad}  {line}".rstrip()
+            yield f"{pad}  {line}"
     else:
         yield prefix + json.dumps(value, ensure_ascii=False)

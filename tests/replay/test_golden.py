@@ -1,0 +1,83 @@
+"""The golden logs replay and re-drive cleanly; composer or runtime changes made
+without regenerating them (tests/golden/regenerate.py) fail here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import orchestrator._prompt
+import orchestrator._tools
+from eventlog import MemoryStore, import_jsonl
+from replay import load_recording, redrive, replay_session
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+NAMES = ["demo", "lifecycle"]
+Cli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_golden_logs_replay_and_redrive_from_the_cli(cli: Cli, name: str) -> None:
+    code, out, err = cli("replay", f"golden-{name}", "--jsonl", GOLDEN / f"{name}.jsonl", "--redrive")
+    assert (code, err) == (0, "")
+    assert "every request reproduced byte for byte" in out
+    assert "re-drive: the current code reproduces all" in out
+    assert "✗" not in out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_changing_the_base_rules_without_regenerating_fails(
+    cli: Cli, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orchestrator._prompt, "BASE_RULES", orchestrator._prompt.BASE_RULES + " ")
+    code, out, _ = cli("replay", f"golden-{name}", "--jsonl", GOLDEN / f"{name}.jsonl")
+    assert code == 1
+    assert "first divergence at turn 1" in out and "@@ " in out
+
+
+async def _golden(name: str) -> tuple[MemoryStore, str]:
+    store = MemoryStore()
+    await import_jsonl(store, str(GOLDEN / f"{name}.jsonl"))
+    return store, f"golden-{name}"
+
+
+async def test_a_non_deterministic_runtime_change_fails_the_redrive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store, session = await _golden("lifecycle")
+    recording = await load_recording(store, session)
+    real = orchestrator._tools._receipt
+    calls = iter(range(10**6))
+
+    def receipt(view: orchestrator._tools.View) -> str:
+        data = msgspec.json.decode(real(view))
+        data["nonce"] = next(calls)  # differs from one run to the next: not derived from the log
+        return msgspec.json.encode(data).decode()
+
+    monkeypatch.setattr(orchestrator._tools, "_receipt", receipt)
+    # The recorded prompts still replay (they come from the log) ...
+    assert (await replay_session(store, recording)).ok
+    # ... but the code no longer produces the recorded events.
+    report = await redrive(store, recording)
+    assert not report.ok and report.divergence is not None
+    d = report.divergence
+    assert d.recorded_type == "tool.completed" and d.field == "$.content"
+    first_load = next(
+        e.seq for e, b in zip(recording.events, recording.bodies, strict=True)
+        if type(b).__name__ == "ToolCompleted" and b.tool == "skills.load"  # type: ignore[attr-defined]
+    )
+    assert d.seq == first_load and d.turn == 1
+    assert f"seq {d.seq} (turn 1, tool.completed): $.content" in str(d)
+
+
+async def test_regenerating_reproduces_the_golden_structure(tmp_path: Path, golden) -> None:  # type: ignore[no-untyped-def]
+    for name in NAMES:
+        await golden.record(name, tmp_path)
+        assert _types(tmp_path / f"{name}.jsonl") == _types(GOLDEN / f"{name}.jsonl")
+
+
+def _types(path: Path) -> list[str]:
+    return [msgspec.json.decode(line)["type"] for line in path.read_bytes().splitlines()]
