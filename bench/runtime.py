@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import trio
@@ -74,7 +75,9 @@ def script(turns: int) -> list[dict[str, object]]:
     return [load, *reads, {"text": "done"}]
 
 
-async def per_turn(db: Path, skills: list[Skill], turns: int) -> list[int]:
+async def per_turn(
+    db: Path, skills: list[Skill], turns: int, observers: Sequence[Observer] = ()
+) -> list[int]:
     """Wall time between consecutive prompt.rendered commits = one whole turn."""
     marks: list[int] = []
 
@@ -88,7 +91,7 @@ async def per_turn(db: Path, skills: list[Skill], turns: int) -> list[int]:
         skills=skills,
         max_turns=turns + 5,
         max_active_skills=3,
-        observers=[observe],
+        observers=[observe, *observers],
     )
     async with open_sqlite_store(db) as store:
         await agent.run(store, "benchmark")
@@ -131,6 +134,39 @@ def fsync_floor(db: Path, count: int = 200) -> float:
     return statistics.median(times)
 
 
+async def live_otel(turns: int) -> None:
+    """Per-turn cost with the live OpenTelemetry observer (spans to an in-memory
+    exporter, metrics to an in-memory reader) vs without, alternating runs."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel import OtelObserver
+
+    with tempfile.TemporaryDirectory() as tmp:
+        skills = make_skills(Path(tmp) / "skills", 100)
+        plain: list[float] = []
+        live: list[float] = []
+        for i in range(2):
+            plain.append(statistics.median(await per_turn(Path(tmp) / f"p{i}.db", skills, turns)))
+            exporter = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+            observer = OtelObserver(
+                provider, MeterProvider(metric_readers=[InMemoryMetricReader()])
+            )
+            costs = await per_turn(Path(tmp) / f"o{i}.db", skills, turns, [observer])
+            live.append(statistics.median(costs))
+            spans = len(exporter.get_finished_spans())
+    base, with_otel = min(plain), min(live)
+    print(
+        f"live OpenTelemetry export: p50 {ms(with_otel)} vs {ms(base)} without = "
+        f"{with_otel / base:.2f}x per turn ({spans} spans per run; target <= 1.10x)"
+    )
+
+
 def ms(ns: float) -> str:
     return f"{ns / 1e6:.2f} ms"
 
@@ -158,6 +194,7 @@ async def main(turns: int, skill_count: int) -> None:
         f"turn ~{turns} vs turn ~10: {ms(late)} vs {ms(early)} = {late / early:.2f}x  "
         "(target <= 1.2x)"
     )
+    await live_otel(min(turns, 2000))
     elapsed = await concurrent_turn()
     print(f"8 tool calls sleeping 100 ms each, in one turn: {elapsed * 1000:.0f} ms (target ~100)")
     import scripts as script_bench  # bench/scripts.py, beside this file

@@ -12,7 +12,6 @@ from orchestrator._events import (
     UserMessage,
 )
 from orchestrator._prompt import (
-    available_skills,
     compose,
     message_line,
     request_bytes,
