@@ -78,6 +78,9 @@ async def _demo(args: argparse.Namespace) -> int:
     if not report.ok:
         print(f"log verification FAILED: {report.fault}")
         return 1
-    print(f"log verified: {report.streams} sessions, {report.events} events, every chain intact")
+    print(
+        f"log verified: {report.events} events in {report.streams} session(s), "
+        "every hash chain intact"
+    )
     print(f"next: skillog replay {session.id} --db {args.db}")
     return 0
