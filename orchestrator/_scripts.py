@@ -315,6 +315,8 @@ async def run_script(request: ScriptRequest, *, bwrap: str | None = None) -> Scr
         plan = await trio.to_thread.run_sync(_prepare, request, bwrap)
     except SkillogError as e:
         return _refused(request, str(e))
+    except OSError as e:  # e.g. no space left for the private tmp
+        return _refused(request, f"the script could not be prepared: {e}")
     try:
         outcome = await supervise(
             plan.argv,

@@ -298,18 +298,44 @@ async def test_private_tmp_is_writable_and_private(tmp_path: Path) -> None:
 
 
 ISOLATION = """
-import os, socket, subprocess
+import ctypes, os, socket
 caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
-remount = subprocess.run(["mount", "-o", "remount,rw,bind", "/skill"], capture_output=True)
-print(caps, len(pids) <= 5, socket.gethostname(), remount.returncode != 0)
+libc = ctypes.CDLL(None, use_errno=True)
+MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND = 2, 4, 32, 4096  # keep the locked flags
+flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV  # read-write: needs CAP_SYS_ADMIN
+remounted = libc.mount(None, b"/skill", None, flags, None) == 0
+print(caps, len(pids) <= 5, socket.gethostname(), remounted)
 """
 
 
 @needs_bwrap
 async def test_no_capabilities_own_pids_fixed_hostname(tmp_path: Path) -> None:
     result = await sandboxed(tmp_path, ISOLATION)
-    assert result.stdout.split() == ["0000000000000000", "True", SANDBOX_HOSTNAME, "True"]
+    assert result.stdout.split() == ["0000000000000000", "True", SANDBOX_HOSTNAME, "False"]
+
+
+@needs_bwrap
+async def test_without_disable_userns_dropped_capabilities_still_keep_skill_read_only(
+    tmp_path: Path,
+) -> None:
+    # bubblewrap < 0.8 has no --disable-userns (which also nests the script one user
+    # namespace deeper); then only --cap-drop ALL stops root from remounting /skill.
+    probe = probe_sandbox()
+    assert probe.bwrap is not None and probe.layout is not None
+    root = make_skill(tmp_path, {"probe.py": ISOLATION})
+    command = build_bwrap_argv(
+        bwrap=probe.bwrap,
+        layout=probe.layout,
+        skill_root=str(root),
+        chdir="/skill",
+        command=[sys.executable, "/skill/scripts/probe.py"],
+        env={"PATH": "/usr/bin:/bin"},
+        network=False,
+        disable_userns=False,
+    )
+    done = await trio.run_process(command, capture_stdout=True, capture_stderr=True)
+    assert done.stdout.decode().split() == ["0000000000000000", "True", SANDBOX_HOSTNAME, "False"]
 
 
 @needs_bwrap
