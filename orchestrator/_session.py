@@ -34,7 +34,7 @@ from ._events import (
     SkillInfo,
     UserMessage,
 )
-from ._model import ModelRequest, ToolCall
+from ._model import Message, ModelRequest, ToolCall
 from ._prompt import compose, message_line, tail_line
 from ._state import SessionState, apply
 from ._tools import CallContext, Recorder, View, activate, handle_call
@@ -65,6 +65,12 @@ class _PromptHasher:
             self._hash.update(line)
         self.count = len(state.messages)
         return lines
+
+    def prime(self, messages: Sequence[Message]) -> None:
+        """Start from history already named by recorded ``prompt.rendered`` events."""
+        for m in messages:
+            self._hash.update(message_line(m))
+        self.count = len(messages)
 
     def digest(self, tail: bytes) -> str:
         h = self._hash.copy()
@@ -139,8 +145,12 @@ class Session:
         """Reopen a session from its log: refold its events, reload the blobs the next
         prompt needs, and continue where it stopped."""
         state = SessionState(session_id)
+        named = 0
         async for event in store.read(session_id):
-            apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
+            body = CODEC.decode(event)
+            if isinstance(body, PromptRendered):
+                named = body.message_count
+            apply(state, body, seq=event.seq, hash=event.hash)
         if state.seq < 0:
             raise SessionNotFoundError(
                 f"no session {session_id!r} in this database; `skillog sessions` lists them"
@@ -148,7 +158,10 @@ class Session:
         session = cls(store, state, effects, clock=clock, observers=observers)
         for skill in state.active:
             session._blobs[skill.body_digest] = await store.get_blob(skill.body_digest)
-        session._hasher.update(state)
+        # Messages added after the last recorded prompt (the answer and tool results of
+        # a turn that stopped) were never stored as blobs: the next prompt must name
+        # them as new, or its recorded request could not be rebuilt from the log.
+        session._hasher.prime(state.messages[:named])
         return session
 
     # -- recording ---------------------------------------------------------------------
