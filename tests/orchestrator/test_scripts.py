@@ -438,3 +438,15 @@ def test_result_is_a_frozen_float_free_struct() -> None:
     assert b"." not in encoded.replace(b"scripts/a.py", b"")
     with pytest.raises(AttributeError):
         result.exit_code = 1  # type: ignore[misc]
+
+
+async def test_failure_to_prepare_is_a_refusal_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_space(prefix: str) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_scripts.tempfile, "mkdtemp", no_space)
+    root = make_skill(tmp_path, {"scripts/a.py": "print(1)"})
+    result = await run(root, "scripts/a.py", sandbox="off")
+    assert result.refused is not None and "No space left on device" in result.refused
