@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eventlog import Event, MemoryStore, open_sqlite_store
 from orchestrator._host_tools import HostTool
 from orchestrator._loop import Agent
+from orchestrator._session import Observer
 from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Skill, Tier, load_skill
 
