@@ -32,6 +32,8 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     ``approve`` lists the trust tiers whose scripts need an approval; ``network`` the
     tiers whose scripts may use the network (never third-party, whatever is asked).
+    ``nested_paths`` allows ``skills.read`` below the first level of a skill's folders
+    (``references/a/b.md``); seed 000 R5 recommends one level deep unless enabled.
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -41,6 +43,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     output_cap_bytes: int = 1 << 20
     read_max_bytes: int = 256 * 1024
     approve_host_tools: tuple[str, ...] = ()
+    nested_paths: bool = False
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):

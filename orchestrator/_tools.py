@@ -377,6 +377,12 @@ async def read(ctx: CallContext, args: ReadArgs) -> str:
     the log holds under the skill's pinned hash, even if the folder changed since."""
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
+    if rel.count("/") > 1 and not ctx.view.config.policy.nested_paths:
+        raise ToolError(
+            f"{rel} is nested more than one level deep; this session's policy only reads "
+            "files like references/guide.md (PolicyConfig.nested_paths enables deeper ones)",
+            error_type="path_refused",
+        )
     if not permits(allowlist(ctx.view.active), "skills.read", path=rel):
         raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, "skills.read", rel), skill)
     entry = skill.file(rel)

@@ -129,6 +129,19 @@ async def test_read_binary_limits_and_hostile_paths(kit, store, make_skill) -> N
     assert len(kit.of_type(bodies, ResourceRead)) == 1
 
 
+async def test_nested_reads_need_the_policy_switch(kit, store, make_skill) -> None:
+    skill = make_skill("pdf", files={"references/forms/w9.md": "nested"})
+    turns = [
+        kit.turn(kit.call("skills.load", names=["pdf"])),
+        kit.turn(kit.call("skills.read", path="references/forms/w9.md")),
+    ]
+    _, refused = await run(kit, store, turns, [skill])
+    _, allowed = await run(kit, store, turns, [skill], policy=PolicyConfig(nested_paths=True))
+    assert results(refused)[1].error_type == "path_refused"
+    assert "nested_paths" in results(refused)[1].content
+    assert results(allowed)[1].content == "nested"
+
+
 async def test_bad_arguments_are_reported_with_their_path(kit, store, make_skill) -> None:
     _, bodies = await run(
         kit,
