@@ -11,8 +11,8 @@ from __future__ import annotations
 import msgspec
 
 from eventlog import EventStore
-from orchestrator._events import PromptRendered, ScriptExecuted, SkillActivated
 from orchestrator import _prompt
+from orchestrator._events import PromptRendered, ScriptExecuted, SkillActivated
 from orchestrator._state import SessionState, apply
 
 from ._errors import BrokenLogError

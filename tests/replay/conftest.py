@@ -40,13 +40,15 @@ golden = load_golden()
 call = golden.call
 
 
-def write_skill(root: Path, name: str, body: str, files: dict[str, str | bytes] = {}) -> Path:
+def write_skill(
+    root: Path, name: str, body: str, files: dict[str, str | bytes] | None = None
+) -> Path:
     skill = root / name
     skill.mkdir(parents=True, exist_ok=True)
     (skill / "SKILL.md").write_text(
         f"---\nname: {name}\ndescription: The {name} skill, for tests.\n---\n{body}"
     )
-    for rel, content in files.items():
+    for rel, content in (files or {}).items():
         path = skill / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
@@ -70,9 +72,8 @@ async def record(
     session_id: str = "s1",
 ) -> str:
     """Run a real session on the skills under ``skills_dir``; returns its id."""
-    skills = [
-        load_skill(p, tier=Tier.BUILTIN, source="test:builtin") for p in sorted(skills_dir.iterdir())
-    ]
+    dirs = await trio.to_thread.run_sync(lambda: sorted(skills_dir.iterdir()))
+    skills = [load_skill(p, tier=Tier.BUILTIN, source="test:builtin") for p in dirs]
     agent = Agent(
         model=ScriptedModel(turns),
         model_name="test-script",

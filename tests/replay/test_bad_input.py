@@ -66,7 +66,7 @@ def test_a_missing_database(cli: Cli, tmp_path: Path) -> None:
 
 def test_a_broken_chain(cli: Cli, recorded: Recorded) -> None:
     db, session = recorded
-    _sql(db, "UPDATE events SET body = CAST('{\"text\":\"Do no task.\"}' AS BLOB) WHERE seq = 2")
+    _sql(db, 'UPDATE events SET body = CAST(\'{"text":"Do no task."}\' AS BLOB) WHERE seq = 2')
     err = _fails(cli, session, "--db", db)
     assert f"session {session} seq 2" in err and "modified" in err
 
@@ -131,9 +131,7 @@ def test_a_truncated_tail_is_caught_by_a_checkpoint(
 
     async def sign() -> None:
         async with open_sqlite_store(db, readonly=True) as store:
-            cp = await make_checkpoint(
-                store, load_private_key(key), previous=None, clock=lambda: 1
-            )
+            cp = await make_checkpoint(store, load_private_key(key), previous=None, clock=lambda: 1)
         append_checkpoint(checkpoints, cp)
 
     trio.run(sign)
@@ -159,7 +157,7 @@ async def test_a_manifest_that_does_not_hash_to_the_skill_hash(recorded: Recorde
         with pytest.raises(BrokenLogError, match=f"session {session} seq {seq}: .*altered"):
             await pin_skill(store, session, seq, forged)
         dropped = SkillActivated(**{**_fields(activation), "files": activation.files[1:]})
-        with pytest.raises(BrokenLogError, match="do(es)? not hash|altered"):
+        with pytest.raises(BrokenLogError, match=r"do(es)? not hash|altered"):
             await pin_skill(store, session, seq, dropped)
 
 

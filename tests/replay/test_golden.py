@@ -21,7 +21,9 @@ Cli = Callable[..., tuple[int, str, str]]
 
 @pytest.mark.parametrize("name", NAMES)
 def test_golden_logs_replay_and_redrive_from_the_cli(cli: Cli, name: str) -> None:
-    code, out, err = cli("replay", f"golden-{name}", "--jsonl", GOLDEN / f"{name}.jsonl", "--redrive")
+    code, out, err = cli(
+        "replay", f"golden-{name}", "--jsonl", GOLDEN / f"{name}.jsonl", "--redrive"
+    )
     assert (code, err) == (0, "")
     assert "every request reproduced byte for byte" in out
     assert "re-drive: the current code reproduces all" in out
@@ -66,7 +68,8 @@ async def test_a_non_deterministic_runtime_change_fails_the_redrive(
     d = report.divergence
     assert d.recorded_type == "tool.completed" and d.field == "$.content"
     first_load = next(
-        e.seq for e, b in zip(recording.events, recording.bodies, strict=True)
+        e.seq
+        for e, b in zip(recording.events, recording.bodies, strict=True)
         if type(b).__name__ == "ToolCompleted" and b.tool == "skills.load"  # type: ignore[attr-defined]
     )
     assert d.seq == first_load and d.turn == 1

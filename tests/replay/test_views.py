@@ -85,11 +85,15 @@ def test_fork_starts_a_linked_session_that_replays_resumes_and_redrives(
             assert isinstance(link, SessionForked)
             assert (link.from_session, link.at_seq) == (session, at)
             assert link.at_hash == original.events[at].hash
-            assert [e.body for e in forked.events[1:]] == [e.body for e in original.events[: at + 1]]
+            assert [e.body for e in forked.events[1:]] == [
+                e.body for e in original.events[: at + 1]
+            ]
             assert (await verify(store)).ok
             assert (await replay_session(store, forked)).ok
             # "what if": continue the fork with another model, then re-drive it
-            agent = Agent(model=ScriptedModel([{"text": "A different ending."}]), model_name="other")
+            agent = Agent(
+                model=ScriptedModel([{"text": "A different ending."}]), model_name="other"
+            )
             await agent.resume(store, fork)
             resumed = await load_recording(store, fork)
             assert CODEC.decode(resumed.events[-1]).reason == "completed"  # type: ignore[attr-defined]
