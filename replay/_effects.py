@@ -42,10 +42,10 @@ from orchestrator._events import (
 from orchestrator._host_tools import ToolContext, ToolOutcome
 from orchestrator._scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator._state import ActiveSkill
-from orchestrator.skills import SkillManifest, skill_from_manifest
+from orchestrator.skills import SkillManifest
 
 from ._recording import Recording
-from ._skills import _tier
+from ._skills import rebuild_skill
 
 NO_RECORDING = "re-drive: the recording has no"
 
@@ -108,17 +108,7 @@ class RecordedEffects:
 
     async def _loaded(self, seq: int, event: SkillActivated) -> LoadedSkill:
         blobs = {f.sha256: await self._store.get_blob(f.sha256) for f in event.files}
-
-        async def get(digest: str) -> bytes:
-            return blobs[digest]
-
-        skill = await skill_from_manifest(
-            SkillManifest(entries=event.files, hash=event.hash),
-            get,
-            tier=_tier(event.tier),
-            source=event.source,
-            strict=False,
-        )
+        skill = await rebuild_skill(event, blobs)
         changed = self._bodies[seq - 1] if seq > 0 else None
         if isinstance(changed, SkillChanged) and changed.skill is not None:
             # The live skill came from a directory; its location is in the catalog entry

@@ -8,7 +8,7 @@ log alone; :func:`drift` compares them with what is on disk now.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +19,7 @@ from eventlog import EventStore, SkillogError
 from orchestrator._events import SkillActivated
 from orchestrator.skills import (
     ManifestEntry,
+    Skill,
     SkillManifest,
     Tier,
     find_skill_dirs,
@@ -73,17 +74,8 @@ async def pin_skill(store: EventStore, session: str, seq: int, event: SkillActiv
     except UnicodeDecodeError as e:
         raise BrokenLogError(session, seq, f"{what}: the body blob is not UTF-8") from e
 
-    async def from_files(digest: str) -> bytes:
-        return files[digest]
-
     try:
-        skill = await skill_from_manifest(
-            SkillManifest(entries=event.files, hash=event.hash),
-            from_files,
-            tier=_tier(event.tier),
-            source=event.source,
-            strict=False,
-        )
+        skill = await rebuild_skill(event, files)
     except SkillogError as e:
         raise BrokenLogError(session, seq, f"{what}: the snapshot does not parse: {e}") from e
     if skill.body != body:
@@ -94,6 +86,23 @@ async def pin_skill(store: EventStore, session: str, seq: int, event: SkillActiv
             "body blob or the files were altered",
         )
     return body
+
+
+async def rebuild_skill(event: SkillActivated, files: Mapping[str, bytes]) -> Skill:
+    """The skill an activation pins, rebuilt from its manifest and ``files`` (file
+    bytes by sha256) alone. Parsed leniently: the log records what was loaded, and
+    re-validating it under stricter rules would make old logs unreadable."""
+
+    async def get(digest: str) -> bytes:
+        return files[digest]
+
+    return await skill_from_manifest(
+        SkillManifest(entries=event.files, hash=event.hash),
+        get,
+        tier=_tier(event.tier),
+        source=event.source,
+        strict=False,
+    )
 
 
 def pinned_skills(recording: Recording) -> list[PinnedSkill]:
