@@ -238,8 +238,7 @@ def build_catalog(
             if rec.properties is None:
                 rejected.append(Rejected(path=d, source=src.label, problems=rec.problems))
                 continue
-            rel = os.path.relpath(d, src.path).replace(os.sep, "/")
-            rel = os.path.basename(d) if rel == "." else rel
+            rel = d[len(src.path.rstrip("/")) + 1 :] or os.path.basename(d)
             tier, prov = src.tier, None
             inst = installed.get(os.path.basename(d)) if src.scope == "installed" else None
             if inst is not None:

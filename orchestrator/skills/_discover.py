@@ -170,13 +170,14 @@ def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[s
 
 
 def _ordered(found: list[str], root: str) -> list[str]:
-    return sorted(found, key=lambda p: os.path.relpath(p, root).encode())
+    cut = len(root.rstrip("/")) + 1  # every path found starts with root + "/" (or is root)
+    return sorted(found, key=lambda p: p[cut:].encode())
 
 
 def _has_skill_md(directory: str) -> bool:
     for name in SKILL_FILES:
         try:
-            if stat.S_ISREG(os.stat(os.path.join(directory, name)).st_mode):
+            if stat.S_ISREG(os.stat(f"{directory}/{name}").st_mode):
                 return True
         except OSError:
             continue

@@ -230,12 +230,10 @@ def stat_known(
     ``None`` if any is gone. A directory's mtime changes whenever an entry is added,
     removed or renamed in it, so equal directory and file stats mean an equal tree.
     """
+    base = root.rstrip("/") + "/"  # plain concatenation: this loop is the warm start's cost
     try:
-        dirs = [
-            _dir(rel, os.stat(root) if rel == "" else os.lstat(os.path.join(root, rel)))
-            for rel in dir_rels
-        ]
-        files = [_file(rel, "", os.stat(os.path.join(root, rel))) for rel in file_rels]
+        dirs = [_dir(rel, os.stat(root) if rel == "" else os.lstat(base + rel)) for rel in dir_rels]
+        files = [_file(rel, "", os.stat(base + rel)) for rel in file_rels]
     except OSError:
         return None
     return files, dirs
