@@ -45,6 +45,7 @@ from ._snapshot import SnapshotStore as SnapshotStore
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
 from ._types import Event as Event
+from ._types import closing as closing
 from ._types import EventStore as EventStore
 from ._types import Head as Head
 from ._types import NewEvent as NewEvent
@@ -90,6 +91,7 @@ __all__ = [
     "VerifyReport",
     "append_checkpoint",
     "blob_digest",
+    "closing",
     "event_hash",
     "export_jsonl",
     "fold",

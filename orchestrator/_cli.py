@@ -5,13 +5,15 @@ so ``skillog --help`` stays fast and the layers stay independent. A command modu
 provides ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Exit codes: 0 success; 1 a check ran and failed (verify, validate, replay); 2 the input
-could not be used (bad database, file or argument); 130 interrupted.
+could not be used (bad database, file or argument); 130 interrupted; 141 the output pipe
+was closed.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -60,6 +62,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"skillog {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`skillog ... | head`): stop quietly, as Unix tools do, and
+        # keep Python from complaining again while flushing stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from eventlog import EventStore, SkillogError, open_sqlite_store
+from eventlog import EventStore, SkillogError, closing, open_sqlite_store
 
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import CODEC, Event, PolicyConfig, SessionEnded, SessionStarted
@@ -167,10 +167,12 @@ async def _report(store: EventStore, session_id: str) -> int:
 
 
 async def _first(store: EventStore, session_id: str) -> Event | None:
-    async for event in store.read(session_id, to_seq=1):
-        body = CODEC.decode(event)
-        if isinstance(body, SessionStarted):
-            return body
+    # aclosing: leaving the loop early must close the reader now, not at garbage collection.
+    async with closing(store.read(session_id, to_seq=1)) as events:
+        async for event in events:
+            body = CODEC.decode(event)
+            if isinstance(body, SessionStarted):
+                return body
     return None
 
 

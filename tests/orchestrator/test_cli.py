@@ -1,0 +1,61 @@
+"""The skillog dispatcher: help, errors as one line, and closed pipes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator._cli import COMMANDS, main
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: skillog" in capsys.readouterr().out
+
+
+def test_library_errors_become_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_sqlite = tmp_path / "x.db"
+    not_sqlite.write_bytes(b"definitely not a database" * 100)
+    assert main(["sessions", "--db", str(not_sqlite)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skillog sessions: error:") and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    proc = subprocess.run(
+        f"{sys.executable} -m orchestrator._cli demo --db {db} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.startswith("skillog demo: session")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_sessions_lists_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "demo.db")
+    assert main(["demo", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "ended: completed" in out and "skillog.scripted:demo-script" in out
