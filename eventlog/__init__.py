@@ -45,11 +45,11 @@ from ._snapshot import SnapshotStore as SnapshotStore
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
 from ._types import Event as Event
-from ._types import closing as closing
 from ._types import EventStore as EventStore
 from ._types import Head as Head
 from ._types import NewEvent as NewEvent
 from ._types import StreamInfo as StreamInfo
+from ._types import closing as closing
 from ._verify import Fault as Fault
 from ._verify import VerifyReport as VerifyReport
 from ._verify import verify as verify
