@@ -25,13 +25,10 @@ import trio
 
 from ._errors import BlobNotFoundError, ImportFormatError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, blob_digest, check_name, event_hash, is_digest
+from ._sqlite_writer import INSERT_BLOB, INSERT_EVENT
 from ._types import Event, EventStore, NewEvent
 
 _DIGEST_IN_BODY = re.compile(rb'"([0-9a-f]{64})"')
-_INSERT = (
-    "INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
 
 
 class Line(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -224,18 +221,16 @@ def import_into_sqlite(
         rows.append((e.stream, e.seq, position, e.type, e.recorded_at, e.body, e.prev_hash, e.hash))
         position += 1
         if len(rows) >= 4096:
-            conn.executemany(_INSERT, rows)
+            conn.executemany(INSERT_EVENT, rows)
             count += len(rows)
             rows.clear()
             if progress:
                 progress(4096)
-    conn.executemany(_INSERT, rows)
+    conn.executemany(INSERT_EVENT, rows)
     count += len(rows)
     if progress:
         progress(len(rows))
-    conn.executemany(
-        "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", checker.blobs.items()
-    )
+    conn.executemany(INSERT_BLOB, checker.blobs.items())
     return ImportReport(events=count, streams=sorted(checker.heads), blobs=len(checker.blobs))
 
 

@@ -28,11 +28,11 @@ from ._types import Event, NewEvent
 MAX_BATCH = 4096
 _STOP = object()
 
-_INSERT_EVENT = (
+INSERT_EVENT = (
     "INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
+INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
 
 
 @dataclass(eq=False)
@@ -225,6 +225,6 @@ class Writer:
             blob_rows.extend((blob_digest(b), b) for b in r.blobs)
             r.result = tuple(events)
         # executemany: one prepared statement for the whole batch is the hot path.
-        conn.executemany(_INSERT_EVENT, rows)
+        conn.executemany(INSERT_EVENT, rows)
         if blob_rows:
-            conn.executemany(_INSERT_BLOB, blob_rows)
+            conn.executemany(INSERT_BLOB, blob_rows)

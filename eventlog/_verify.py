@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from ._checkpoint import Checkpoint, check_chain
 from ._hashchain import GENESIS_HASH, is_digest
-from ._types import Event, EventStore, closing
+from ._types import EventStore, closing
 
 #: Fault kinds, in the words the CLI prints.
 KINDS = {
@@ -53,14 +54,81 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.fault is None
 
 
-def _malformed(e: Event) -> str | None:
-    if type(e.seq) is not int or type(e.recorded_at) is not int:
+Row = tuple[Any, ...]  # (seq, type, recorded_at, body, prev_hash, hash) as stored
+
+
+def _malformed(row: Row) -> str | None:
+    seq, type_, recorded_at, body, prev_hash, hash_ = row
+    if type(seq) is not int or type(recorded_at) is not int:
         return "seq and recorded_at must be integers"
-    if not isinstance(e.body, bytes) or not isinstance(e.type, str):
+    if not isinstance(body, bytes) or not isinstance(type_, str):
         return "body must be a BLOB and type TEXT"
-    if not (is_digest(e.hash) and is_digest(e.prev_hash)):
+    if not (is_digest(hash_) and is_digest(prev_hash)):
         return "hash and prev_hash must be 64 lowercase hex characters"
     return None
+
+
+class ChainCheck:
+    """Checks one stream's rows in seq order, batch by batch (pure, no I/O).
+
+    ``signed`` maps seqs to the hashes a checkpoint signed for them. After the last
+    batch, :meth:`finish` reports a stream shorter than a signed head.
+    """
+
+    def __init__(self, stream: str, signed: dict[int, str] | None = None) -> None:
+        self.stream = stream
+        self.signed = signed or {}
+        self.count = 0
+        self.fault: Fault | None = None
+        self._prev = GENESIS_HASH
+        self._sb = stream.encode()
+
+    def feed(self, rows: list[Row]) -> Fault | None:
+        """Check ``rows`` (continuing the previous batch); the first fault, if any."""
+        expected, prev, sb, signed = self.count, self._prev, self._sb, self.signed
+        sha = hashlib.sha256
+        for row in rows:
+            seq, type_, recorded_at, body, prev_hash, hash_ = row
+            try:
+                h = sha(
+                    b"%s\n%s\n%s\n%d\n%d\n%s"
+                    % (prev_hash.encode(), type_.encode(), sb, seq, recorded_at, body)
+                ).hexdigest()
+            except (TypeError, AttributeError):
+                h = ""
+            if h != hash_ or prev_hash != prev or seq != expected:
+                self.count = expected
+                self.fault = self._classify(row, h, prev, expected)
+                return self.fault
+            if signed and seq in signed and signed[seq] != h:
+                self.count = expected
+                detail = f"checkpoint signed {signed[seq]}, the log has {h}"
+                self.fault = Fault(kind="rewritten", stream=self.stream, seq=seq, detail=detail)
+                return self.fault
+            prev = h
+            expected += 1
+        self.count, self._prev = expected, prev
+        return None
+
+    def _classify(self, row: Row, h: str, prev: str, expected: int) -> Fault:
+        bad = _malformed(row)
+        if bad:
+            return Fault(kind="malformed", stream=self.stream, seq=expected, detail=bad)
+        seq, prev_hash, hash_ = row[0], row[4], row[5]
+        if seq != expected:
+            detail = f"expected seq {expected}, the next stored is {seq}"
+            return Fault(kind="missing", stream=self.stream, seq=expected, detail=detail)
+        kind = "modified" if prev_hash == prev else "unlinked" if h == hash_ else "moved"
+        return Fault(kind=kind, stream=self.stream, seq=seq, detail=KINDS[kind])
+
+    def finish(self) -> Fault | None:
+        """After the last row: a stream shorter than a signed head is truncated."""
+        if self.fault is None and self.signed and max(self.signed) >= self.count:
+            detail = (
+                f"a checkpoint signed seq {max(self.signed)}, the log ends before seq {self.count}"
+            )
+            self.fault = Fault(kind="truncated", stream=self.stream, seq=self.count, detail=detail)
+        return self.fault
 
 
 async def verify_stream(
@@ -72,43 +140,29 @@ async def verify_stream(
 ) -> tuple[int, Fault | None]:
     """Check one chain from seq 0, hashing the stored bytes; (events checked, fault).
 
-    ``signed`` maps seqs to the hashes a checkpoint signed for them.
+    ``signed`` maps seqs to the hashes a checkpoint signed for them. A store with a
+    ``check_chain(check, progress)`` method (the SQLite store) runs the check next to
+    its rows in a worker thread; others are read event by event.
     """
-    signed = signed or {}
-    expected, prev, count = 0, GENESIS_HASH, 0
-    sb = stream.encode()
-    sha = hashlib.sha256
+    check = ChainCheck(stream, signed)
+    native = getattr(store, "check_chain", None)
+    if native is not None:
+        await native(check, progress)
+        return check.count, check.finish()
+    batch: list[Row] = []
     async with closing(store.read(stream)) as events:
         async for e in events:
-            try:
-                h = sha(
-                    b"%s\n%s\n%s\n%d\n%d\n%s"
-                    % (e.prev_hash.encode(), e.type.encode(), sb, e.seq, e.recorded_at, e.body)
-                ).hexdigest()
-            except (TypeError, AttributeError):
-                h = ""
-            if h != e.hash or e.prev_hash != prev or e.seq != expected:
-                bad = _malformed(e)
-                if bad:
-                    return count, Fault(kind="malformed", stream=stream, seq=expected, detail=bad)
-                if e.seq != expected:
-                    detail = f"expected seq {expected}, the next stored is {e.seq}"
-                    return count, Fault(kind="missing", stream=stream, seq=expected, detail=detail)
-                kind = "modified" if e.prev_hash == prev else "unlinked" if h == e.hash else "moved"
-                return count, Fault(kind=kind, stream=stream, seq=e.seq, detail=KINDS[kind])
-            if e.seq in signed and signed[e.seq] != h:
-                detail = f"checkpoint signed {signed[e.seq]}, the log has {h}"
-                return count, Fault(kind="rewritten", stream=stream, seq=e.seq, detail=detail)
-            prev, expected = h, expected + 1
-            count += 1
-            if progress is not None and count % 4096 == 0:
-                progress(4096)
+            batch.append((e.seq, e.type, e.recorded_at, e.body, e.prev_hash, e.hash))
+            if len(batch) == 1024:
+                if check.feed(batch):
+                    return check.count, check.fault
+                if progress is not None:
+                    progress(len(batch))
+                batch = []
+    check.feed(batch)
     if progress is not None:
-        progress(count % 4096)
-    if signed and max(signed) >= expected:
-        detail = f"a checkpoint signed seq {max(signed)}, the log ends before seq {expected}"
-        return count, Fault(kind="truncated", stream=stream, seq=expected, detail=detail)
-    return count, None
+        progress(len(batch))
+    return check.count, check.finish()
 
 
 async def verify(
