@@ -16,6 +16,7 @@ from ._events import CODEC as CODEC
 from ._events import EVENT_TYPES as EVENT_TYPES
 from ._events import ApprovalRequested as ApprovalRequested
 from ._events import ApprovalResolved as ApprovalResolved
+from ._events import CatalogIndexed as CatalogIndexed
 from ._events import CatalogSnapshot as CatalogSnapshot
 from ._events import Event as Event
 from ._events import ModelFailed as ModelFailed
@@ -41,6 +42,8 @@ from ._host_tools import HostTool as HostTool
 from ._host_tools import HostToolError as HostToolError
 from ._host_tools import ToolContext as ToolContext
 from ._host_tools import ToolOutcome as ToolOutcome
+from ._index_log import INDEX_STREAM as INDEX_STREAM
+from ._index_log import record_index_run as record_index_run
 from ._loop import Agent as Agent
 from ._loop import RetryPolicy as RetryPolicy
 from ._loop import drive as drive
@@ -82,6 +85,7 @@ from ._transcript import transcript as transcript
 __all__ = [
     "CODEC",
     "EVENT_TYPES",
+    "INDEX_STREAM",
     "ActiveSkill",
     "Agent",
     "ApprovalDecision",
@@ -89,6 +93,7 @@ __all__ = [
     "ApprovalRequested",
     "ApprovalResolved",
     "Approver",
+    "CatalogIndexed",
     "CatalogSnapshot",
     "Clock",
     "Effects",
@@ -148,6 +153,7 @@ __all__ = [
     "fold_events",
     "parse_allowed_tools",
     "read_skill_file",
+    "record_index_run",
     "request_bytes",
     "request_hash",
     "resolve_in_root",

@@ -18,7 +18,7 @@ import msgspec
 from eventlog import Codec
 
 from ._model import ModelResponse
-from .skills import ManifestEntry
+from .skills import CatalogRecord, ManifestEntry
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -257,6 +257,15 @@ class SkillChanged(Event, frozen=True, kw_only=True):
     skill: SkillInfo | None = None
 
 
+class CatalogIndexed(Event, frozen=True, kw_only=True):
+    """One indexing run of the skill sources (stream ``skills-index``, not a session):
+    every skill found with its hash and status, what was rejected and why, what was
+    shadowed."""
+
+    event_type: ClassVar[str] = "catalog.indexed"
+    record: CatalogRecord
+
+
 class SessionEnded(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "session.ended"
     reason: Literal["completed", "max_turns", "error", "cancelled"]
@@ -283,6 +292,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ResourceRead,
     ScriptExecuted,
     SkillChanged,
+    CatalogIndexed,
     SessionEnded,
 )
 

@@ -45,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "list", help="list skills: ✓ enabled, ○ disabled, ✗ unavailable (with the reason)"
     )
     p.add_argument("--json", action="store_true", help="print the catalog record as JSON")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="also record this indexing run in the event log (stream skills-index of --db)",
+    )
     p = sub.add_parser("show", help="show one skill's entry and SKILL.md body")
     p.add_argument("name")
     p = sub.add_parser("validate", help="validate skill directories (or SKILL.md files)")
@@ -106,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         return _toggle(args.name, action == "enable", config, cfg_file)
     catalog = _catalog(args, config)
     if action == "list":
+        if args.record:
+            _record(catalog, args.db or os.environ.get("SKILLOG_DB") or "skillog.db")
         return _list(catalog, as_json=args.json)
     if action == "show":
         return _show(catalog, args.name)
@@ -128,6 +135,22 @@ def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
         return build_catalog(sources, config=config, index=index)
     finally:
         index.close()
+
+
+def _record(catalog: Catalog, db: str) -> None:
+    # Imported here: the runtime's event catalog imports this package.
+    import trio
+
+    from eventlog import open_sqlite_store
+
+    from .._index_log import record_index_run
+
+    async def record() -> None:
+        async with open_sqlite_store(db) as store:
+            event = await record_index_run(store, catalog)
+        print(f"recorded indexing run as {event.stream} seq {event.seq}", file=sys.stderr)
+
+    trio.run(record)
 
 
 def _validate(paths: list[str], *, strict: bool) -> int:

@@ -1,0 +1,57 @@
+"""Indexing runs recorded in the log, through the library and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eventlog import MemoryStore, open_sqlite_store, verify
+from orchestrator._cli import main
+from orchestrator._events import CODEC, CatalogIndexed
+from orchestrator._index_log import INDEX_STREAM, record_index_run
+from orchestrator.skills import SkillSource, Tier, build_catalog
+
+
+def write(root: Path, name: str, description: str = "Does things.") -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "SKILL.md").write_text(
+        f"---\nname: {name}\ndescription: {description}\n---\nx\n"
+    )
+
+
+async def test_runs_chain_in_their_own_stream(tmp_path: Path) -> None:
+    write(tmp_path, "good")
+    write(tmp_path, "Bad_Name")
+    catalog = build_catalog([SkillSource(path=str(tmp_path), tier=Tier.USER, label="t")])
+    store = MemoryStore()
+    first = await record_index_run(store, catalog, clock=lambda: 1)
+    second = await record_index_run(store, catalog, clock=lambda: 2)
+    assert (first.stream, first.seq, second.seq) == (INDEX_STREAM, 0, 1)
+    body = CODEC.decode(second)
+    assert isinstance(body, CatalogIndexed)
+    assert [e.name for e in body.record.entries] == ["good"]
+    assert body.record.entries[0].hash == catalog.entries[0].hash
+    (rejected,) = body.record.rejected
+    assert rejected.path.endswith("Bad_Name") and rejected.problems
+    assert (await verify(store)).ok
+
+
+def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    write(project / ".agents" / "skills", "notes")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    db = tmp_path / "s.db"
+    args = ["skills", "--config", str(tmp_path / "none.yaml"), "--db", str(db)]
+    assert main([*args, "--project", str(project), "list", "--record"]) == 0
+
+    async def check() -> None:
+        async with open_sqlite_store(db) as store:
+            events = [e async for e in store.read(INDEX_STREAM)]
+        (event,) = events
+        body = CODEC.decode(event)
+        assert isinstance(body, CatalogIndexed) and body.record.entries[0].name == "notes"
+
+    import trio
+
+    trio.run(check)
