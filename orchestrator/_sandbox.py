@@ -137,6 +137,9 @@ def build_bwrap_argv(
         "--cap-drop",
         "ALL",
     ]
+    # The private /tmp first: binds below land on top of it, so an interpreter prefix or
+    # virtualenv that lives under /tmp on the host (a CI checkout) stays visible.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", SANDBOX_TMP]
     for path in layout.binds:
         argv += ["--ro-bind", path, path]
     for path, target in layout.links:
@@ -146,12 +149,6 @@ def build_bwrap_argv(
     for path in layout.prefixes:
         argv += ["--ro-bind", path, path]
     argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        SANDBOX_TMP,
         "--ro-bind",
         skill_root,
         SKILL_MOUNT,

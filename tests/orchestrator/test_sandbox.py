@@ -417,3 +417,13 @@ async def test_cancelling_the_caller_kills_grandchildren_that_left_the_group(
         nursery.cancel_scope.cancel()
     await trio.sleep(1.0)
     assert reports(listener, seen) == ["started"]
+
+
+def test_private_tmp_is_mounted_before_the_binds() -> None:
+    # A virtualenv or interpreter under /tmp on the host (a CI checkout in /tmp) must stay
+    # visible: bwrap applies mounts in order, so the tmpfs must come first.
+    args = argv(layout=HostLayout(links=(), binds=("/usr",), prefixes=("/tmp/ci/.venv",)))
+    tmpfs = args.index("--tmpfs")
+    binds = [i for i, a in enumerate(args) if a == "--ro-bind"]
+    assert all(i > tmpfs for i in binds)
+    assert ("/tmp/ci/.venv", "/tmp/ci/.venv") in pairs(args, "--ro-bind")
