@@ -6,6 +6,13 @@ Each append's ``expected_seq`` is still checked on its own, so a conflicting app
 fails alone. If the batch's transaction fails as a whole (disk full, I/O error, or the
 primary key catching a fork), it is rolled back and its appends are retried one per
 transaction, so every caller gets its own outcome.
+
+The writer remembers each stream's head (length, last hash) and the next position as of
+its last commit, so a batch costs no lookups. That is only sound while nobody else
+writes: each transaction first reads ``PRAGMA data_version`` (it changes when another
+connection has committed), and the memory is dropped when it changed, after any
+:class:`CallRequest` (which may write events through this connection) and after any
+failed transaction.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from ._sqlite_db import translate
 from ._types import Event, NewEvent
 
 MAX_BATCH = 4096
+#: Heads remembered at most; past this the memory is dropped and refilled on demand.
+MAX_HEADS = 65_536
 _STOP = object()
 
 INSERT_EVENT = (
@@ -76,6 +85,11 @@ class Writer:
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.closed = False
+        # As of this connection's last commit: stream -> (length, last hash), and the
+        # position the next event gets (None: unknown, read it in the next transaction).
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._position: int | None = None
+        self._data_version = -1
 
     def submit(self, request: Request) -> None:
         if self.closed:
@@ -157,15 +171,39 @@ class Writer:
     def _call(self, request: CallRequest) -> None:
         assert request.fn is not None
         fn = request.fn
+        # ``fn`` may append through this connection (an import), which data_version
+        # does not report: forget the heads whatever happens.
+        self._forget()
         try:
             request.result = self._transaction(request.doing, lambda: fn(self._conn))
         except Exception as e:  # delivered to the caller, re-raised there
             request.error = e
 
+    def _forget(self) -> None:
+        self._heads.clear()
+        self._position = None
+
+    def _check_memory(self) -> int:
+        """Inside a write transaction: the next position, forgetting heads if stale."""
+        conn = self._conn
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        if version != self._data_version or len(self._heads) > MAX_HEADS:
+            # Another connection committed since our last transaction (or the memory
+            # grew too big): what we remember may be behind the file.
+            self._data_version = version
+            self._forget()
+        if self._position is None:
+            sql = "SELECT COALESCE(MAX(position), 0) + 1 FROM events"
+            (self._position,) = conn.execute(sql).fetchone()
+        return self._position
+
     def _commit_appends(self, requests: Sequence[AppendRequest]) -> None:
+        heads: dict[str, tuple[int, str]] = {}
         try:
-            self._transaction("appending", lambda: self._insert(requests))
+            position = self._transaction("appending", lambda: self._insert(requests, heads))
         except Exception as e:
+            # Rolled back (or, if COMMIT itself failed, unknown): trust the file again.
+            self._forget()
             if not isinstance(e, EventLogError):  # pragma: no cover - a bug, not input
                 e = StoreError(f"database {self._path}: appending failed: {e!r}")
             if len(requests) > 1:
@@ -183,6 +221,10 @@ class Writer:
             else:
                 r.error = e
             r.result = None
+            return
+        # Committed: the batch's heads are the file's heads now.
+        self._heads.update(heads)
+        self._position = position
 
     def _head(self, stream: str) -> int:
         try:
@@ -193,10 +235,11 @@ class Writer:
             return -1
         return 0 if row is None else int(row[0]) + 1
 
-    def _insert(self, requests: Sequence[AppendRequest]) -> None:
+    def _insert(self, requests: Sequence[AppendRequest], heads: dict[str, tuple[int, str]]) -> int:
+        """Insert the batch's rows; fills ``heads`` and returns the next position."""
         conn = self._conn
-        (position,) = conn.execute("SELECT COALESCE(MAX(position), 0) + 1 FROM events").fetchone()
-        heads: dict[str, tuple[int, str]] = {}
+        position = self._check_memory()
+        known = self._heads
         rows: list[tuple[object, ...]] = []
         blob_rows: list[tuple[str, bytes]] = []
         for r in requests:
@@ -204,27 +247,30 @@ class Writer:
             if not r.events:  # a put_blob
                 blob_rows.extend((blob_digest(b), b) for b in r.blobs)
                 continue
-            head = heads.get(r.stream)
+            stream = r.stream
+            head = heads.get(stream) or known.get(stream)
             if head is None:
                 row = conn.execute(
                     "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
-                    (r.stream,),
+                    (stream,),
                 ).fetchone()
                 head = (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
             length, prev = head
             if r.expected_seq != length:
-                r.error = ConcurrencyError(r.stream, r.expected_seq, length)
+                r.error = ConcurrencyError(stream, r.expected_seq, length)
                 continue
-            events: list[Event] = build_events(r.stream, prev, length, position, r.events)
+            events: list[Event] = build_events(stream, prev, length, position, r.events)
             position += len(events)
-            heads[r.stream] = (length + len(events), events[-1].hash)
+            heads[stream] = (length + len(events), events[-1].hash)
             rows.extend(
                 (e.stream, e.seq, e.position, e.type, e.recorded_at, e.body, e.prev_hash, e.hash)
                 for e in events
             )
-            blob_rows.extend((blob_digest(b), b) for b in r.blobs)
+            if r.blobs:
+                blob_rows.extend((blob_digest(b), b) for b in r.blobs)
             r.result = tuple(events)
         # executemany: one prepared statement for the whole batch is the hot path.
         conn.executemany(INSERT_EVENT, rows)
         if blob_rows:
             conn.executemany(INSERT_BLOB, blob_rows)
+        return position

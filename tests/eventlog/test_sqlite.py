@@ -209,3 +209,61 @@ async def test_bad_synchronous_mode_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="synchronous"):
         async with open_sqlite_store(tmp_path / "x.db", synchronous="OFF"):
             pass
+
+
+async def test_appends_see_commits_by_another_connection(tmp_path: Path) -> None:
+    # The writer remembers heads between batches; a commit by anyone else must make it
+    # look again (PRAGMA data_version): the right expected_seq succeeds at once and a
+    # stale one is a conflict, not a fork.
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store, open_sqlite_store(db) as other:
+        await store.append("s", [ev(0)], expected_seq=0)
+        await other.append("s", [ev(1)], expected_seq=1)
+        (e,) = await store.append("s", [ev(2)], expected_seq=2)
+        assert e.position == 3
+        await other.append("s", [ev(3)], expected_seq=3)
+        with pytest.raises(ConcurrencyError):
+            await store.append("s", [ev(3)], expected_seq=3)
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            conn.execute(
+                "INSERT INTO events (stream, seq, position, type, recorded_at, body, "
+                "prev_hash, hash) SELECT 's', 4, 10, 't', 4, x'7b7d', hash, hash "
+                "FROM events WHERE seq = 3"
+            )
+        finally:
+            conn.close()
+        (e,) = await store.append("s", [ev(5)], expected_seq=5)
+        assert e.position == 11
+
+
+async def test_appends_after_a_write_through_the_writer_see_it(tmp_path: Path) -> None:
+    # call_in_writer shares the writer's connection, which data_version does not see.
+    async with open_sqlite_store(tmp_path / "x.db") as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+
+        def sneak(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO events (stream, seq, position, type, recorded_at, body, "
+                "prev_hash, hash) SELECT 's', 1, 5, 't', 1, x'7b7d', hash, hash "
+                "FROM events WHERE seq = 0"
+            )
+
+        await store.call_in_writer(sneak)
+        (e,) = await store.append("s", [ev(2)], expected_seq=2)
+        assert (e.seq, e.position) == (2, 6)
+        with pytest.raises(ConcurrencyError):
+            await store.append("s", [ev(2)], expected_seq=2)
+
+
+async def test_a_failed_batch_leaves_no_trace_in_later_appends(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0, 2000)], expected_seq=0)
+    pages = sqlite3.connect(db).execute("PRAGMA page_count").fetchone()[0]
+    async with open_sqlite_store(db, max_pages=pages + 2) as store:
+        with pytest.raises(DatabaseFullError):
+            await store.append("s", [ev(i, 2000) for i in range(1, 40)], expected_seq=1)
+        (e,) = await store.append("s", [ev(1)], expected_seq=1)
+        assert (e.seq, e.position) == (1, 2)
+        assert (await verify(store)).ok
