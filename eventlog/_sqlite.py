@@ -16,7 +16,7 @@ from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import blob_digest, check_blobs, check_int, check_name, check_new_events
 from ._snapshot import Snapshot
 from ._sqlite_db import SYNCHRONOUS, check_file, check_readable, connect, migrate, translate
-from ._sqlite_writer import AppendRequest, CallRequest, Request, Writer
+from ._sqlite_writer import AppendRequest, CallRequest, Request, Writer, wait_for_outcome
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 
@@ -74,12 +74,11 @@ class SqliteStore:
             raise ReadOnlyDatabaseError(
                 f"database {self.path}: opened read-only; open it without readonly=True to write"
             )
+        request.task = trio.lowlevel.current_task()
         self._writer.submit(request)
-        # Shielded: once queued the write happens, so the caller learns its outcome
-        # rather than leaving "maybe committed" behind. The writer's work is bounded
-        # (busy timeout), so this cannot hang.
-        with trio.CancelScope(shield=True):
-            await request.done.wait()
+        # No checkpoint between submit and the wait: the writer's delivery runs in this
+        # trio thread, so it always finds the task parked.
+        await wait_for_outcome(request)
         if request.error is not None:
             raise request.error
         return request.result

@@ -21,7 +21,7 @@ import contextlib
 import queue
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +44,16 @@ INSERT_EVENT = (
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
-    """One unit of work for the writer; ``done`` is set (in trio) when it has an outcome."""
+    """One unit of work for the writer; ``task`` is rescheduled when it has an outcome."""
 
-    done: trio.Event = field(default_factory=trio.Event)
+    task: trio.lowlevel.Task | None = None
     result: Any = None
     error: BaseException | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class AppendRequest(Request):
     stream: str = ""
     events: Sequence[NewEvent] = ()
@@ -61,12 +61,28 @@ class AppendRequest(Request):
     blobs: Sequence[bytes] = ()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CallRequest(Request):
     """Run ``fn(conn)`` inside its own write transaction (imports, snapshots)."""
 
     fn: Callable[[sqlite3.Connection], Any] | None = None
     doing: str = "writing"
+
+
+def _no_abort(_: Any) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED
+
+
+async def wait_for_outcome(request: Request) -> None:
+    """Park the current task until the writer has delivered ``request``'s outcome.
+
+    Uncancellable, like a shielded scope: once queued the write happens, so the caller
+    learns its outcome rather than leaving "maybe committed" behind (a pending
+    cancellation is raised at the caller's next checkpoint). The writer's work is
+    bounded (busy timeout), so this cannot hang. Lower level than a ``trio.Event`` per
+    append, which showed up in profiles of 64 concurrent writers.
+    """
+    await trio.lowlevel.wait_task_rescheduled(_no_abort)
 
 
 class Writer:
@@ -145,8 +161,10 @@ class Writer:
 
     def _deliver(self, batch: list[Request]) -> None:
         def finish() -> None:
+            reschedule = trio.lowlevel.reschedule
             for r in batch:
-                r.done.set()
+                if r.task is not None:
+                    reschedule(r.task)
             self._on_commit()
 
         # RunFinishedError: the trio run is gone, so nobody is left waiting.

@@ -267,3 +267,23 @@ async def test_a_failed_batch_leaves_no_trace_in_later_appends(tmp_path: Path) -
         (e,) = await store.append("s", [ev(1)], expected_seq=1)
         assert (e.seq, e.position) == (1, 2)
         assert (await verify(store)).ok
+
+
+async def test_a_cancelled_append_still_learns_its_outcome(tmp_path: Path) -> None:
+    # Once queued the write happens, so the wait for it is not cancellable: the caller
+    # gets its events and the cancellation at its next checkpoint.
+    async with open_sqlite_store(tmp_path / "x.db") as store:
+        seqs: list[int] = []
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            seqs.extend(e.seq for e in await store.append("s", [ev(0)], expected_seq=0))
+            await trio.lowlevel.checkpoint()
+            seqs.append(-1)  # not reached
+        assert scope.cancelled_caught
+        assert seqs == [0]
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            with pytest.raises(ConcurrencyError):
+                await store.append("s", [ev(0)], expected_seq=0)
+        head = await store.head("s")
+        assert head is not None and head.seq == 0
