@@ -117,26 +117,14 @@ class SessionMapper:
         self._output_tokens = 0
         self._spans: list[SpanData] = []
         self._measurements: list[Measurement] = []
-        self._handlers: dict[type[Any], Callable[[Any, Event], None]] = {
-            SessionStarted: self._session_started,
-            SessionForked: self._session_forked,
-            CatalogSnapshot: self._catalog,
-            PromptRendered: self._prompt_rendered,
-            ModelResponded: self._model_responded,
-            ModelFailed: self._model_failed,
-            ToolCalled: self._tool_called,
-            ToolCompleted: self._tool_completed,
-            PolicyDenied: self._policy_denied,
-            ApprovalRequested: self._approval_requested,
-            ApprovalResolved: self._approval_resolved,
-            SkillActivated: self._skill_activated,
-            SkillDeactivated: self._skill_deactivated,
-            SkillActivationFailed: self._activation_failed,
-            ResourceRead: self._resource_read,
-            ScriptExecuted: self._script_executed,
-            SkillChanged: self._skill_changed,
-            SessionEnded: self._session_ended,
-        }
+        # Attribute dicts that repeat within a session, built once: templates for span
+        # attributes (copied, as spans mutate theirs) and the measurements' attributes
+        # (shared: measurements are never mutated). Cleared when what they hold changes.
+        self._chat_template: Attributes | None = None
+        self._model_metrics: dict[str, tuple[Attributes, Attributes, Attributes]] = {}
+        self._tool_metrics: dict[tuple[str, str | None], Attributes] = {}
+        self._skill_templates: dict[str, Attributes] = {}
+        self._skill_metrics: dict[str, Attributes] = {}
 
     # -- driving ---------------------------------------------------------------------
 
@@ -144,13 +132,15 @@ class SessionMapper:
         """Apply the next event of the session; the spans it finished and its measurements."""
         if self._root is None:
             self._open_root(event)
+        if event.type.partition("@")[0] not in _HANDLED:
+            return [], []  # nothing maps it (a user message, a type from a newer skillog)
         try:
             body = CODEC.decode(event)
         except UnknownEventTypeError:
             return [], []
-        handler = self._handlers.get(type(body))
+        handler = _HANDLERS.get(type(body))
         if handler is not None:
-            handler(body, event)
+            handler(self, body, event)
         spans, self._spans = self._spans, []
         measurements, self._measurements = self._measurements, []
         return spans, measurements
@@ -170,9 +160,6 @@ class SessionMapper:
                 sc.OI_KIND: "AGENT",
             },
         )
-
-    def _common(self) -> Attributes:
-        return {sc.CONVERSATION_ID: self.stream or "", sc.SESSION_ID: self.stream or ""}
 
     def _close(
         self,
@@ -237,10 +224,29 @@ class SessionMapper:
         )
 
     def _skill_attrs(self, name: str) -> Attributes:
-        attrs: Attributes = {sc.SKILL_NAME: name}
-        known = self._skills.get(name)
-        if known is not None:
-            attrs[sc.SKILL_HASH], attrs[sc.SKILL_SOURCE], attrs[sc.SKILL_TRUST_TIER] = known
+        """A new dict of the skill's attributes (callers add to it)."""
+        template = self._skill_templates.get(name)
+        if template is None:
+            template = {sc.SKILL_NAME: name}
+            known = self._skills.get(name)
+            if known is not None:
+                (
+                    template[sc.SKILL_HASH],
+                    template[sc.SKILL_SOURCE],
+                    template[sc.SKILL_TRUST_TIER],
+                ) = known
+            self._skill_templates[name] = template
+        return template.copy()
+
+    def _know_skill(self, name: str, info: tuple[str, str, str]) -> None:
+        if self._skills.get(name) != info:
+            self._skills[name] = info
+            self._skill_templates.pop(name, None)
+
+    def _skill_metric(self, name: str) -> Attributes:
+        attrs = self._skill_metrics.get(name)
+        if attrs is None:
+            attrs = self._skill_metrics[name] = {sc.SKILL_NAME: name}
         return attrs
 
     # -- session ---------------------------------------------------------------------
@@ -249,6 +255,8 @@ class SessionMapper:
         assert self._root is not None
         self._agent, self._provider, self._model = body.agent, body.provider, body.model
         self._max_tokens = body.max_tokens
+        self._chat_template = None
+        self._model_metrics.clear()
         self._root.name = f"invoke_agent {body.agent}" if body.agent else "invoke_agent"
         attrs = self._root.attributes
         attrs[sc.AGENT_NAME] = body.agent
@@ -265,7 +273,7 @@ class SessionMapper:
 
     def _catalog(self, body: CatalogSnapshot, event: Event) -> None:
         for skill in body.skills:
-            self._skills[skill.name] = (skill.hash, skill.source, skill.tier)
+            self._know_skill(skill.name, (skill.hash, skill.source, skill.tier))
         self._annotate(
             None,
             "skillog.catalog.snapshot",
@@ -278,7 +286,7 @@ class SessionMapper:
 
     def _skill_changed(self, body: SkillChanged, event: Event) -> None:
         if body.skill is not None:
-            self._skills[body.name] = (body.skill.hash, body.skill.source, body.skill.tier)
+            self._know_skill(body.name, (body.skill.hash, body.skill.source, body.skill.tier))
         attrs: Attributes = {sc.SKILL_NAME: body.name}
         if body.old_hash:
             attrs["skillog.skill.old_hash"] = body.old_hash
@@ -322,11 +330,18 @@ class SessionMapper:
                 self._chat, event.recorded_at, self._root_id(), self._chat_failure or UNFINISHED
             )
         self._turns = max(self._turns, body.turn)
-        attrs = self._model_attrs()
-        attrs.update(self._common())
-        attrs[sc.REQUEST_MAX_TOKENS] = self._max_tokens
-        attrs[sc.OI_KIND] = "LLM"
-        attrs[sc.OI_MODEL] = self._model
+        template = self._chat_template
+        if template is None:
+            stream = self.stream or ""
+            template = self._chat_template = {
+                **self._model_attrs(),
+                sc.CONVERSATION_ID: stream,
+                sc.SESSION_ID: stream,
+                sc.REQUEST_MAX_TOKENS: self._max_tokens,
+                sc.OI_KIND: "LLM",
+                sc.OI_MODEL: self._model,
+            }
+        attrs = template.copy()
         attrs["skillog.turn"] = body.turn
         attrs["skillog.request_hash"] = body.request_hash
         if self.content:
@@ -360,12 +375,11 @@ class SessionMapper:
         usage = response.usage
         self._input_tokens += usage.input_tokens
         self._output_tokens += usage.output_tokens
-        metric = self._model_attrs()
-        if response.model:
-            metric[sc.RESPONSE_MODEL] = response.model
-        self._measure(sc.M_OPERATION_DURATION, body.duration_ms / 1000, metric)
-        self._measure(sc.M_TOKEN_USAGE, usage.input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
-        self._measure(sc.M_TOKEN_USAGE, usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
+        if self._metrics:
+            metric, input_, output = self._response_metrics(response.model)
+            self._measure(sc.M_OPERATION_DURATION, body.duration_ms / 1000, metric)
+            self._measure(sc.M_TOKEN_USAGE, usage.input_tokens, input_)
+            self._measure(sc.M_TOKEN_USAGE, usage.output_tokens, output)
         chat, self._chat = self._chat, None
         if chat is None:
             return
@@ -382,6 +396,21 @@ class SessionMapper:
         if self.content:
             attrs[sc.OUTPUT_MESSAGES] = _content.output_messages(response)
         self._close(chat, event.recorded_at, self._root_id())
+
+    def _response_metrics(self, model: str) -> tuple[Attributes, Attributes, Attributes]:
+        """Attributes of a response's duration and of its input and output token usage."""
+        cached = self._model_metrics.get(model)
+        if cached is None:
+            metric = self._model_attrs()
+            if model:
+                metric[sc.RESPONSE_MODEL] = model
+            cached = (
+                metric,
+                {**metric, sc.TOKEN_TYPE: "input"},
+                {**metric, sc.TOKEN_TYPE: "output"},
+            )
+            self._model_metrics[model] = cached
+        return cached
 
     def _model_failed(self, body: ModelFailed, event: Event) -> None:
         error = _error_type(body.kind)
@@ -415,6 +444,7 @@ class SessionMapper:
     # -- tool calls ------------------------------------------------------------------
 
     def _tool_called(self, body: ToolCalled, event: Event) -> None:
+        stream = self.stream or ""
         attrs: Attributes = {
             sc.OPERATION: "execute_tool",
             sc.TOOL_NAME: body.tool,
@@ -424,8 +454,9 @@ class SessionMapper:
             sc.OI_KIND: "TOOL",
             sc.OI_TOOL_NAME: body.tool,
             "skillog.turn": body.turn,
+            sc.CONVERSATION_ID: stream,
+            sc.SESSION_ID: stream,
         }
-        attrs.update(self._common())
         if body.skills:
             attrs["skillog.active_skills"] = tuple(body.skills)
         if self.content:
@@ -443,10 +474,14 @@ class SessionMapper:
 
     def _tool_completed(self, body: ToolCompleted, event: Event) -> None:
         error = _error_type(body.error_type) if body.is_error else None
-        metric: Attributes = {sc.TOOL_NAME: body.tool}
-        if error is not None:
-            metric[sc.ERROR_TYPE] = error
-        self._measure(sc.M_TOOL_CALLS, 1, metric)
+        if self._metrics:
+            metric = self._tool_metrics.get((body.tool, error))
+            if metric is None:
+                metric = {sc.TOOL_NAME: body.tool}
+                if error is not None:
+                    metric[sc.ERROR_TYPE] = error
+                self._tool_metrics[body.tool, error] = metric
+            self._measure(sc.M_TOOL_CALLS, 1, metric)
         span = self._tools.pop(body.call_id, None)
         if span is None:
             return
@@ -493,7 +528,7 @@ class SessionMapper:
     # -- skills ----------------------------------------------------------------------
 
     def _skill_activated(self, body: SkillActivated, event: Event) -> None:
-        self._skills[body.name] = (body.hash, body.source, body.tier)
+        self._know_skill(body.name, (body.hash, body.source, body.tier))
         attrs = self._skill_attrs(body.name)
         attrs["skillog.skill.mode"] = body.mode
         attrs["skillog.skill.trigger"] = body.trigger
@@ -519,7 +554,7 @@ class SessionMapper:
         self._annotate(
             body.call_id, "gen_ai.skill.activation_failed", event, attrs, skill=body.name
         )
-        self._measure(sc.M_ACTIVATION_FAILURES, 1, {sc.SKILL_NAME: body.name})
+        self._measure(sc.M_ACTIVATION_FAILURES, 1, self._skill_metric(body.name))
 
     def _resource_read(self, body: ResourceRead, event: Event) -> None:
         attrs = self._skill_attrs(body.skill)
@@ -527,7 +562,7 @@ class SessionMapper:
         attrs["skillog.resource.size"] = body.size
         attrs["skillog.resource.digest"] = body.digest
         self._annotate(body.call_id, "skillog.resource.read", event, attrs, skill=body.skill)
-        self._measure(sc.M_RESOURCE_READS, 1, {sc.SKILL_NAME: body.skill})
+        self._measure(sc.M_RESOURCE_READS, 1, self._skill_metric(body.skill))
 
     def _script_executed(self, body: ScriptExecuted, event: Event) -> None:
         outcome = _script_outcome(body)
@@ -555,6 +590,32 @@ class SessionMapper:
             self._measure(sc.M_SCRIPT_FAILURES, 1, metric)
         if body.refused is None:
             self._measure(sc.M_SCRIPT_DURATION, body.duration_ms / 1000, metric)
+
+
+_HANDLERS: dict[type[Any], Callable[[SessionMapper, Any, Event], None]] = {
+    SessionStarted: SessionMapper._session_started,
+    SessionForked: SessionMapper._session_forked,
+    CatalogSnapshot: SessionMapper._catalog,
+    PromptRendered: SessionMapper._prompt_rendered,
+    ModelResponded: SessionMapper._model_responded,
+    ModelFailed: SessionMapper._model_failed,
+    ToolCalled: SessionMapper._tool_called,
+    ToolCompleted: SessionMapper._tool_completed,
+    PolicyDenied: SessionMapper._policy_denied,
+    ApprovalRequested: SessionMapper._approval_requested,
+    ApprovalResolved: SessionMapper._approval_resolved,
+    SkillActivated: SessionMapper._skill_activated,
+    SkillDeactivated: SessionMapper._skill_deactivated,
+    SkillActivationFailed: SessionMapper._activation_failed,
+    ResourceRead: SessionMapper._resource_read,
+    ScriptExecuted: SessionMapper._script_executed,
+    SkillChanged: SessionMapper._skill_changed,
+    SessionEnded: SessionMapper._session_ended,
+}
+"""Which method folds each event body type; other types produce nothing."""
+
+#: Type tags (without schema version) that some handler maps; others are skipped undecoded.
+_HANDLED = frozenset(CODEC.type_of(cls).partition("@")[0] for cls in _HANDLERS)
 
 
 def map_session(
