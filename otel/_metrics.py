@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, NamedTuple
 
+from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 
 from . import _semconv as sc
@@ -89,7 +90,9 @@ class MetricsRecorder:
                     explicit_bucket_boundaries_advisory=spec.buckets,
                 ).record
 
-    def record(self, measurements: Iterable[Measurement]) -> None:
-        """Add each measurement to its instrument."""
+    def record(self, measurements: Iterable[Measurement], context: Context | None = None) -> None:
+        """Add each measurement to its instrument, in ``context`` (None: the current one,
+        which the SDK consults for exemplars)."""
+        instruments = self._instruments
         for m in measurements:
-            self._instruments[m.instrument](m.value, m.attributes)
+            instruments[m.instrument](m.value, m.attributes, context)

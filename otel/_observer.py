@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterable
 
+import trio
+import trio.testing
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -14,21 +19,33 @@ from opentelemetry.trace import SpanKind
 
 from eventlog import Event
 
+from ._errors import OtelError
 from ._mapping import BlobLookup, SessionMapper
 from ._metrics import MetricsRecorder
 from ._sdk import default_resource, span_processor_of, to_readable
 
 _log = logging.getLogger("skillog.otel")
 
+#: How long the trio loop must have had nothing to do before a deferred observer maps
+#: queued events. Not zero on purpose: when the runtime starts awaiting an append, the
+#: SQLite writer thread still needs the GIL to build and insert its rows before it
+#: blocks in fsync; mapping at that instant would hold the GIL and delay the commit by
+#: as much as it saves. A millisecond of idle (the finest an epoll wait resolves) means
+#: the writer is in fsync or done, or the runtime is waiting on a model or a script.
+IDLE_CUSHION_S = 0.001
+
+#: Default bound of a deferred observer's queue (see ``max_pending``).
+MAX_PENDING = 4096
+
 
 class OtelObserver:
     """Exports a session's spans and metrics while it runs; pass it to the runtime.
 
-    Call it with every committed event, in append order, from one thread (the
+    Call it with every committed event, in append order, from the trio thread (the
     runtime's observer contract: ``Callable[[eventlog.Event], None]``, invoked after
     each append commits). It feeds the same mapping as offline export, so the spans
     carry the same ids and recorded timestamps as a later ``skillog otel export`` of
-    the log. A span is handed to the span processors when its closing event arrives
+    the log. A span is handed to the span processors when its closing event is mapped
     (the root at ``session.ended``); use a ``BatchSpanProcessor`` so exporting never
     blocks the agent loop.
 
@@ -39,6 +56,16 @@ class OtelObserver:
     ``meter_provider`` defaults to the global one. ``content=True`` opts into message
     content; ``blobs`` is a synchronous lookup for prompt blobs (without it, content
     covers responses and tool arguments/results but not the prompt history).
+
+    By default each call maps and exports at once, on the runtime's turn. With
+    ``deferred=True`` a call only queues the event, and :meth:`run`, started in the
+    embedding program's nursery (``await nursery.start(observer.run)``), maps and
+    exports queued events while the trio loop is idle: the spans and measurements are
+    the same, in the same order, only later. If ``max_pending`` events are queued, a
+    call maps the oldest one itself before queueing (nothing is dropped and the
+    runtime never waits on the queue); while :meth:`run` is not running, calls map
+    synchronously. When :meth:`run` ends (cancelled, or its nursery exits) it maps
+    whatever is still queued before returning.
 
     The observer never raises into the runtime: a failure is logged to the
     ``skillog.otel`` logger and counted in :attr:`errors`.
@@ -52,7 +79,11 @@ class OtelObserver:
         span_processor: SpanProcessor | None = None,
         content: bool = False,
         blobs: BlobLookup | None = None,
+        deferred: bool = False,
+        max_pending: int = MAX_PENDING,
     ) -> None:
+        if max_pending < 1:
+            raise OtelError(f"OtelObserver: max_pending must be at least 1, got {max_pending}")
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         self._sampler = None
         self._resource: Resource = default_resource()
@@ -71,11 +102,88 @@ class OtelObserver:
         self._skipped: set[str] = set()
         self.errors = 0
         """Events whose telemetry failed (logged to the ``skillog.otel`` logger)."""
+        self._deferred = deferred
+        self._max_pending = max_pending
+        # Each event with the OTel context current when the runtime reported it, so
+        # measurements see the same context (exemplars) as when mapped at once.
+        self._pending: deque[tuple[Event, Context]] = deque()
+        self._running = False
+        self._wakeup: trio.Event | None = None
+        self._warned_not_running = False
+
+    @property
+    def deferred(self) -> bool:
+        """Whether calls queue events for :meth:`run` (else they map at once)."""
+        return self._deferred
+
+    @property
+    def pending(self) -> int:
+        """Events queued for :meth:`run` and not mapped yet (always 0 unless deferred)."""
+        return len(self._pending)
 
     def __call__(self, event: Event) -> None:
-        """Map one committed event and export whatever it finished."""
+        """Map one committed event and export whatever it finished; deferred, queue it."""
+        if not self._running:
+            if self._deferred and not self._warned_not_running:
+                self._warned_not_running = True
+                _log.warning(
+                    "deferred OtelObserver called while its run() is not running: mapping "
+                    "synchronously; start it with `await nursery.start(observer.run)`"
+                )
+            self._process(event, None)
+            return
+        pending = self._pending
+        if len(pending) >= self._max_pending:
+            self._process(*pending.popleft())  # full: pay for the oldest now, keep order
+        pending.append((event, otel_context.get_current()))
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Map and export queued events while the trio loop is idle; runs until cancelled.
+
+        Start it with ``await nursery.start(observer.run)`` before the runtime appends;
+        it reports started once calls are being queued. Queued events are mapped, in
+        order, once the loop has had no runnable task for a millisecond, yielding to
+        other tasks between events; on exit everything still queued is mapped before
+        this returns, so cancelling it loses nothing."""
+        if not self._deferred:
+            raise OtelError(
+                "OtelObserver.run() serves deferred mode; construct the observer with "
+                "deferred=True (without it every call maps synchronously)"
+            )
+        if self._running:
+            raise OtelError("OtelObserver.run() is already running; start it once")
+        self._running = True
+        pending = self._pending
         try:
-            self._observe(event, emit=True)
+            task_status.started()
+            while True:
+                if not pending:
+                    wakeup = self._wakeup = trio.Event()
+                    await wakeup.wait()
+                # trio's public way to learn that the loop is idle (it lives in
+                # trio.testing but is plain run-loop API, not a test double).
+                await trio.testing.wait_all_tasks_blocked(IDLE_CUSHION_S)
+                while pending:
+                    self._process(*pending.popleft())
+                    await trio.lowlevel.checkpoint()
+        finally:
+            self._running = False
+            self._wakeup = None
+            # Synchronous, so a cancellation cannot interrupt it: nothing queued is lost.
+            self._drain()
+
+    def _drain(self) -> None:
+        pending = self._pending
+        while pending:
+            self._process(*pending.popleft())
+
+    def _process(self, event: Event, context: Context | None) -> None:
+        try:
+            self._observe(event, emit=True, context=context)
         except Exception:
             self.errors += 1
             _log.exception(
@@ -89,10 +197,11 @@ class OtelObserver:
         """Rebuild a session's mapping state from the events it already has, without
         exporting them (a resumed session's earlier spans were exported before, or are
         left to offline export, which yields the same ids)."""
+        self._drain()  # keep the order of anything queued
         for event in events:
-            self._observe(event, emit=False)
+            self._observe(event, emit=False, context=None)
 
-    def _observe(self, event: Event, *, emit: bool) -> None:
+    def _observe(self, event: Event, *, emit: bool, context: Context | None) -> None:
         entry = self._sessions.get(event.stream)
         if entry is None:
             if event.seq != 0:
@@ -106,8 +215,7 @@ class OtelObserver:
                         event.seq,
                     )
                 return
-            mapper = SessionMapper(content=self._content, blobs=self._blobs)
-            entry = (mapper, True)
+            entry = (SessionMapper(content=self._content, blobs=self._blobs), True)
             self._sessions[event.stream] = entry
         mapper, sampled = entry
         first = mapper.stream is None
@@ -119,8 +227,9 @@ class OtelObserver:
             del self._sessions[event.stream]
         if not emit:
             return
-        self._metrics.record(measurements)
-        if sampled and self._processor is not None:
+        if measurements:
+            self._metrics.record(measurements, context)
+        if spans and sampled and self._processor is not None:
             on_end = self._processor.on_end
             resource = self._resource
             for span in spans:
@@ -133,7 +242,9 @@ class OtelObserver:
         return result.decision is Decision.RECORD_AND_SAMPLE
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Ask the span processor to export what it buffers; True if it finished."""
+        """Map anything queued, then ask the span processor to export what it buffers;
+        True if it finished."""
+        self._drain()
         if self._processor is None:
             return True
         return bool(self._processor.force_flush(timeout_millis))
