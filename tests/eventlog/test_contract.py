@@ -136,6 +136,14 @@ async def test_a_failed_append_commits_none_of_its_blobs(store: EventStore, make
         ("s", [NewEvent(type="t", body=b"{}", recorded_at=2**64)], 0, "recorded_at"),
         ("s", ["not an event"], 0, "NewEvent"),
         ("s\ud800", ONE, 0, "Unicode"),
+        # The second event bad after a good first one of the same type (the fast path
+        # checks each type tag once per append).
+        ("s", [*ONE, NewEvent(type="t", body=b"{}", recorded_at=-1)], 0, r"events\[1\]"),
+        ("s", [*ONE, NewEvent(type="t\n", body=b"{}", recorded_at=0)], 0, r"events\[1\]"),
+        ("s", [NewEvent(type=["t"], body=b"{}", recorded_at=0)], 0, "string"),  # type: ignore[arg-type]
+        ("s", [NewEvent(type="t", body=b"{}", recorded_at=True)], 0, "recorded_at"),
+        ("s", ONE, True, "expected_seq"),
+        ("s", (e for e in ONE), 0, "sequence"),
     ],
 )
 async def test_bad_append_arguments_are_rejected_clearly(
