@@ -59,7 +59,25 @@ class ActiveSkill(msgspec.Struct, frozen=True, kw_only=True):
 Status = Literal["new", "running", "ended"]
 
 
-class SessionState:
+class ActiveSkills:
+    """Lookups over ``active`` (load order), shared by the session state and the view a
+    tool call decides from."""
+
+    __slots__ = ()
+    active: list[ActiveSkill]
+
+    def active_skill(self, name: str | None = None) -> ActiveSkill | None:
+        """The named active skill, or the most recently loaded one when ``name`` is None."""
+        if name is None:
+            return self.active[-1] if self.active else None
+        return next((s for s in self.active if s.name == name), None)
+
+    @property
+    def active_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.active)
+
+
+class SessionState(ActiveSkills):
     """Everything the runtime decides from: built only by :func:`apply`."""
 
     __slots__ = (
@@ -117,16 +135,6 @@ class SessionState:
         self.pending_results = dict(self.pending_results)
         self.pending_approvals = dict(self.pending_approvals)
         return self
-
-    def active_skill(self, name: str | None = None) -> ActiveSkill | None:
-        """The named active skill, or the most recently loaded one when ``name`` is None."""
-        if name is None:
-            return self.active[-1] if self.active else None
-        return next((s for s in self.active if s.name == name), None)
-
-    @property
-    def active_names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.active)
 
     @property
     def awaiting_tools(self) -> bool:

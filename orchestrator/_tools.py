@@ -52,7 +52,7 @@ from ._policy import (
     script_gate,
 )
 from ._scripts import ScriptRequest
-from ._state import ActiveSkill, SessionState, active_from
+from ._state import ActiveSkill, ActiveSkills, SessionState, active_from
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -92,7 +92,7 @@ class RunArgs(msgspec.Struct, forbid_unknown_fields=True):
 
 
 @dataclass
-class View:
+class View(ActiveSkills):
     """What a tool call decides from: the session's configuration, catalog and active
     skills as they stand at the call's position in the turn. Calls that change them
     (load, unload) run in order; every other call gets its own copy, so concurrent
@@ -109,15 +109,6 @@ class View:
 
     def copy(self) -> View:
         return View(self.config, dict(self.catalog), list(self.active))
-
-    def active_skill(self, name: str | None = None) -> ActiveSkill | None:
-        if name is None:
-            return self.active[-1] if self.active else None
-        return next((s for s in self.active if s.name == name), None)
-
-    @property
-    def active_names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.active)
 
 
 @dataclass
