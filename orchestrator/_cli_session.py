@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 
 import msgspec
 import trio
@@ -18,7 +17,7 @@ from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import CODEC, Event, PolicyConfig, SessionEnded, SessionStarted
 from ._loop import Agent
 from ._transcript import transcript
-from .skills import Skill, SkillsConfig, Tier, build_catalog, default_sources, load_config
+from .skills import Skill, Tier, build_catalog, config_path, default_sources, load_config
 
 
 def db_default() -> str:
@@ -206,23 +205,15 @@ def discover(
 ) -> tuple[list[Skill], list[tuple[str, str]]]:
     """The configured and conventional sources plus ``dirs``: the visible skills and the
     (name, reason) of those hidden from the model."""
-    config = load_config_or_default()
+    config = load_config(config_path())
     catalog = build_catalog(
         default_sources(config, project=project), config=config, refs=list(dirs), ref_tier=tier
     )
     for rejected in catalog.rejected:
         print(f"skipped {rejected.path}: {rejected.problems[0]}", file=sys.stderr)
-    hidden = [
-        (e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in catalog.visible()
-    ]
-    return [catalog.get(e.name) for e in catalog.visible()], hidden
-
-
-def load_config_or_default() -> SkillsConfig:
-    from .skills import config_path
-
-    path = config_path()
-    return load_config(path) if Path(path).exists() else SkillsConfig()
+    visible = catalog.visible()
+    hidden = [(e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in visible]
+    return [catalog.get(e.name) for e in visible], hidden
 
 
 def cli_approver(approve: bool, deny: bool) -> Approver:

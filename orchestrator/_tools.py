@@ -175,12 +175,13 @@ async def handle_call(ctx: CallContext) -> None:
 
 async def _dispatch(ctx: CallContext) -> str:
     name = ctx.call.name
-    if name not in offered_tools(ctx.view):
+    available = offered_tools(ctx.view)
+    if name not in available:
         if name in all_tools(ctx.view):
             raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, name))
         raise ToolError(
             f"there is no tool named {name!r}; available tools: "
-            f"{', '.join(sorted(offered_tools(ctx.view))) or 'none'}",
+            f"{', '.join(sorted(available)) or 'none'}",
             error_type="unknown_tool",
         )
     if name == "skills.load":
@@ -213,10 +214,10 @@ A = TypeVar("A", bound=msgspec.Struct)
 
 def _args(ctx: CallContext, kind: type[A]) -> A:
     raw = ctx.call.arguments
-    if len(raw.encode()) > MAX_ARGUMENT_BYTES:
+    size = len(raw.encode())
+    if size > MAX_ARGUMENT_BYTES:
         raise ToolError(
-            f"arguments of {ctx.call.name} are {len(raw.encode())} bytes; the limit is "
-            f"{MAX_ARGUMENT_BYTES}",
+            f"arguments of {ctx.call.name} are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}",
             error_type="invalid_arguments",
         )
     try:
@@ -254,7 +255,7 @@ async def load(ctx: CallContext, args: LoadArgs) -> str:
             if skill.name not in names:
                 _deactivate(ctx, skill, "replace")
     await activate(ctx, names, mode=args.mode, trigger="tool")
-    return _receipt(view)
+    return encode_canonical(_receipt(view)).decode()
 
 
 async def activate(
@@ -335,13 +336,13 @@ def unload(ctx: CallContext, args: UnloadArgs) -> str:
         skill = view.active_skill(name)
         if skill is not None:
             _deactivate(ctx, skill, "unload")
-    receipt = msgspec.json.decode(_receipt(view))
+    receipt = _receipt(view)
     if missing:
         receipt["not_active"] = missing
     return encode_canonical(receipt).decode()
 
 
-def _receipt(view: View) -> str:
+def _receipt(view: View) -> dict[str, object]:
     """The seed-002 receipt: the active set with digests and properties."""
     items = []
     for skill in view.active:
@@ -357,7 +358,7 @@ def _receipt(view: View) -> str:
             item["location"] = info.location
             item["root_dir"] = info.location.rsplit("/", 1)[0]
         items.append(item)
-    return encode_canonical({"active_skills": items}).decode()
+    return {"active_skills": items}
 
 
 # -- skills.read ----------------------------------------------------------------------
@@ -383,7 +384,6 @@ async def read(ctx: CallContext, args: ReadArgs) -> str:
             f"{', '.join(f.path for f in skill.files[:30])}",
             error_type="not_found",
         )
-    assert ctx.view.config is not None
     limit = ctx.view.config.policy.read_max_bytes
     data = await ctx.get_blob(entry.sha256)
     if len(data) > limit:
@@ -475,8 +475,8 @@ async def run(ctx: CallContext, args: RunArgs) -> str:
 async def host_tool(ctx: CallContext) -> str:
     view = ctx.view
     name = ctx.call.name
-    if not permits(allowlist(view.active), name):
-        raise _deny(ctx, "allowed-tools", _allowlist_reason(view, name))
+    # No allowlist check here: _dispatch only lets offered tools through, and a host
+    # tool is offered exactly when the allowlist permits it (no patterns apply).
     if host_tool_needs_approval(view.config.policy, name):
         await _approve(ctx, f"call {name} with {ctx.call.arguments}", None)
     context = ToolContext(
