@@ -107,6 +107,11 @@ class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
     refused: str | None = None
 
 
+SANDBOX_UNAVAILABLE = "policy requires a sandbox but bubblewrap is unavailable"
+"""How a refusal for want of a sandbox begins, so callers can tell it from the others
+without reading the rest of the message."""
+
+
 class ScriptRefusedError(SkillogError):
     """A script request that will not be run; the message says why and what to do."""
 
@@ -256,7 +261,7 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
             sandboxed = True
         elif request.sandbox == "required":
             raise ScriptRefusedError(
-                f"policy requires a sandbox but bubblewrap is unavailable: {probe.reason}; "
+                f"{SANDBOX_UNAVAILABLE}: {probe.reason}; "
                 "install bubblewrap (apt-get install bubblewrap) and allow user namespaces"
             )
     if sandboxed:

@@ -51,7 +51,7 @@ from ._policy import (
     restricting_skills,
     script_gate,
 )
-from ._scripts import ScriptRequest
+from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
 from ._state import ActiveSkill, ActiveSkills, SessionState, active_from
 
 MAX_ARGUMENT_BYTES = 64 * 1024
@@ -452,9 +452,7 @@ async def run(ctx: CallContext, args: RunArgs) -> str:
         )
     )
     if result.refused is not None:
-        rule = (
-            "sandbox" if "sandbox" in result.refused or "bubblewrap" in result.refused else "script"
-        )
+        rule = "sandbox" if result.refused.startswith(SANDBOX_UNAVAILABLE) else "script"
         raise _deny(ctx, rule, result.refused, skill)
     return encode_canonical(
         {

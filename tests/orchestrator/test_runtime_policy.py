@@ -129,6 +129,17 @@ async def test_missing_sandbox_fails_closed(kit, store, make_skill, tmp_path: Pa
     assert not marker.exists()
 
 
+async def test_other_refusals_are_not_sandbox_denials(kit, store, make_skill) -> None:
+    # The script's own name mentions the sandbox; its refusal (no interpreter) must not
+    # be filed as a missing sandbox.
+    skill = make_skill("tool", files={"scripts/sandbox-check.txt": "hello"})
+    bodies = await session_of(kit, store, skill, [run_call(kit, path="scripts/sandbox-check.txt")])
+    (executed,) = kit.of_type(bodies, ScriptExecuted)
+    assert executed.refused and "no known interpreter" in executed.refused
+    (denied,) = kit.of_type(bodies, PolicyDenied)
+    assert denied.rule == "script"
+
+
 async def test_script_timeout_is_reported_and_the_session_goes_on(kit, store, make_skill) -> None:
     skill = make_skill("tool", files={"scripts/run.py": "import time\ntime.sleep(60)\n"})
     bodies = await session_of(
