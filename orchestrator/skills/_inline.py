@@ -116,16 +116,8 @@ class InlineSkill:
             if not isinstance(value, str):
                 raise SkillValidationError([_problem(origin, label, f"the {label} must be text")])
         parsed = parse_skill_md(self.skill_md(), path=origin, dir_name=self.name, strict=True)
-        p = parsed.properties
-        return Skill(
-            name=p.name,
-            description=p.description,
-            body=parsed.body,
-            properties=p,
-            hash=self.manifest().hash,
-            tier=self.tier,
-            source="inline",
-        )
+        # Strict parsing leaves no warnings, so the Skill is as it always was.
+        return parsed.skill(hash=self.manifest().hash, tier=self.tier, source="inline")
 
 
 def _problem(origin: str, field_: str, message: str) -> Problem:

@@ -30,6 +30,30 @@ class ParsedSkillMd(msgspec.Struct, frozen=True, kw_only=True):
     body: str
     warnings: tuple[Problem, ...] = ()
 
+    def skill(
+        self,
+        *,
+        hash: str,
+        tier: Tier,
+        source: str,
+        root: str | None = None,
+        location: str | None = None,
+    ) -> Skill:
+        """The :class:`Skill` this file makes, with the hash of the files around it."""
+        p = self.properties
+        return Skill(
+            name=p.name,
+            description=p.description,
+            body=self.body,
+            properties=p,
+            hash=hash,
+            tier=tier,
+            source=source,
+            root=root,
+            location=location,
+            warnings=self.warnings,
+        )
+
 
 def parse_skill_md(
     data: str | bytes, *, path: str, dir_name: str | None, strict: bool = True
@@ -162,16 +186,4 @@ def skill_from_tree(
             raise SkillValidationError(problems + list(e.problems), e.warnings) from None
     if problems or parsed is None:
         raise SkillValidationError(problems)
-    p = parsed.properties
-    return Skill(
-        name=p.name,
-        description=p.description,
-        body=parsed.body,
-        properties=p,
-        hash=manifest.hash,
-        tier=tier,
-        source=source,
-        root=root,
-        location=location,
-        warnings=parsed.warnings,
-    )
+    return parsed.skill(hash=manifest.hash, tier=tier, source=source, root=root, location=location)

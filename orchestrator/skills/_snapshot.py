@@ -103,17 +103,7 @@ async def skill_from_manifest(
     parsed = parse_skill_md(
         data, path=f"snapshot:{manifest.hash[:12]}/{rel}", dir_name=None, strict=strict
     )
-    p = parsed.properties
-    return Skill(
-        name=p.name,
-        description=p.description,
-        body=parsed.body,
-        properties=p,
-        hash=manifest.hash,
-        tier=tier,
-        source=source,
-        warnings=parsed.warnings,
-    )
+    return parsed.skill(hash=manifest.hash, tier=tier, source=source)
 
 
 async def _put(store: BlobStore, data: bytes) -> str:
