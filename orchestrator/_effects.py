@@ -131,9 +131,12 @@ class LiveEffects:
     ) -> None:
         self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
         self.tools: dict[str, HostTool] = {t.name: t for t in host_tools}
-        for s in skills:
-            if isinstance(s, InlineSkill):
-                self.tools.update((t.name, t) for t in _host_tools(s))
+        # An inline skill's tools, made into host tools once; offered while it is loaded.
+        self.inline_tools: dict[str, tuple[HostTool, ...]] = {
+            s.name: _host_tools(s) for s in skills if isinstance(s, InlineSkill)
+        }
+        for tools in self.inline_tools.values():
+            self.tools.update((t.name, t) for t in tools)
         self.approver = approver
         self.bwrap = bwrap
         self._workdir: str | None = None
@@ -144,7 +147,7 @@ class LiveEffects:
             raise SkillUnavailableError(f"skill {name!r} is not in this session's sources")
         if isinstance(source, InlineSkill):
             skill = source.to_skill()
-            tools = tuple(t.definition() for t in _host_tools(source))
+            tools = tuple(t.definition() for t in self.inline_tools[name])
         else:
             if source.root is None:
                 raise SkillUnavailableError(f"skill {name!r} has no directory to load from")

@@ -229,3 +229,33 @@ async def test_file_read_activation(kit, store, make_skill) -> None:
     )
     (activated,) = kit.of_type(bodies, SkillActivated)
     assert activated.trigger == "file-read" and activated.name == "pdf"
+
+
+async def test_inline_skill_tools_exist_only_while_it_is_loaded(kit, store) -> None:
+    from orchestrator.skills import InlineSkill
+
+    def lint(path: str) -> str:
+        """Lint a file."""
+        return f"{path}: 0 issues"
+
+    linting = InlineSkill(
+        name="linting", description="Lint code.", body="Use lint.\n", tools=(lint,)
+    )
+    _, bodies = await run(
+        kit,
+        store,
+        [
+            kit.turn(kit.call("lint", path="a.py")),  # not loaded yet: no such tool
+            kit.turn(kit.call("skills.load", names=["linting"])),
+            kit.turn(kit.call("lint", path="a.py")),
+            kit.turn(kit.call("skills.unload", all=True)),
+            kit.turn(kit.call("lint", path="a.py")),
+        ],
+        [linting],  # type: ignore[list-item]
+    )
+    before, _, during, _, after = results(bodies)
+    assert before.error_type == "unknown_tool" and after.error_type == "unknown_tool"
+    assert during.content == "a.py: 0 issues" and not during.is_error
+    (activated,) = kit.of_type(bodies, SkillActivated)
+    assert [t.name for t in activated.tools] == ["lint"]
+    assert activated.source == "inline" and activated.hash == linting.to_skill().hash
