@@ -32,7 +32,7 @@ from ._inline import InlineSkill
 from ._model import Skill, SkillProperties, Tier
 from ._parse import load_skill, skill_from_tree
 from ._requires import CommandChecker, required_commands
-from ._tree import TreeDir, TreeFile, stat_known, walk_tree
+from ._tree import TreeDir, TreeFile, stamps, stat_known, walk_tree
 
 
 class Status(enum.StrEnum):
@@ -201,8 +201,8 @@ def build_catalog(
         hit = cache.get(root)
         if hit is not None and not hit[1]:
             known = SkillIndex.decode_paths(hit[3])
-            stats = stat_known(root, *known) if known is not None else None
-            if stats is not None and fingerprint(stats[0], stats[1], strict) == hit[0]:
+            now_stamps = stat_known(root, *known) if known is not None else None
+            if now_stamps is not None and fingerprint(now_stamps, strict) == hit[0]:
                 rec = SkillIndex.decode(hit[2])
                 if rec is not None:
                     return rec
@@ -212,7 +212,7 @@ def build_catalog(
         newest = max([f.mtime_ns for f in files] + [d.mtime_ns for d in dirs], default=0)
         racy = newest >= now - RACY_NS
         paths = ([d.rel for d in dirs], [f.rel for f in files])
-        changed.append((root, fingerprint(files, dirs, strict), racy, rec, paths))
+        changed.append((root, fingerprint(stamps(files, dirs), strict), racy, rec, paths))
         return rec
 
     candidates: list[CatalogEntry] = []

@@ -29,7 +29,6 @@ import sqlite_utils
 
 from ._errors import Problem, SkillIndexError
 from ._model import SkillProperties
-from ._tree import TreeDir, TreeFile
 
 SCHEMA_VERSION = 2
 RACY_NS = 2_000_000_000  # FAT's 2 s timestamps are the coarsest in common use
@@ -52,21 +51,16 @@ _decoder = msgspec.json.Decoder(IndexedSkill)
 _paths_decoder = msgspec.json.Decoder(tuple[list[str], list[str]])
 
 
-def fingerprint(files: Iterable[TreeFile], dirs: Iterable[TreeDir], strict: bool) -> str:
+def fingerprint(stamps: Iterable[bytes], strict: bool) -> str:
     """A digest of everything that, if unchanged, makes re-reading the tree pointless.
 
-    Directory stats stand for the entries that are not files (special files, escaping
-    symlinks, unreadable entries): any of them appearing or leaving changes its
-    directory's mtime, so the tree's problems need not enter the digest.
+    ``stamps`` are the tree's stat stamps (``_tree.stamps``). Directory stats stand for
+    the entries that are not files (special files, escaping symlinks, unreadable
+    entries): any of them appearing or leaving changes its directory's mtime, so the
+    tree's problems need not enter the digest.
     """
     h = hashlib.sha256(b"strict\0" if strict else b"lenient\0")
-    for d in dirs:
-        h.update(b"%s/\0%d %d %d\0" % (d.rel.encode(), d.mtime_ns, d.ctime_ns, d.ino))
-    for f in files:
-        h.update(
-            b"%s\0%d %d %d %d %d\0"
-            % (f.rel.encode(), f.size, f.mtime_ns, f.ctime_ns, f.ino, f.executable)
-        )
+    h.update(b"".join(stamps))
     return h.hexdigest()
 
 

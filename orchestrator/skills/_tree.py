@@ -222,21 +222,47 @@ def _dir(rel: str, st: os.stat_result) -> TreeDir:
     return TreeDir(rel, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def stat_known(
-    root: str, dir_rels: list[str], file_rels: list[str]
-) -> tuple[list[TreeFile], list[TreeDir]] | None:
-    """Re-stat a tree's known directories and files without listing any directory.
+# The stat stamps the index fingerprints: one per directory, then one per file.
+_DIR_STAMP = b"%s/\0%d %d %d\0"  # rel, mtime_ns, ctime_ns, inode
+_FILE_STAMP = b"%s\0%d %d %d %d %d\0"  # rel, size, mtime_ns, ctime_ns, inode, executable
 
-    ``None`` if any is gone. A directory's mtime changes whenever an entry is added,
-    removed or renamed in it, so equal directory and file stats mean an equal tree.
+
+def stamps(files: Iterable[TreeFile], dirs: Iterable[TreeDir]) -> list[bytes]:
+    """The stat stamps of a walked tree (directories first, then files)."""
+    out = [_DIR_STAMP % (d.rel.encode(), d.mtime_ns, d.ctime_ns, d.ino) for d in dirs]
+    out += [
+        _FILE_STAMP % (f.rel.encode(), f.size, f.mtime_ns, f.ctime_ns, f.ino, f.executable)
+        for f in files
+    ]
+    return out
+
+
+def stat_known(root: str, dir_rels: list[str], file_rels: list[str]) -> list[bytes] | None:
+    """Re-stat a tree's known directories and files, without listing any directory.
+
+    Returns their :func:`stamps` as a fresh walk would give them for an unchanged tree,
+    or ``None`` if any is gone. A directory's mtime changes whenever an entry is added,
+    removed or renamed in it, so equal directory and file stamps mean an equal tree.
+    This loop is the whole cost of a warm start, so it builds the stamps straight from
+    ``os.stat`` (no TreeFile per file).
     """
-    base = root.rstrip("/") + "/"  # plain concatenation: this loop is the warm start's cost
+    base = root.rstrip("/") + "/"
+    stat_, lstat, dir_stamp, file_stamp = os.stat, os.lstat, _DIR_STAMP, _FILE_STAMP
+    out: list[bytes] = []
     try:
-        dirs = [_dir(rel, os.stat(root) if rel == "" else os.lstat(base + rel)) for rel in dir_rels]
-        files = [_file(rel, "", os.stat(base + rel)) for rel in file_rels]
+        for rel in dir_rels:
+            st = stat_(root) if rel == "" else lstat(base + rel)
+            out.append(dir_stamp % (rel.encode(), st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        for rel in file_rels:
+            st = stat_(base + rel)
+            exe = st.st_mode & stat.S_IXUSR != 0
+            out.append(
+                file_stamp
+                % (rel.encode(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, exe)
+            )
     except OSError:
         return None
-    return files, dirs
+    return out
 
 
 def _utf8(name: str) -> bool:
