@@ -156,7 +156,10 @@ async def _verify(args: argparse.Namespace) -> int:
         print(f"FAULT {report.fault}", file=sys.stdout)
         return 1
     signed = f", against {report.checkpoints} signed checkpoint(s)" if checkpoints else ""
-    _out(f"ok: {report.streams} streams, {report.events} events intact{signed}\n")
+    _out(
+        f"ok: {report.streams} streams, {report.events} events, {report.blobs} blobs "
+        f"intact{signed}\n"
+    )
     return 0
 
 

@@ -137,6 +137,12 @@ class MemoryStore:
         await trio.lowlevel.checkpoint()
         return isinstance(digest, str) and digest in self._blobs
 
+    async def read_blobs(self) -> AsyncIterator[tuple[str, bytes]]:
+        """Every stored ``(digest, bytes)``, in digest order."""
+        for digest in sorted(self._blobs):
+            await trio.lowlevel.checkpoint()
+            yield digest, self._blobs[digest]
+
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         """Store ``snapshot``, replacing the previous one of its stream and name."""
         check_name("snapshot name", snapshot.name)

@@ -336,6 +336,26 @@ class SqliteStore:
 
         return await self._read(has, f"looking up blob {digest}")
 
+    async def read_blobs(self) -> AsyncIterator[tuple[str, bytes]]:
+        """Every stored ``(digest, data)`` as stored, in rowid order, a batch at a time.
+
+        No type conversion and no filter on the digest: a tampered row (TEXT data, a
+        digest that is not hex or not even text) comes out as it is, for :func:`verify`.
+        """
+        sql = "SELECT rowid, digest, data FROM blobs WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        after = 0
+        while True:
+
+            def fetch(c: sqlite3.Connection, a: int = after) -> list[Any]:
+                return c.execute(sql, (a, BATCH)).fetchall()
+
+            rows = await self._read(fetch, "reading blobs")
+            for _, digest, data in rows:
+                yield digest, data
+            if len(rows) < BATCH:
+                return
+            after = rows[-1][0]
+
     # -- lifecycle ------------------------------------------------------------------
 
     async def _serve_writer(

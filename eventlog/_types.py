@@ -95,6 +95,10 @@ class EventStore(Protocol):
 
     async def has_blob(self, digest: str) -> bool: ...
 
+    def read_blobs(self) -> AsyncIterator[tuple[str, bytes]]:
+        """Every stored ``(digest, bytes)`` as stored, in a stable order (for verify)."""
+        ...
+
 
 T = TypeVar("T")
 

@@ -23,6 +23,8 @@ KINDS = {
     "stream_missing": "a stream in a signed checkpoint is not in the log",
     "rewritten": "the event at a signed head has a different hash (chain rewritten)",
     "checkpoint": "the checkpoint file itself does not verify",
+    "blob_modified": "a blob's bytes no longer hash to its digest (changed in place)",
+    "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
 }
 
 
@@ -33,9 +35,13 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True):
     stream: str | None
     seq: int | None
     detail: str
+    blob: str | None = None  # the digest column of a faulty blob, as stored
 
     def __str__(self) -> str:
-        where = "checkpoint" if self.stream is None else f"stream {self.stream!r}"
+        if self.blob is not None:
+            where = f"blob {self.blob}"
+        else:
+            where = "checkpoint" if self.stream is None else f"stream {self.stream!r}"
         if self.seq is not None:
             where += f" seq {self.seq}"
         return f"{where}: {self.kind}: {self.detail}"
@@ -48,6 +54,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     checkpoints: int
     fault: Fault | None
+    blobs: int = 0
 
     @property
     def ok(self) -> bool:
@@ -165,6 +172,32 @@ async def verify_stream(
     return check.count, check.finish()
 
 
+def blob_fault(digest: object, data: object) -> Fault | None:
+    """The fault of one stored blob: its bytes must hash to its digest (pure)."""
+    where = digest if isinstance(digest, str) else repr(digest)
+    if not is_digest(digest) or not isinstance(data, bytes):
+        kind = "blob_malformed"
+        detail = f"digest {where!r} with {type(data).__name__} data: {KINDS[kind]}"
+        return Fault(kind=kind, stream=None, seq=None, detail=detail, blob=where)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        detail = f"its {len(data)} bytes hash to {actual}: {KINDS['blob_modified']}"
+        return Fault(kind="blob_modified", stream=None, seq=None, detail=detail, blob=where)
+    return None
+
+
+async def verify_blobs(store: EventStore) -> tuple[int, Fault | None]:
+    """Rehash every stored blob; (blobs checked, the first fault)."""
+    count = 0
+    async with closing(store.read_blobs()) as blobs:
+        async for digest, data in blobs:
+            fault = blob_fault(digest, data)
+            if fault is not None:
+                return count, fault
+            count += 1
+    return count, None
+
+
 async def verify(
     store: EventStore,
     *,
@@ -177,8 +210,10 @@ async def verify(
     Without checkpoints this detects any in-place change, deletion, insertion or
     reordering inside a chain. With a checkpoint chain (whose signatures are checked
     against ``public_key`` if given, else the key in the first checkpoint) it also
-    detects tail truncation, deleted streams and consistently rewritten chains. It stops
-    at the first fault, in stream-id order; ``progress(n)`` is called as events are done.
+    detects tail truncation, deleted streams and consistently rewritten chains. Then every
+    blob is rehashed against its digest (events reference blobs by digest, so a changed
+    blob is a changed record). It stops at the first fault, chains in stream-id order
+    first; ``progress(n)`` is called as events are done.
     """
     cps = checkpoints or []
     signed: dict[str, dict[int, str]] = {}
@@ -205,4 +240,7 @@ async def verify(
             return VerifyReport(
                 streams=len(present), events=total, checkpoints=len(cps), fault=found
             )
-    return VerifyReport(streams=len(present), events=total, checkpoints=len(cps), fault=None)
+    blobs, found = await verify_blobs(store)
+    return VerifyReport(
+        streams=len(present), events=total, checkpoints=len(cps), fault=found, blobs=blobs
+    )

@@ -79,8 +79,8 @@ async def _demo(args: argparse.Namespace) -> int:
         print(f"log verification FAILED: {report.fault}")
         return 1
     print(
-        f"log verified: {report.events} events in {report.streams} session(s), "
-        "every hash chain intact"
+        f"log verified: {report.events} events in {report.streams} session(s) and "
+        f"{report.blobs} blobs, every hash chain and blob intact"
     )
     print(f"next: skillog replay {session.id} --db {args.db}")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -53,7 +54,10 @@ def test_sessions_show_and_verify(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, out, _ = cli(capsys, "show", "sess-1", "--json", "--db", db)
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["seq"] for x in lines] == [0, 1] and lines[1]["body"] == {"n": 2}
-    assert cli(capsys, "verify", "--db", db)[:2] == (0, "ok: 2 streams, 3 events intact\n")
+    assert cli(capsys, "verify", "--db", db)[:2] == (
+        0,
+        "ok: 2 streams, 3 events, 1 blobs intact\n",
+    )
 
 
 def test_env_var_names_the_default_db(
@@ -64,17 +68,30 @@ def test_env_var_names_the_default_db(
     assert cli(capsys, "verify")[0] == 0
 
 
-def test_verify_exit_1_names_stream_seq_and_kind(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("tamper", "fault"),
+    [
+        (
+            "UPDATE events SET body = x'7b7d' WHERE stream = 'sess-1' AND seq = 1",
+            "FAULT stream 'sess-1' seq 1: modified",
+        ),
+        (
+            "UPDATE blobs SET data = CAST('skill b0dy' AS BLOB)",
+            f"FAULT blob {hashlib.sha256(b'skill body').hexdigest()}: blob_modified: its 10 bytes",
+        ),
+    ],
+)
+def test_verify_exit_1_names_where_and_what(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tamper: str, fault: str
 ) -> None:
     db = tmp_path / "x.db"
     make_db(db)
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("UPDATE events SET body = x'7b7d' WHERE stream = 'sess-1' AND seq = 1")
+        conn.execute(tamper)
     conn.close()
     code, out, _ = cli(capsys, "verify", "--db", str(db))
-    assert code == 1 and out.startswith("FAULT stream 'sess-1' seq 1: modified")
+    assert code == 1 and out.startswith(fault)
 
 
 def test_checkpoint_chain_catches_truncation(

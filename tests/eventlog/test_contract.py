@@ -113,6 +113,8 @@ async def test_blobs_are_content_addressed_and_stored_once(store: EventStore, ma
     assert not await store.has_blob(missing)
     with pytest.raises(BlobNotFoundError, match=missing):
         await store.get_blob(missing)
+    stored = [b async for b in store.read_blobs()]
+    assert sorted(stored) == sorted((blob_digest(b), b) for b in (b"hello", b"with-event", b""))
 
 
 async def test_a_failed_append_commits_none_of_its_blobs(store: EventStore, make: Make) -> None:

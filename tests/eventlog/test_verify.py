@@ -11,7 +11,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from eventlog import (
     GENESIS_HASH,
     Checkpoint,
+    MemoryStore,
     NewEvent,
+    blob_digest,
     event_hash,
     make_checkpoint,
     open_sqlite_store,
@@ -27,9 +29,12 @@ def events(n: int, start: int = 0) -> list[NewEvent]:
     ]
 
 
+BLOBS = (b"a skill file", b"", b"\x00\xffbinary")
+
+
 async def build(path: Path, key: Ed25519PrivateKey | None = None) -> Checkpoint | None:
     async with open_sqlite_store(path) as store:
-        await store.append("a", events(6), expected_seq=0)
+        await store.append("a", events(6), expected_seq=0, blobs=BLOBS)
         await store.append("b", events(4), expected_seq=0)
         if key is None:
             return None
@@ -52,7 +57,49 @@ def sql(path: Path, *statements: str) -> None:
 async def test_an_untouched_log_verifies(tmp_path: Path) -> None:
     await build(tmp_path / "x.db")
     report = await check(tmp_path / "x.db")
-    assert report.ok and (report.streams, report.events) == (2, 10)
+    assert report.ok and (report.streams, report.events, report.blobs) == (2, 10, 3)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "kind"),
+    [
+        # one byte of a blob changed in place
+        (
+            "UPDATE blobs SET data = CAST('a skill fil3' AS BLOB) WHERE length(data) = 12",
+            "blob_modified",
+        ),
+        # the empty blob given content
+        (f"UPDATE blobs SET data = x'00' WHERE digest = '{blob_digest(b'')}'", "blob_modified"),
+        # stored as TEXT, not a BLOB (same bytes)
+        ("UPDATE blobs SET data = 'a skill file' WHERE length(data) = 12", "blob_malformed"),
+        # a digest that is not one
+        ("UPDATE blobs SET digest = 'not-a-digest' WHERE length(data) = 0", "blob_malformed"),
+        ("UPDATE blobs SET digest = 7 WHERE length(data) = 0", "blob_malformed"),
+        # a blob filed under another blob's digest (swapped contents)
+        (
+            "UPDATE blobs SET data = CASE length(data) WHEN 12 THEN x'00ff62696e617279' "
+            "ELSE CAST('a skill file' AS BLOB) END WHERE length(data) > 0",
+            "blob_modified",
+        ),
+    ],
+)
+async def test_a_changed_blob_is_found(tmp_path: Path, tamper: str, kind: str) -> None:
+    db = tmp_path / "x.db"
+    await build(db)
+    sql(db, tamper)
+    report = await check(db)
+    assert report.fault is not None and report.fault.kind == kind, report.fault
+    assert report.fault.blob is not None and str(report.fault).startswith("blob ")
+    assert report.events == 10  # the chains were checked first and are intact
+
+
+async def test_a_changed_blob_in_a_memory_store_is_found() -> None:
+    store = MemoryStore()
+    digest = await store.put_blob(b"x")
+    store._blobs[digest] = b"y"  # what a bug or a tampered import would leave
+    report = await verify(store)
+    assert report.fault is not None and report.fault.kind == "blob_modified"
+    assert report.fault.blob == digest
 
 
 @pytest.mark.parametrize(
