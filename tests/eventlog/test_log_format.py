@@ -48,6 +48,13 @@ def sh(script: str, cwd: Path) -> list[str]:
     return out.stdout.split()
 
 
+def tamper(tmp_path: Path, statement: str) -> None:
+    conn = sqlite3.connect(tmp_path / "skillog.db")
+    with conn:
+        conn.execute(statement)
+    conn.close()
+
+
 @needs_tools
 async def test_the_hand_recipe_recomputes_the_stored_hash(tmp_path: Path) -> None:
     await make_db(tmp_path)
@@ -57,13 +64,6 @@ async def test_the_hand_recipe_recomputes_the_stored_hash(tmp_path: Path) -> Non
     tamper(tmp_path, "UPDATE events SET body = CAST('{\"n\":-2}' AS BLOB) WHERE seq = 1")
     computed, stored = sh(recipe("auditor-example"), tmp_path)
     assert computed != stored
-
-
-def tamper(tmp_path: Path, statement: str) -> None:
-    conn = sqlite3.connect(tmp_path / "skillog.db")
-    with conn:
-        conn.execute(statement)
-    conn.close()
 
 
 @needs_tools
