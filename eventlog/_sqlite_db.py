@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
@@ -27,6 +29,7 @@ from ._errors import (
 FORMAT_VERSION = 1
 SYNCHRONOUS = ("FULL", "NORMAL")
 _MIGRATION_SET = "eventlog"
+T = TypeVar("T")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 migrations = Migrations(_MIGRATION_SET)
@@ -158,22 +161,33 @@ def connect(
         raise translate(e, path, "opening") from e
 
 
-def migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply pending migrations atomically; refuse a database from a newer format."""
-    db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
+def immediate(conn: sqlite3.Connection, path: Path, doing: str, fn: Callable[[], T]) -> T:
+    """``fn()`` inside one ``BEGIN IMMEDIATE`` transaction: committed, or rolled back on
+    any exception; a sqlite3 error comes out as the :class:`StoreError` for ``doing``."""
     try:
-        # IMMEDIATE: two processes opening a fresh file must not both migrate.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            _check_version(db, path)
-            migrations.apply(db)
+            result = fn()
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
     except sqlite3.Error as e:
-        raise translate(e, path, "preparing the schema") from e
+        raise translate(e, path, doing) from e
+    return result
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply pending migrations atomically; refuse a database from a newer format."""
+    db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
+
+    def apply() -> None:
+        _check_version(db, path)
+        migrations.apply(db)
+
+    # IMMEDIATE: two processes opening a fresh file must not both migrate.
+    immediate(conn, path, "preparing the schema", apply)
 
 
 def check_readable(conn: sqlite3.Connection, path: Path) -> None:

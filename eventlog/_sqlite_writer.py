@@ -29,7 +29,7 @@ import trio
 
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
-from ._sqlite_db import translate
+from ._sqlite_db import immediate
 from ._types import Event, NewEvent
 
 MAX_BATCH = 4096
@@ -171,21 +171,6 @@ class Writer:
         with contextlib.suppress(trio.RunFinishedError):
             self._token.run_sync_soon(finish)
 
-    def _transaction(self, doing: str, fn: Callable[[], Any]) -> Any:
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn()
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as e:
-            raise translate(e, self._path, doing) from e
-        return result
-
     def _call(self, request: CallRequest) -> None:
         assert request.fn is not None
         fn = request.fn
@@ -193,7 +178,9 @@ class Writer:
         # does not report: forget the heads whatever happens.
         self._forget()
         try:
-            request.result = self._transaction(request.doing, lambda: fn(self._conn))
+            request.result = immediate(
+                self._conn, self._path, request.doing, lambda: fn(self._conn)
+            )
         except Exception as e:  # delivered to the caller, re-raised there
             request.error = e
 
@@ -218,7 +205,9 @@ class Writer:
     def _commit_appends(self, requests: Sequence[AppendRequest]) -> None:
         heads: dict[str, tuple[int, str]] = {}
         try:
-            position = self._transaction("appending", lambda: self._insert(requests, heads))
+            position = immediate(
+                self._conn, self._path, "appending", lambda: self._insert(requests, heads)
+            )
         except Exception as e:
             # Rolled back (or, if COMMIT itself failed, unknown): trust the file again.
             self._forget()

@@ -9,7 +9,9 @@ and the log is verified at the end.
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
+from typing import Literal
 
 import trio
 
@@ -20,6 +22,7 @@ from ._events import PolicyConfig
 from ._host_tools import HostTool
 from ._loop import Agent
 from ._sandbox import sandbox_available
+from ._session import Clock
 from ._transcript import transcript
 from .skills import Tier, load_skill
 
@@ -35,6 +38,26 @@ def send_report(to: str, subject: str) -> str:
     return f"queued report {subject!r} for {to}"
 
 
+def demo_agent(*, sandbox: Literal["required", "preferred"], clock: Clock = time.time_ns) -> Agent:
+    """The demo's agent: the bundled skills, the scripted turns, ``send_report``."""
+    from .adapters import ScriptedModel
+
+    skills = [
+        load_skill(path, tier=Tier.BUILTIN, source="builtin:demo")
+        for path in sorted((DEMO / "skills").iterdir())
+    ]
+    return Agent(
+        model=ScriptedModel.from_file(DEMO / "turns.yaml"),
+        model_name="demo-script",
+        name="skillog-demo",
+        skills=skills,
+        host_tools=[HostTool.from_function(send_report)],
+        policy=PolicyConfig(sandbox=sandbox),
+        max_turns=10,
+        clock=clock,
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_db(parser)
 
@@ -44,22 +67,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    from .adapters import ScriptedModel
-
-    skills = [
-        load_skill(path, tier=Tier.BUILTIN, source="builtin:demo")
-        for path in sorted((DEMO / "skills").iterdir())
-    ]
     sandboxed = sandbox_available()
-    agent = Agent(
-        model=ScriptedModel.from_file(DEMO / "turns.yaml"),
-        model_name="demo-script",
-        name="skillog-demo",
-        skills=skills,
-        host_tools=[HostTool.from_function(send_report)],
-        policy=PolicyConfig(sandbox="required" if sandboxed else "preferred"),
-        max_turns=10,
-    )
+    agent = demo_agent(sandbox="required" if sandboxed else "preferred")
+    skills = agent.skills
     try:
         async with open_sqlite_store(args.db) as store:
             session = await agent.run(store, TASK)

@@ -106,6 +106,21 @@ class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
     sandbox: SandboxUsed
     refused: str | None = None
 
+    @classmethod
+    def refusal(cls, path: str, reason: str) -> ScriptResult:
+        """The result of a script that did not run, and why."""
+        return cls(
+            path=path,
+            exit_code=None,
+            stdout="",
+            stderr="",
+            duration_ms=0,
+            timed_out=False,
+            truncated=False,
+            sandbox="none",
+            refused=reason,
+        )
+
 
 SANDBOX_UNAVAILABLE = "policy requires a sandbox but bubblewrap is unavailable"
 """How a refusal for want of a sandbox begins, so callers can tell it from the others
@@ -291,17 +306,7 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
 
 def _refused(request: ScriptRequest, reason: str) -> ScriptResult:
     path = request.path if isinstance(request.path, str) else show_path(request.path)
-    return ScriptResult(
-        path=path,
-        exit_code=None,
-        stdout="",
-        stderr="",
-        duration_ms=0,
-        timed_out=False,
-        truncated=False,
-        sandbox="none",
-        refused=reason,
-    )
+    return ScriptResult.refusal(path, reason)
 
 
 async def run_script(request: ScriptRequest, *, bwrap: str | None = None) -> ScriptResult:

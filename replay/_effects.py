@@ -145,16 +145,8 @@ class RecordedEffects:
                     sandbox=cast(SandboxUsed, body.sandbox),
                     refused=body.refused,
                 )
-        return ScriptResult(
-            path=request.path,
-            exit_code=None,
-            stdout="",
-            stderr="",
-            duration_ms=0,
-            timed_out=False,
-            truncated=False,
-            sandbox="none",
-            refused=f"{NO_RECORDING} run of {skill.name}/{request.path} at seq {start}",
+        return ScriptResult.refusal(
+            request.path, f"{NO_RECORDING} run of {skill.name}/{request.path} at seq {start}"
         )
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:

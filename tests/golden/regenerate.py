@@ -24,7 +24,8 @@ from typing import Any
 import trio
 
 from eventlog import export_jsonl, open_sqlite_store
-from orchestrator._cli_demo import DEMO, TASK, send_report
+from orchestrator._cli_demo import TASK
+from orchestrator._cli_demo import demo_agent as cli_demo_agent
 from orchestrator._effects import ApprovalDecision, ApprovalRequest
 from orchestrator._events import PolicyConfig
 from orchestrator._host_tools import HostTool
@@ -65,21 +66,7 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 def demo_agent() -> tuple[Agent, str]:
     """The session of ``skillog demo`` (load, read, script, allowed-tools denial)."""
-    skills = [
-        load_skill(p, tier=Tier.BUILTIN, source="builtin:demo")
-        for p in sorted((DEMO / "skills").iterdir())
-    ]
-    agent = Agent(
-        model=ScriptedModel.from_file(DEMO / "turns.yaml"),
-        model_name="demo-script",
-        name="skillog-demo",
-        skills=skills,
-        host_tools=[HostTool.from_function(send_report)],
-        policy=PolicyConfig(sandbox="preferred"),
-        max_turns=10,
-        clock=fixed_clock(),
-    )
-    return agent, TASK
+    return cli_demo_agent(sandbox="preferred", clock=fixed_clock()), TASK
 
 
 LIFECYCLE_TURNS: list[dict[str, Any]] = [
