@@ -48,26 +48,15 @@ class Statement(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     heads: tuple[CheckpointHead, ...]
 
 
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Checkpoint(Statement, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A statement plus its Ed25519 signature (one line of a checkpoint file)."""
 
-    version: int
-    created_at: int
-    prev: str
-    key: str
-    heads: tuple[CheckpointHead, ...]
     sig: str
 
     def statement(self) -> bytes:
         """The exact bytes that were signed."""
-        s = Statement(
-            version=self.version,
-            created_at=self.created_at,
-            prev=self.prev,
-            key=self.key,
-            heads=self.heads,
-        )
-        return _ENCODER.encode(s)
+        fields = {f: getattr(self, f) for f in Statement.__struct_fields__}
+        return _ENCODER.encode(Statement(**fields))
 
     @property
     def id(self) -> str:
