@@ -53,28 +53,12 @@ def rate(n: int, seconds: float) -> float:
     return n / seconds if seconds > 0 else float("inf")
 
 
-def raw_floor(path: Path, n: int) -> float:
-    """Plain sqlite3, WAL, synchronous=FULL, one transaction per ~300-byte JSON row."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, stream TEXT, seq INT, data BLOB)")
-    rows = [CODEC.encode(body(i), recorded_at=i).body for i in range(n)]
-    t = time.perf_counter()
-    for i, data in enumerate(rows):
-        conn.execute("BEGIN")
-        conn.execute("INSERT INTO t (stream, seq, data) VALUES ('s', ?, ?)", (i, data))
-        conn.execute("COMMIT")
-    dt = time.perf_counter() - t
-    conn.close()
-    return rate(n, dt)
+def raw_floor(path: Path, n: int, *, off_loop: bool = False) -> float:
+    """Plain sqlite3, WAL, synchronous=FULL, one transaction per ~300-byte JSON row.
 
-
-def raw_floor_off_loop(path: Path, n: int) -> float:
-    """The raw floor's transactions, each awaited from trio on a worker thread.
-
-    The floor under any design that keeps fsync off the event loop: it adds only the
-    two thread hand-offs (trio's own thread cache) to :func:`raw_floor`.
+    With ``off_loop``, each transaction is awaited from trio on a worker thread (trio's
+    own thread cache): the floor under any design that keeps fsync off the event loop,
+    which adds only the two thread hand-offs.
     """
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -87,13 +71,17 @@ def raw_floor_off_loop(path: Path, n: int) -> float:
         conn.execute("INSERT INTO t (stream, seq, data) VALUES ('s', ?, ?)", (i, rows[i]))
         conn.execute("COMMIT")
 
-    async def run() -> float:
-        t = time.perf_counter()
+    async def awaited() -> None:
         for i in range(n):
             await trio.to_thread.run_sync(txn, i)
-        return time.perf_counter() - t
 
-    dt = trio.run(run)
+    t = time.perf_counter()
+    if off_loop:
+        trio.run(awaited)
+    else:
+        for i in range(n):
+            txn(i)
+    dt = time.perf_counter() - t
     conn.close()
     return rate(n, dt)
 
@@ -276,7 +264,7 @@ def main() -> None:
             f"{os.cpu_count()} cpus, dir {d}"
         )
         floor = raw_floor(fresh(d, "raw.db"), seq_n)
-        off_loop = raw_floor_off_loop(fresh(d, "raw_off.db"), seq_n)
+        off_loop = raw_floor(fresh(d, "raw_off.db"), seq_n, off_loop=True)
         seq = trio.run(sequential, fresh(d, "seq.db"), seq_n)
         print(f"raw sqlite3 floor, 1 txn/row, FULL:      {floor:>10,.0f} rows/s")
         print(
