@@ -4,12 +4,20 @@ Start with :class:`Agent` (docs/runtime.md). Skills as packages live in
 :mod:`orchestrator.skills`; model adapters in :mod:`orchestrator.adapters`.
 """
 
+from ._approvals import ApprovalError as ApprovalError
+from ._approvals import PendingApproval as PendingApproval
+from ._approvals import decide_approval as decide_approval
+from ._approvals import pending_approvals as pending_approvals
+from ._calls import ToolError as ToolError
+from ._calls import idempotency_key as idempotency_key
 from ._effects import ApprovalDecision as ApprovalDecision
 from ._effects import ApprovalRequest as ApprovalRequest
 from ._effects import Approver as Approver
 from ._effects import Effects as Effects
+from ._effects import InterruptedCall as InterruptedCall
 from ._effects import LiveEffects as LiveEffects
 from ._effects import LoadedSkill as LoadedSkill
+from ._effects import Reconciler as Reconciler
 from ._effects import SkillUnavailableError as SkillUnavailableError
 from ._effects import deny_all as deny_all
 from ._events import CODEC as CODEC
@@ -18,6 +26,7 @@ from ._events import ApprovalRequested as ApprovalRequested
 from ._events import ApprovalResolved as ApprovalResolved
 from ._events import CatalogIndexed as CatalogIndexed
 from ._events import CatalogSnapshot as CatalogSnapshot
+from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import ModelFailed as ModelFailed
 from ._events import ModelResponded as ModelResponded
@@ -26,9 +35,11 @@ from ._events import PolicyDenied as PolicyDenied
 from ._events import PromptRendered as PromptRendered
 from ._events import ResourceRead as ResourceRead
 from ._events import ScriptExecuted as ScriptExecuted
+from ._events import ScriptStarted as ScriptStarted
 from ._events import SessionEnded as SessionEnded
 from ._events import SessionForked as SessionForked
 from ._events import SessionStarted as SessionStarted
+from ._events import SessionSuspended as SessionSuspended
 from ._events import SkillActivated as SkillActivated
 from ._events import SkillActivationFailed as SkillActivationFailed
 from ._events import SkillChanged as SkillChanged
@@ -37,6 +48,7 @@ from ._events import SkillInfo as SkillInfo
 from ._events import ToolCalled as ToolCalled
 from ._events import ToolCompleted as ToolCompleted
 from ._events import ToolDef as ToolDef
+from ._events import ToolInterrupted as ToolInterrupted
 from ._events import UserMessage as UserMessage
 from ._host_tools import HostTool as HostTool
 from ._host_tools import HostToolError as HostToolError
@@ -79,7 +91,6 @@ from ._state import ActiveSkill as ActiveSkill
 from ._state import SessionState as SessionState
 from ._state import apply as apply
 from ._state import fold_events as fold_events
-from ._tools import ToolError as ToolError
 from ._transcript import transcript as transcript
 
 __all__ = [
@@ -89,6 +100,7 @@ __all__ = [
     "ActiveSkill",
     "Agent",
     "ApprovalDecision",
+    "ApprovalError",
     "ApprovalRequest",
     "ApprovalRequested",
     "ApprovalResolved",
@@ -96,10 +108,12 @@ __all__ = [
     "CatalogIndexed",
     "CatalogSnapshot",
     "Clock",
+    "EffectClass",
     "Effects",
     "Event",
     "HostTool",
     "HostToolError",
+    "InterruptedCall",
     "LiveEffects",
     "LoadedSkill",
     "Message",
@@ -111,15 +125,18 @@ __all__ = [
     "ModelResponse",
     "Observer",
     "PathRefusedError",
+    "PendingApproval",
     "PolicyConfig",
     "PolicyDenied",
     "PromptRendered",
+    "Reconciler",
     "ResourceRead",
     "RetryPolicy",
     "ScriptExecuted",
     "ScriptRefusedError",
     "ScriptRequest",
     "ScriptResult",
+    "ScriptStarted",
     "Session",
     "SessionEnded",
     "SessionForked",
@@ -127,6 +144,7 @@ __all__ = [
     "SessionStarted",
     "SessionState",
     "SessionStateError",
+    "SessionSuspended",
     "SkillActivated",
     "SkillActivationFailed",
     "SkillChanged",
@@ -140,6 +158,7 @@ __all__ = [
     "ToolContext",
     "ToolDef",
     "ToolError",
+    "ToolInterrupted",
     "ToolOutcome",
     "ToolResult",
     "ToolRule",
@@ -148,10 +167,13 @@ __all__ = [
     "UserMessage",
     "apply",
     "compose",
+    "decide_approval",
     "deny_all",
     "drive",
     "fold_events",
+    "idempotency_key",
     "parse_allowed_tools",
+    "pending_approvals",
     "read_skill_file",
     "record_index_run",
     "request_bytes",

@@ -16,6 +16,7 @@ from eventlog import EventStore, SkillogError, closing, open_sqlite_store
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import CODEC, Event, PolicyConfig, SessionEnded, SessionStarted
 from ._loop import Agent
+from ._state import SessionState, apply
 from ._transcript import transcript
 from .skills import Skill, Tier, build_catalog, config_path, default_sources, load_config
 
@@ -128,28 +129,37 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def session_rows(store: EventStore) -> list[SessionRow]:
-    """Each session's first and last events: who, when, how far, how it ended."""
+    """Every session, most recent first: who, when, how far, where it stands (folded
+    from its log, so the status is the runtime's own)."""
     rows = []
     for info in await store.streams():
-        first = await _first(store, info.stream)
-        if not isinstance(first, SessionStarted):
+        state = SessionState(info.stream)
+        async for event in store.read(info.stream):
+            apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
+        if state.config is None:
             continue
-        last = None
-        async for event in store.read(info.stream, from_seq=info.length - 1):
-            last = CODEC.decode(event)
-        status = f"ended: {last.reason}" if isinstance(last, SessionEnded) else "open (resumable)"
-        turns = last.turns if isinstance(last, SessionEnded) else -1
         rows.append(
             SessionRow(
                 session=info.stream,
-                started=_when(info.first_recorded_at),
-                model=f"{first.provider}:{first.model}",
-                turns=turns,
+                started=when(info.first_recorded_at),
+                model=f"{state.config.provider}:{state.config.model}",
+                turns=state.turn,
                 events=info.length,
-                status=status,
+                status=status_text(state),
             )
         )
+    rows.sort(key=lambda r: r.started, reverse=True)
     return rows
+
+
+def status_text(state: SessionState) -> str:
+    """``ended (max_turns)``, ``awaiting approval (2 pending)``, ``resumable``..."""
+    fork = f", forked from {state.forked_from.from_session}" if state.forked_from else ""
+    if state.ended is not None:
+        return f"ended ({state.ended.reason}){fork}"
+    if state.status == "awaiting_approval":
+        return f"awaiting approval ({len(state.pending_approvals)} pending){fork}"
+    return f"open (resumable){fork}"
 
 
 async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
@@ -216,12 +226,15 @@ def discover(
     return [catalog.get(e.name) for e in visible], hidden
 
 
-def cli_approver(approve: bool, deny: bool) -> Approver:
-    """--approve / --deny, else ask on the terminal, else deny (nobody to ask)."""
+def cli_approver(approve: bool, deny: bool) -> Approver | None:
+    """--approve / --deny, else ask on the terminal, else nobody: the session suspends
+    until `skillog approve`/`deny` decide from any process."""
     if approve:
         return _fixed(True, "--approve")
-    if deny or not sys.stdin.isatty():
-        return _fixed(False, "--deny" if deny else "no terminal to ask (use --approve)")
+    if deny:
+        return _fixed(False, "--deny")
+    if not sys.stdin.isatty():
+        return None
 
     async def ask(request: ApprovalRequest) -> ApprovalDecision:
         prompt = f"approve {request.tool} for {request.skill or 'host'}: {request.action}? [y/N] "
@@ -240,5 +253,5 @@ def _fixed(approved: bool, by: str) -> Approver:
     return decide
 
 
-def _when(ns: int) -> str:
+def when(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")

@@ -31,7 +31,10 @@ from .skills import InlineSkill, Skill, SkillManifest, load_skill, snapshot_skil
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """What the embedding program is asked to approve."""
+    """What the embedding program is asked to approve: the session and call, the tool,
+    the concrete action (``run scripts/x.py a b``, ``call send_email with {...}``), the
+    call's arguments as the model sent them, the skill and its trust tier (scripts),
+    and when the request expires (ns since the epoch, None for never)."""
 
     session_id: str
     call_id: str
@@ -39,19 +42,42 @@ class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     action: str
     skill: str | None = None
     tier: str | None = None
+    arguments: str = ""
+    expires_at: int | None = None
 
 
 class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """An approver's answer; ``decided_by`` names who decided (recorded)."""
+
     approved: bool
     decided_by: str
+    reason: str | None = None
 
 
-Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision]]
+Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision | None]]
+"""Answers an approval request, or None for "later": the session then suspends
+(``awaiting_approval``) until a decision is recorded from any process."""
 
 
 async def deny_all(request: ApprovalRequest) -> ApprovalDecision:
-    """The default approver: with nobody to ask, nothing that needs approval runs."""
-    return ApprovalDecision(approved=False, decided_by="default (no approver configured)")
+    """An approver that approves nothing."""
+    return ApprovalDecision(approved=False, decided_by="deny_all")
+
+
+class InterruptedCall(msgspec.Struct, frozen=True, kw_only=True):
+    """An at-most-once call that may or may not have taken effect before the process
+    running it stopped, handed to a :data:`Reconciler` on resume."""
+
+    session_id: str
+    call_id: str
+    tool: str
+    arguments: str
+
+
+Reconciler = Callable[[InterruptedCall], Awaitable[ToolOutcome | None]]
+"""Finds out what an interrupted call really did (say, by asking the outside system
+with the call's idempotency key) and returns its outcome, recorded as reconciled; None
+leaves it ``tool.interrupted``."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +106,7 @@ class Effects(Protocol):
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome: ...
 
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision: ...
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
 
 GetBlob = Callable[[str], Awaitable[bytes]]
@@ -126,7 +152,7 @@ class LiveEffects:
         skills: Sequence[Skill | InlineSkill],
         *,
         host_tools: Sequence[HostTool] = (),
-        approver: Approver = deny_all,
+        approver: Approver | None = None,
         bwrap: str | None = None,
     ) -> None:
         self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
@@ -168,8 +194,8 @@ class LiveEffects:
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
         return await self.tools[name].invoke(arguments, context)
 
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
-        return await self.approver(request)
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        return None if self.approver is None else await self.approver(request)
 
     def close(self) -> None:
         if self._workdir is not None:

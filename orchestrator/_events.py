@@ -27,6 +27,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     event_type: ClassVar[str]
 
 
+EffectClass = Literal["pure", "idempotent", "at-most-once"]
+"""What a tool does to the world, and so what resume does with a call whose intent is
+recorded but whose outcome is not (docs/effects.md): ``pure`` calls run again,
+``idempotent`` ones run again with the same idempotency key, ``at-most-once`` ones never
+run again and resolve as ``tool.interrupted`` (or as the embedding program reconciles)."""
+
+
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The policy a session runs under, recorded when it starts.
 
@@ -34,6 +41,8 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     tiers whose scripts may use the network (never third-party, whatever is asked).
     ``nested_paths`` allows ``skills.read`` below the first level of a skill's folders
     (``references/a/b.md``); seed 000 R5 recommends one level deep unless enabled.
+    ``approval_timeout_ms`` makes approval requests expire: a request still undecided
+    that long after it was recorded resolves as denied (``decided_by`` ``expired``).
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -44,6 +53,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     read_max_bytes: int = 256 * 1024
     approve_host_tools: tuple[str, ...] = ()
     nested_paths: bool = False
+    approval_timeout_ms: int | None = None
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,11 +68,14 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool definition as offered to the model; the JSON Schema is canonical JSON text."""
+    """A tool definition as offered to the model; the JSON Schema is canonical JSON text.
+    ``effect`` is not offered to the model: it tells resume what to do with the tool's
+    unfinished calls."""
 
     name: str
     description: str
     input_schema: str
+    effect: EffectClass = "at-most-once"
 
 
 class SessionStarted(Event, frozen=True, kw_only=True):
@@ -137,7 +150,10 @@ class ModelFailed(Event, frozen=True, kw_only=True):
 
 
 class ToolCalled(Event, frozen=True, kw_only=True):
-    """The runtime took up a tool call; ``skills`` is the active skill context."""
+    """The runtime took up a tool call, committed before anything of the call runs;
+    ``skills`` is the active skill context, ``effect`` the tool's effect class and
+    ``idempotency_key`` the key an idempotent tool receives (derived from the session
+    and call ids, so a re-run after a crash passes the same one)."""
 
     event_type: ClassVar[str] = "tool.called"
     turn: int
@@ -145,6 +161,8 @@ class ToolCalled(Event, frozen=True, kw_only=True):
     tool: str
     arguments: str
     skills: tuple[str, ...]
+    effect: EffectClass = "at-most-once"
+    idempotency_key: str | None = None
 
 
 class ToolCompleted(Event, frozen=True, kw_only=True):
@@ -157,6 +175,18 @@ class ToolCompleted(Event, frozen=True, kw_only=True):
     content: str
     duration_ms: int
     error_type: str | None = None
+    reconciled: bool = False
+
+
+class ToolInterrupted(Event, frozen=True, kw_only=True):
+    """The outcome of an at-most-once call whose intent was recorded but whose outcome
+    was not when the process stopped: it may or may not have taken effect, so it is not
+    run again. The model reads ``content``."""
+
+    event_type: ClassVar[str] = "tool.interrupted"
+    call_id: str
+    tool: str
+    content: str
 
 
 class PolicyDenied(Event, frozen=True, kw_only=True):
@@ -169,12 +199,18 @@ class PolicyDenied(Event, frozen=True, kw_only=True):
 
 
 class ApprovalRequested(Event, frozen=True, kw_only=True):
+    """Committed before the approver is asked; pending until ``approval.resolved``,
+    which any process may record (``skillog approve``). ``expires_at`` (ns, from the
+    policy's ``approval_timeout_ms``) is when an undecided request counts as denied."""
+
     event_type: ClassVar[str] = "approval.requested"
     call_id: str
     tool: str
     action: str
     skill: str | None = None
     tier: str | None = None
+    arguments: str = ""
+    expires_at: int | None = None
 
 
 class ApprovalResolved(Event, frozen=True, kw_only=True):
@@ -182,6 +218,7 @@ class ApprovalResolved(Event, frozen=True, kw_only=True):
     call_id: str
     approved: bool
     decided_by: str
+    reason: str | None = None
 
 
 ActivationTrigger = Literal["tool", "user", "file-read"]
@@ -229,6 +266,21 @@ class ResourceRead(Event, frozen=True, kw_only=True):
     digest: str
 
 
+class ScriptStarted(Event, frozen=True, kw_only=True):
+    """A script is about to start: committed before its process exists, so a long
+    script is visible while it runs. ``sandbox`` and ``network`` are what policy
+    demands; ``script.executed`` records what was enforced."""
+
+    event_type: ClassVar[str] = "script.started"
+    call_id: str
+    skill: str
+    path: str
+    args: tuple[str, ...]
+    sandbox: str
+    network: bool
+    timeout_ms: int
+
+
 class ScriptExecuted(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "script.executed"
     call_id: str
@@ -255,6 +307,7 @@ class SkillChanged(Event, frozen=True, kw_only=True):
     old_hash: str | None
     new_hash: str | None
     skill: SkillInfo | None = None
+    call_id: str | None = None
 
 
 class CatalogIndexed(Event, frozen=True, kw_only=True):
@@ -264,6 +317,16 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
 
     event_type: ClassVar[str] = "catalog.indexed"
     record: CatalogRecord
+
+
+class SessionSuspended(Event, frozen=True, kw_only=True):
+    """The session stopped to wait for approvals nobody in this process could give;
+    ``skillog approve``/``deny`` decide them from any process and ``skillog resume``
+    continues."""
+
+    event_type: ClassVar[str] = "session.suspended"
+    reason: Literal["awaiting_approval"]
+    call_ids: tuple[str, ...]
 
 
 class SessionEnded(Event, frozen=True, kw_only=True):
@@ -283,6 +346,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ModelFailed,
     ToolCalled,
     ToolCompleted,
+    ToolInterrupted,
     PolicyDenied,
     ApprovalRequested,
     ApprovalResolved,
@@ -290,9 +354,11 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SkillDeactivated,
     SkillActivationFailed,
     ResourceRead,
+    ScriptStarted,
     ScriptExecuted,
     SkillChanged,
     CatalogIndexed,
+    SessionSuspended,
     SessionEnded,
 )
 

@@ -23,7 +23,7 @@ import trio
 
 from eventlog import SkillogError
 
-from ._events import ToolDef
+from ._events import EffectClass, ToolDef
 from ._model import ToolSpec, encode_canonical
 
 MAX_ARGUMENTS_BYTES = 256 * 1024
@@ -50,13 +50,16 @@ class HostToolError(SkillogError):
 
 
 class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
-    """What a host tool learns about the call it serves: the session, the call id and
-    the names of the active skills in load order. A function receives it through a
+    """What a host tool learns about the call it serves: the session, the call id, the
+    names of the active skills in load order, and the call's idempotency key (the same
+    for every run of this call, in any process: pass it on to the outside system so a
+    re-run after a crash is recognised there). A function receives it through a
     parameter annotated ``ToolContext``, which is left out of the schema."""
 
     session_id: str
     call_id: str
     active_skills: tuple[str, ...] = ()
+    idempotency_key: str = ""
 
 
 class ToolOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,8 +85,10 @@ class HostTool:
         input_schema: dict[str, Any],
         positional: tuple[str, ...],
         context_parameter: str | None,
+        effect: EffectClass = "at-most-once",
     ) -> None:
         self.name = name
+        self.effect = effect
         self.description = description
         self.input_schema = input_schema
         self._fn = fn
@@ -100,6 +105,7 @@ class HostTool:
         *,
         name: str | None = None,
         description: str | None = None,
+        effect: EffectClass = "at-most-once",
     ) -> HostTool:
         """Make a tool from an async or sync function.
 
@@ -107,9 +113,14 @@ class HostTool:
         ``float``, ``list[str]``, ``Literal[...]``, ``X | None``, msgspec Structs, and
         ``Annotated[..., msgspec.Meta(description=...)]`` for per-field help); defaults
         make a field optional. A parameter annotated :class:`ToolContext` receives the
-        call's context. ``name`` defaults to the function's name (letters, digits, ``_``,
-        ``-`` and dots, at most 64 characters; ``skills.*`` is the runtime's), and
-        ``description`` to its docstring. Raises :class:`HostToolError` when the function
+        call's context (with the idempotency key). ``effect`` is what the tool does to
+        the world, which decides what resume does with a call the process was running
+        when it stopped (docs/effects.md): ``"at-most-once"`` (the default, the safe one)
+        never runs it again, ``"idempotent"`` runs it again with the same idempotency
+        key, ``"pure"`` (read-only) runs it again. ``name`` defaults to the function's
+        name (letters, digits, ``_``, ``-`` and dots, at most 64 characters;
+        ``skills.*`` is the runtime's), and ``description`` to its docstring. Raises
+        :class:`HostToolError` when the function
         cannot be described.
         """
         tool_name = name if name is not None else getattr(fn, "__name__", "")
@@ -135,6 +146,7 @@ class HostTool:
             input_schema=_input_schema(arguments, where),
             positional=positional,
             context_parameter=context_parameter,
+            effect=_check_effect(effect, where),
         )
 
     @property
@@ -151,6 +163,7 @@ class HostTool:
             name=self.name,
             description=self.description,
             input_schema=encode_canonical(self.input_schema).decode(),
+            effect=self.effect,
         )
 
     async def invoke(self, arguments_json: str, context: ToolContext) -> ToolOutcome:
@@ -225,6 +238,16 @@ class HostTool:
         return ToolOutcome(
             content=f"tool {self.name} failed: {reason}", is_error=True, error_type=INVALID_RESULT
         )
+
+
+_EFFECTS: tuple[EffectClass, ...] = ("pure", "idempotent", "at-most-once")
+
+
+def _check_effect(effect: str, where: str) -> EffectClass:
+    for known in _EFFECTS:
+        if effect == known:
+            return known
+    raise HostToolError(f"{where}: effect must be one of {', '.join(_EFFECTS)}, not {effect!r}")
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

@@ -8,8 +8,12 @@ crash, a cancellation or in another process) exactly where it stopped.
 How a session ends (``session.ended``): ``completed`` when the model answers without
 tool calls; ``max_turns`` when the turn bound is reached; ``error`` when the model keeps
 failing (after bounded retries for retryable errors, at once for others) or answers
-malformed output more than ``retry.max_attempts`` times in a row. A cancelled run
-records nothing more and stays resumable.
+malformed output more than ``retry.max_attempts`` times in a row. A session whose
+tool calls wait for approvals nobody in this process can give is suspended
+(``session.suspended``, status ``awaiting_approval``): ``run`` returns, and ``resume``
+in any process continues once the decisions are recorded. A cancelled or crashed run
+stays resumable: everything with an effect was recorded before it started
+(docs/effects.md).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import trio
 
 from eventlog import EventStore
 
-from ._effects import Approver, LiveEffects, deny_all, skill_info
+from ._effects import Approver, LiveEffects, Reconciler, skill_info
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
@@ -57,7 +61,8 @@ class Agent:
     skills: Sequence[Skill | InlineSkill] = ()
     host_tools: Sequence[HostTool] = ()
     policy: PolicyConfig = field(default_factory=PolicyConfig)
-    approver: Approver = deny_all
+    approver: Approver | None = None
+    reconcile: Reconciler | None = None
     name: str = "skillog"
     max_turns: int = 50
     max_tokens: int = 4096
@@ -105,19 +110,27 @@ class Agent:
             session_id=session_id,
             clock=self.clock,
             observers=self.observers,
+            reconcile=self.reconcile,
         )
 
     async def run(self, store: EventStore, task: str, *, session_id: str | None = None) -> Session:
-        """Start a session with ``task`` as the user's message and drive it to its end."""
+        """Start a session with ``task`` as the user's message and drive it to its end
+        (or until it suspends for approvals)."""
         session = await self.start(store, session_id=session_id)
         await session.add_user_message(task)
         await drive(session, self.model, self.retry)
         return session
 
     async def resume(self, store: EventStore, session_id: str) -> Session:
-        """Reopen a session from its log and drive it to its end."""
+        """Reopen a session from its log and drive it to its end (or until it suspends
+        for approvals that are still pending)."""
         session = await Session.open(
-            store, session_id, self.effects, clock=self.clock, observers=self.observers
+            store,
+            session_id,
+            self.effects,
+            clock=self.clock,
+            observers=self.observers,
+            reconcile=self.reconcile,
         )
         await drive(session, self.model, self.retry)
         return session
@@ -128,13 +141,15 @@ class Agent:
 
 
 async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:
-    """Run turns until the session ends. Safe to call on a session reopened mid-turn."""
+    """Run turns until the session ends or suspends. Safe to call on a session reopened
+    anywhere: mid-turn, mid-call, or suspended."""
     state = session.state
     assert state.config is not None
     failures = 0
     while state.status != "ended":
         if state.awaiting_tools:
-            await session.run_tools()
+            if await session.run_tools():
+                return  # suspended: some calls wait for an approval
             continue
         last = state.messages[-1] if state.messages else None
         if last is not None and last.role == "assistant":

@@ -2,8 +2,10 @@
 
 Every step appends events (durably, optimistically at the next seq) and only then
 folds them into the state and tells the observers, so the state never runs ahead of
-the log. A session opened from an existing stream refolds its events and continues
-exactly where it stopped.
+the log. Appends from concurrent tool calls of one session are group-committed: while
+one append is in flight the others queue, and the next goes out as one transaction.
+A session opened from an existing stream refolds its events and continues exactly
+where it stopped.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import trio
 from eventlog import Event as StoredEvent
 from eventlog import EventStore, NewEvent, SkillogError
 
-from ._effects import Effects
+from ._calls import CallContext, Recorded, Recorder, View
+from ._effects import Effects, Reconciler
 from ._events import (
     CODEC,
     ActivationTrigger,
@@ -30,14 +33,16 @@ from ._events import (
     PromptRendered,
     SessionEnded,
     SessionStarted,
+    SessionSuspended,
     SkillActivated,
     SkillInfo,
     UserMessage,
 )
 from ._model import Message, ModelRequest, ToolCall
+from ._pipeline import Hooks, run_turn_tools
 from ._prompt import compose, message_line, tail_line
 from ._state import SessionState, apply
-from ._tools import CallContext, Recorder, View, activate, handle_call
+from ._tools import activate
 
 Observer = Callable[[StoredEvent], None]
 Clock = Callable[[], int]
@@ -78,6 +83,19 @@ class _PromptHasher:
         return h.hexdigest()
 
 
+class _Queued:
+    """One append waiting for the session's next transaction."""
+
+    __slots__ = ("blobs", "bodies", "done", "error", "events")
+
+    def __init__(self, bodies: list[Event], events: list[NewEvent], blobs: list[bytes]) -> None:
+        self.bodies = bodies
+        self.events = events
+        self.blobs = blobs
+        self.done = False
+        self.error: BaseException | None = None
+
+
 class Session:
     """A running session. Create one with :meth:`create` or :meth:`open`."""
 
@@ -89,15 +107,21 @@ class Session:
         *,
         clock: Clock = time.time_ns,
         observers: Sequence[Observer] = (),
+        reconcile: Reconciler | None = None,
     ) -> None:
         self.store = store
         self.state = state
         self.effects = effects
         self.clock = clock
         self.observers = list(observers)
+        self.reconcile = reconcile
         self._blobs: dict[str, bytes] = {}
         self._hasher = _PromptHasher()
-        self._prompt: tuple[PromptRendered, list[bytes]] | None = None
+        self._lock = trio.Lock()
+        self._queue: list[_Queued] = []
+        # A prompt the log holds unanswered when the session is opened was being sent
+        # (or waited on) by a process that stopped.
+        self._interrupted_prompt = state.open_prompt is not None
 
     @property
     def id(self) -> str:
@@ -118,6 +142,7 @@ class Session:
         clock: Clock = time.time_ns,
         observers: Sequence[Observer] = (),
         preface: Sequence[Event] = (),
+        reconcile: Reconciler | None = None,
     ) -> Session:
         """Start a new session: records ``session.started`` and the catalog it sees."""
         session = cls(
@@ -126,6 +151,7 @@ class Session:
             effects,
             clock=clock,
             observers=observers,
+            reconcile=reconcile,
         )
         await session.record(
             *preface, config, CatalogSnapshot(skills=tuple(catalog), hidden=tuple(hidden))
@@ -141,6 +167,7 @@ class Session:
         *,
         clock: Clock = time.time_ns,
         observers: Sequence[Observer] = (),
+        reconcile: Reconciler | None = None,
     ) -> Session:
         """Reopen a session from its log: refold its events, reload the blobs the next
         prompt needs, and continue where it stopped."""
@@ -155,12 +182,13 @@ class Session:
             raise SessionNotFoundError(
                 f"no session {session_id!r} in this database; `skillog sessions` lists them"
             )
-        session = cls(store, state, effects, clock=clock, observers=observers)
+        session = cls(store, state, effects, clock=clock, observers=observers, reconcile=reconcile)
         for skill in state.active:
             session._blobs[skill.body_digest] = await store.get_blob(skill.body_digest)
         # Messages added after the last recorded prompt (the answer and tool results of
         # a turn that stopped) were never stored as blobs: the next prompt must name
-        # them as new, or its recorded request could not be rebuilt from the log.
+        # them as new, or its recorded request could not be rebuilt from the log. A
+        # prompt recorded but never answered names exactly the messages so far.
         session._hasher.prime(state.messages[:named])
         return session
 
@@ -178,11 +206,43 @@ class Session:
     ) -> None:
         if not events:
             return
-        committed = await self.store.append(
-            self.id, events, expected_seq=self.state.seq + 1, blobs=blobs
-        )
+        item = _Queued(bodies, events, blobs)
+        self._queue.append(item)
+        try:
+            await self._lock.acquire()
+        except BaseException:
+            if item in self._queue:  # cancelled before any transaction took it
+                self._queue.remove(item)
+            raise
+        try:
+            if not item.done:
+                batch, self._queue = self._queue, []
+                # Shielded: once sent, the outcome must reach the state, or the state
+                # would run behind the log.
+                with trio.CancelScope(shield=True):
+                    await self._commit_batch(batch)
+        finally:
+            self._lock.release()
+        if item.error is not None:
+            raise item.error
+
+    async def _commit_batch(self, batch: list[_Queued]) -> None:
+        try:
+            committed = await self.store.append(
+                self.id,
+                [e for item in batch for e in item.events],
+                expected_seq=self.state.seq + 1,
+                blobs=[b for item in batch for b in item.blobs],
+            )
+        except BaseException as e:
+            for item in batch:
+                item.done, item.error = True, e
+            return
+        bodies = [b for item in batch for b in item.bodies]
         for body, event in zip(bodies, committed, strict=True):
             apply(self.state, body, seq=event.seq, hash=event.hash)
+        for item in batch:
+            item.done = True
         for event in committed:
             for observer in self.observers:
                 observer(event)
@@ -206,19 +266,20 @@ class Session:
             await self._run_activation(list(dict.fromkeys(names)), trigger="user")
 
     async def _run_activation(self, names: list[str], *, trigger: ActivationTrigger) -> None:
-        rec = Recorder(self.clock)
-        ctx = self._context(ToolCall(id="", name="", arguments=""), View.of(self.state), rec)
+        ctx = self._context(ToolCall(id="", name="", arguments=""), View.of(self.state))
         with contextlib.suppress(SkillogError):  # recorded as skill.activation_failed
             await activate(ctx, names, mode="add", trigger=trigger)
-        await self._commit(rec)
+        await ctx.commit()
 
     async def render(self) -> tuple[ModelRequest, str]:
-        """Compose the next request; returns it and its hash.
+        """Compose the next request and commit its ``prompt.rendered`` (with the
+        request's blobs) before anything sends it; returns it and its hash.
 
-        Its ``prompt.rendered`` event (with the request's blobs) is committed together
-        with the outcome of the call (response or failure), saving a durable write per
-        turn. Nothing is lost if the process dies in between: the request is a pure
-        function of the log, so it is composed again, byte for byte.
+        When the log already holds a prompt nobody answered, the request is composed
+        again and checked to be the same bytes: a retry after ``model.failed`` records
+        nothing more; in a session reopened with the prompt unanswered (the process
+        stopped during the model call) ``model.failed`` (kind ``interrupted``) first
+        records that the next attempt retries it.
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
@@ -229,57 +290,59 @@ class Session:
         lines = self._hasher.update(self.state)
         tail = tail_line(request)
         digest = self._hasher.digest(tail)
-        self._prompt = (
-            PromptRendered(
+        recorded = self.state.open_prompt
+        if recorded is None:
+            prompt = PromptRendered(
                 turn=self.state.turn + 1,
                 request_hash=digest,
                 message_count=len(request.messages),
                 new_message_digests=tuple(hashlib.sha256(line).hexdigest() for line in lines),
                 tail_digest=hashlib.sha256(tail).hexdigest(),
-            ),
-            [*lines, tail],
-        )
+            )
+            await self.record(prompt, blobs=[*lines, tail])
+        elif recorded.request_hash != digest:
+            raise SessionStateError(
+                f"session {self.id}: the unanswered request of turn {recorded.turn} "
+                f"recomposes to {digest}, not the recorded {recorded.request_hash}; "
+                "`skillog replay` shows where the log and this code part ways"
+            )
+        elif self._interrupted_prompt:
+            self._interrupted_prompt = False
+            await self.record(
+                ModelFailed(
+                    turn=recorded.turn,
+                    kind="interrupted",
+                    message="the process stopped before the model answered; "
+                    "the same request is sent again",
+                    attempt=self.state.model_attempts + 1,
+                    will_retry=True,
+                )
+            )
         return request, digest
 
     @property
     def turn(self) -> int:
-        """The turn of the last composed request (pending or recorded)."""
-        return self._prompt[0].turn if self._prompt else self.state.turn
+        """The turn of the last composed request."""
+        return self.state.turn
 
     async def record_outcome(self, outcome: ModelResponded | ModelFailed) -> None:
-        """Record the answer to (or failure of) the last composed request, with the
-        ``prompt.rendered`` it answers if that is not recorded yet."""
-        prompt, self._prompt = self._prompt, None
-        if prompt is None:
-            await self.record(outcome)
-        else:
-            await self.record(prompt[0], outcome, blobs=prompt[1])
+        """Record the answer to (or failure of) the last composed request."""
+        await self.record(outcome)
 
-    async def run_tools(self) -> None:
-        """Run the tool calls of the last model response and record all of their events
-        in one append, in the order the model made the calls.
-
-        Calls that change the active skills run in order; the others run concurrently,
-        each deciding from its own view of the state at its position. If the turn is
-        cancelled nothing is recorded and the calls run again when the session resumes.
-        """
-        calls = list(self.state.pending_calls)
-        view = View.of(self.state)
-        recorders: list[Recorder] = []
-        async with trio.open_nursery() as nursery:
-            for call in calls:
-                rec = Recorder(self.clock)
-                recorders.append(rec)
-                if call.name in ("skills.load", "skills.unload"):
-                    await handle_call(self._context(call, view, rec))
-                else:
-                    nursery.start_soon(handle_call, self._context(call, view.copy(), rec))
-        merged = Recorder(self.clock)
-        for rec in recorders:
-            merged.bodies += rec.bodies
-            merged.events += rec.events
-            merged.blobs.update(rec.blobs)
-        await self._commit(merged)
+    async def run_tools(self) -> list[str]:
+        """Run the tool calls of the last model response through the write-ahead
+        pipeline (``_pipeline``). Calls whose approval nobody here can give are left
+        pending and the session is suspended (``session.suspended``); returns their
+        ids. A cancelled turn stays resumable: each call continues from what the log
+        holds for it."""
+        hooks = Hooks(clock=self.clock, reconcile=self.reconcile)
+        before = self.state.seq
+        waiting = await run_turn_tools(self.state, self._call_context, hooks)
+        if waiting and not (self.state.status == "awaiting_approval" and self.state.seq == before):
+            await self.record(
+                SessionSuspended(reason="awaiting_approval", call_ids=tuple(sorted(waiting)))
+            )
+        return waiting
 
     async def end(self, reason: str, error: str | None = None) -> None:
         if self.state.status != "ended":
@@ -287,15 +350,20 @@ class Session:
                 SessionEnded(reason=reason, turns=self.state.turn, error=error)  # type: ignore[arg-type]
             )
 
-    def _context(self, call: ToolCall, view: View, rec: Recorder) -> CallContext:
+    def _call_context(self, index: int, view: View, recorded: Recorded) -> CallContext:
+        return self._context(self.state.pending_calls[index], view, recorded)
+
+    def _context(self, call: ToolCall, view: View, recorded: Recorded | None = None) -> CallContext:
         return CallContext(
             session_id=self.id,
             turn=self.state.turn,
             call=call,
             view=view,
-            rec=rec,
+            rec=Recorder(self.clock),
             effects=self.effects,
             get_blob=self.get_blob,
+            commit_recorder=self._commit,
+            recorded=recorded or Recorded(),
         )
 
     async def _commit(self, rec: Recorder) -> None:

@@ -25,15 +25,19 @@ from ._events import (
     ModelResponded,
     PolicyDenied,
     PromptRendered,
+    ScriptStarted,
     SessionEnded,
     SessionForked,
     SessionStarted,
+    SessionSuspended,
     SkillActivated,
     SkillChanged,
     SkillDeactivated,
     SkillInfo,
+    ToolCalled,
     ToolCompleted,
     ToolDef,
+    ToolInterrupted,
     UserMessage,
 )
 from ._model import Message, TextPart, ToolCall, ToolResult
@@ -56,7 +60,46 @@ class ActiveSkill(msgspec.Struct, frozen=True, kw_only=True):
         return next((f for f in self.files if f.path == path), None)
 
 
-Status = Literal["new", "running", "ended"]
+Status = Literal["new", "running", "awaiting_approval", "resumable", "ended"]
+"""``awaiting_approval``: suspended until pending approvals are decided (from any
+process); ``resumable``: suspended, every approval now decided, ready to resume."""
+
+ViewChange = SkillActivated | SkillDeactivated | SkillChanged
+"""The events by which a call changes the active skills or catalog later calls see."""
+
+
+class TurnProgress:
+    """Where the tool phase of the current turn stands, for each call of the last model
+    response: what the log already holds (intent, decision, started script, view
+    changes). Resume continues each call from here; nothing here is ever guessed."""
+
+    __slots__ = (
+        "approvals",
+        "base_active",
+        "base_catalog",
+        "called",
+        "changes",
+        "decided_while_suspended",
+        "started",
+    )
+
+    def __init__(self, catalog: dict[str, SkillInfo], active: list[ActiveSkill]) -> None:
+        self.base_catalog = dict(catalog)
+        self.base_active = list(active)
+        self.called: dict[str, ToolCalled] = {}
+        self.approvals: dict[str, ApprovalResolved] = {}
+        self.decided_while_suspended: set[str] = set()
+        self.started: dict[str, ScriptStarted] = {}
+        self.changes: dict[str, list[ViewChange]] = {}
+
+    def copy(self) -> TurnProgress:
+        other = copy.copy(self)
+        other.called = dict(self.called)
+        other.approvals = dict(self.approvals)
+        other.decided_while_suspended = set(self.decided_while_suspended)
+        other.started = dict(self.started)
+        other.changes = {k: list(v) for k, v in self.changes.items()}
+        return other
 
 
 class ActiveSkills:
@@ -91,6 +134,8 @@ class SessionState(ActiveSkills):
         "hidden",
         "input_tokens",
         "messages",
+        "model_attempts",
+        "open_prompt",
         "output_tokens",
         "pending_approvals",
         "pending_calls",
@@ -100,6 +145,7 @@ class SessionState(ActiveSkills):
         "session_id",
         "status",
         "turn",
+        "turn_progress",
     )
 
     def __init__(self, session_id: str) -> None:
@@ -122,6 +168,9 @@ class SessionState(ActiveSkills):
         self.output_tokens = 0
         self.status: Status = "new"
         self.ended: SessionEnded | None = None
+        self.open_prompt: PromptRendered | None = None
+        self.model_attempts = 0
+        self.turn_progress: TurnProgress | None = None
 
     def copy(self) -> SessionState:
         """An independent copy (the lists and dicts are copied, the values are frozen)."""
@@ -134,6 +183,8 @@ class SessionState(ActiveSkills):
         self.pending_calls = list(self.pending_calls)
         self.pending_results = dict(self.pending_results)
         self.pending_approvals = dict(self.pending_approvals)
+        if self.turn_progress is not None:
+            self.turn_progress = self.turn_progress.copy()
         return self
 
     @property
@@ -146,6 +197,13 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
     """Fold one event (at ``seq`` with ``hash``) into ``state``; returns ``state``."""
     state.seq = seq
     state.head_hash = hash
+    suspended = state.status in ("awaiting_approval", "resumable")
+    if suspended and not isinstance(event, ApprovalResolved | SessionSuspended):
+        state.status = "running"  # resumed
+    progress = state.turn_progress
+    call_id = getattr(event, "call_id", None)
+    if progress is not None and call_id is not None:
+        _progress(progress, event, call_id, suspended=suspended)
     match event:
         case SessionStarted():
             state.config = event
@@ -165,6 +223,8 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case PromptRendered():
             state.turn = event.turn
             state.prompt_count += 1
+            state.open_prompt = event
+            state.model_attempts = 0
         case ModelResponded():
             response = event.response
             state.messages.append(Message(role="assistant", parts=response.parts))
@@ -172,8 +232,12 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.pending_results = {}
             state.input_tokens += response.usage.input_tokens
             state.output_tokens += response.usage.output_tokens
+            state.open_prompt = None
+            state.turn_progress = (
+                TurnProgress(state.catalog, state.active) if state.pending_calls else None
+            )
         case ModelFailed():
-            pass
+            state.model_attempts = event.attempt
         case SkillActivated():
             state.active = [s for s in state.active if s.name != event.name]
             state.active.append(active_from(event))
@@ -185,13 +249,20 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.pending_approvals[event.call_id] = event
         case ApprovalResolved():
             state.pending_approvals.pop(event.call_id, None)
+            if state.status == "awaiting_approval" and not state.pending_approvals:
+                state.status = "resumable"
         case ToolCompleted():
-            _complete(state, event)
+            _complete(state, event.call_id, event.content, event.is_error)
+        case ToolInterrupted():
+            _complete(state, event.call_id, event.content, True)
+        case SessionSuspended():
+            state.status = "awaiting_approval" if state.pending_approvals else "resumable"
         case SessionEnded():
             state.status = "ended"
             state.ended = event
+            state.open_prompt = None
         case _:
-            pass  # audit-only events (tool.called, resource.read, ...) change no state
+            pass  # audit-only events (resource.read, script.executed, ...) change no state
     return state
 
 
@@ -219,16 +290,32 @@ def active_from(event: SkillActivated) -> ActiveSkill:
     )
 
 
-def _complete(state: SessionState, event: ToolCompleted) -> None:
+def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: bool) -> None:
+    match event:
+        case ToolCalled():
+            progress.called[call_id] = event
+        case ApprovalResolved():
+            progress.approvals[call_id] = event
+            if suspended:
+                progress.decided_while_suspended.add(call_id)
+        case ScriptStarted():
+            progress.started[call_id] = event
+        case SkillActivated() | SkillDeactivated() | SkillChanged():
+            progress.changes.setdefault(call_id, []).append(event)
+        case _:
+            pass
+
+
+def _complete(state: SessionState, call_id: str, content: str, is_error: bool) -> None:
     """Collect a tool result; once every pending call has one, the results join the
-    history as one ``tool`` message in the order the model made the calls."""
-    if not any(c.id == event.call_id for c in state.pending_calls):
+    history as one ``tool`` message in the order the model made the calls (whatever
+    order they finished in)."""
+    if not any(c.id == call_id for c in state.pending_calls):
         return
-    state.pending_results[event.call_id] = ToolResult(
-        call_id=event.call_id, content=event.content, is_error=event.is_error
-    )
+    state.pending_results[call_id] = ToolResult(call_id=call_id, content=content, is_error=is_error)
     if len(state.pending_results) == len(state.pending_calls):
         parts = tuple(state.pending_results[c.id] for c in state.pending_calls)
         state.messages.append(Message(role="tool", parts=parts))
         state.pending_calls = []
         state.pending_results = {}
+        state.turn_progress = None

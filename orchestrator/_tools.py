@@ -1,47 +1,43 @@
-"""The LLM-callable runtime tools (seed 002) and the gate every tool call passes.
+"""The runtime tools (seed 002) and host tools, each as a plan and an effect.
 
-Each call is handled against a :class:`View` of the session state and produces the
-events and blobs to record, ending in one ``tool.completed`` whose content is what the
-model reads. Errors of any kind (bad arguments, unknown skills, refused paths, policy
-denials, failing scripts) become readable tool results and events; they never escape
-to the loop.
+:func:`plan_call` resolves a call and decides on it from the call's view alone (which
+tool, are the arguments valid, does policy allow it, must someone approve it, what is
+its effect class); the plan's ``act`` is the effect, run by the pipeline (``_pipeline``)
+only once its intent is durable. Errors of any kind (bad arguments, unknown skills,
+refused paths, policy denials, failing scripts) become readable tool results and
+events; they never escape to the loop.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 import msgspec
 
-from eventlog import NewEvent, SkillogError
+from eventlog import SkillogError
 
-from ._effects import ApprovalRequest, Effects, GetBlob, LoadedSkill
+from ._calls import CallContext, ToolError, View, idempotency_key
+from ._effects import LoadedSkill
 from ._events import (
-    CODEC,
     ActivationTrigger,
-    ApprovalRequested,
-    ApprovalResolved,
-    Event,
+    EffectClass,
     PolicyDenied,
     ResourceRead,
     ScriptExecuted,
-    SessionStarted,
+    ScriptStarted,
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
-    SkillInfo,
-    ToolCalled,
-    ToolCompleted,
+    ToolDef,
 )
 from ._host_tools import ToolContext
-from ._model import ToolCall, encode_canonical
+from ._model import encode_canonical
 from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
     allowlist,
@@ -52,7 +48,7 @@ from ._policy import (
     script_gate,
 )
 from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
-from ._state import ActiveSkill, ActiveSkills, SessionState, active_from
+from ._state import ActiveSkill, active_from
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -60,12 +56,15 @@ FILE_READ_TOOLS = frozenset({"Read", "read_file", "read"})
 """Host tools whose reading a listed SKILL.md counts as activating that skill."""
 
 
-class ToolError(SkillogError):
-    """A tool call failed in a way the model should read and act on."""
+class PolicyError(ToolError):
+    """A call refused by policy; ``event`` (``policy.denied``) is recorded with its
+    outcome."""
 
-    def __init__(self, message: str, *, error_type: str = "tool_error") -> None:
-        super().__init__(message)
-        self.error_type = error_type
+    def __init__(self, event: PolicyDenied) -> None:
+        super().__init__(
+            f"denied by policy ({event.rule}): {event.reason}", error_type="policy_denied"
+        )
+        self.event = event
 
 
 class LoadArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -91,108 +90,56 @@ class RunArgs(msgspec.Struct, forbid_unknown_fields=True):
     workdir: str = "."
 
 
-@dataclass
-class View(ActiveSkills):
-    """What a tool call decides from: the session's configuration, catalog and active
-    skills as they stand at the call's position in the turn. Calls that change them
-    (load, unload) run in order; every other call gets its own copy, so concurrent
-    calls cannot see each other and the recorded events do not depend on timing."""
-
-    config: SessionStarted
-    catalog: dict[str, SkillInfo]
-    active: list[ActiveSkill]
-
-    @classmethod
-    def of(cls, state: SessionState) -> View:
-        assert state.config is not None
-        return cls(state.config, dict(state.catalog), list(state.active))
-
-    def copy(self) -> View:
-        return View(self.config, dict(self.catalog), list(self.active))
+Act = Callable[[CallContext], Awaitable[str]]
 
 
-@dataclass
-class Recorder:
-    """Collects the events (with their bodies) and blobs one call produces, stamped with
-    the clock as they happen."""
+@dataclass(frozen=True)
+class Approval:
+    """What an approver is asked to allow."""
 
-    clock: Callable[[], int]
-    bodies: list[Event] = field(default_factory=list)
-    events: list[NewEvent] = field(default_factory=list)
-    blobs: dict[str, bytes] = field(default_factory=dict)
-
-    def add(self, body: Event) -> None:
-        self.bodies.append(body)
-        self.events.append(CODEC.encode(body, recorded_at=self.clock()))
-
-    def blob(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        self.blobs[digest] = data
-        return digest
+    action: str
+    skill: ActiveSkill | None
 
 
-@dataclass
-class CallContext:
-    session_id: str
-    turn: int
-    call: ToolCall
-    view: View
-    rec: Recorder
-    effects: Effects
-    get_blob: GetBlob
+@dataclass(frozen=True)
+class Plan:
+    """A call resolved and decided, before anything of it runs: its effect class, and
+    either the refusal the model reads or the effect to run (``act``), behind an
+    approval when policy asks for one. ``script`` is the ``script.started`` intent a
+    script run commits before its process starts."""
+
+    effect: EffectClass
+    act: Act | None = None
+    refusal: ToolError | None = None
+    approval: Approval | None = None
+    script: ScriptStarted | None = None
 
 
-async def handle_call(ctx: CallContext) -> None:
-    """Run one tool call to completion, recording everything; never raises for the
-    call's own failures."""
-    call, view = ctx.call, ctx.view
-    ctx.rec.add(
-        ToolCalled(
-            turn=ctx.turn,
-            call_id=call.id,
-            tool=call.name,
-            arguments=call.arguments,
-            skills=view.active_names,
-        )
-    )
-    start = time.monotonic_ns()
-    try:
-        content = await _dispatch(ctx)
-        is_error, error_type = False, None
-    except ToolError as e:
-        content, is_error, error_type = str(e), True, e.error_type
-    ctx.rec.add(
-        ToolCompleted(
-            call_id=call.id,
-            tool=call.name,
-            is_error=is_error,
-            content=content,
-            duration_ms=(time.monotonic_ns() - start) // 1_000_000,
-            error_type=error_type,
-        )
-    )
-
-
-async def _dispatch(ctx: CallContext) -> str:
+def plan_call(ctx: CallContext) -> Plan:
+    """Resolve the tool and decide on the call from the view alone (pure: the same log
+    gives the same plan in any process)."""
     name = ctx.call.name
-    available = offered_tools(ctx.view)
-    if name not in available:
-        if name in all_tools(ctx.view):
-            raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, name))
-        raise ToolError(
-            f"there is no tool named {name!r}; available tools: "
-            f"{', '.join(sorted(available)) or 'none'}",
-            error_type="unknown_tool",
-        )
-    if name == "skills.load":
-        return await load(ctx, _args(ctx, LoadArgs))
-    if name == "skills.unload":
-        return unload(ctx, _args(ctx, UnloadArgs))
-    if name == "skills.read":
-        return await read(ctx, _args(ctx, ReadArgs))
-    if name == "skills.run_script":
-        return await run(ctx, _args(ctx, RunArgs))
-    return await host_tool(ctx)
+    try:
+        available = offered_tools(ctx.view)
+        if name not in available:
+            if name in all_tools(ctx.view):
+                raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, name))
+            raise ToolError(
+                f"there is no tool named {name!r}; available tools: "
+                f"{', '.join(sorted(available)) or 'none'}",
+                error_type="unknown_tool",
+            )
+        if name == "skills.load":
+            return Plan("pure", functools.partial(load, _args(ctx, LoadArgs)))
+        if name == "skills.unload":
+            return Plan("pure", functools.partial(unload, _args(ctx, UnloadArgs)))
+        if name == "skills.read":
+            return _plan_read(ctx, _args(ctx, ReadArgs))
+        if name == "skills.run_script":
+            return _plan_run(ctx, _args(ctx, RunArgs))
+        return _plan_host_tool(ctx)
+    except ToolError as e:
+        return Plan("pure", refusal=e)
 
 
 def all_tools(view: View) -> set[str]:
@@ -231,7 +178,7 @@ def _args(ctx: CallContext, kind: type[A]) -> A:
 # -- skills.load / skills.unload ------------------------------------------------------
 
 
-async def load(ctx: CallContext, args: LoadArgs) -> str:
+async def load(args: LoadArgs, ctx: CallContext) -> str:
     view = ctx.view
     names = list(dict.fromkeys(args.names))
     if not names:
@@ -297,7 +244,13 @@ def _record_activation(
     info = loaded.info(view.config.file_access)
     if recorded is not None and recorded.hash != skill.hash:
         ctx.rec.add(
-            SkillChanged(name=skill.name, old_hash=recorded.hash, new_hash=skill.hash, skill=info)
+            SkillChanged(
+                name=skill.name,
+                old_hash=recorded.hash,
+                new_hash=skill.hash,
+                skill=info,
+                call_id=ctx.call.id or None,
+            )
         )
         view.catalog[skill.name] = info
     for data in loaded.blobs:
@@ -326,7 +279,7 @@ def _deactivate(ctx: CallContext, skill: ActiveSkill, reason: Literal["unload", 
     ctx.view.active = [s for s in ctx.view.active if s.name != skill.name]
 
 
-def unload(ctx: CallContext, args: UnloadArgs) -> str:
+async def unload(args: UnloadArgs, ctx: CallContext) -> str:
     view = ctx.view
     if not args.all and not args.names:
         raise ToolError("skills.unload needs names or all=true", error_type="invalid_arguments")
@@ -364,9 +317,7 @@ def _receipt(view: View) -> dict[str, object]:
 # -- skills.read ----------------------------------------------------------------------
 
 
-async def read(ctx: CallContext, args: ReadArgs) -> str:
-    """Read from the snapshot the skill was loaded with: what the model reads is what
-    the log holds under the skill's pinned hash, even if the folder changed since."""
+def _plan_read(ctx: CallContext, args: ReadArgs) -> Plan:
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
     if rel.count("/") > 1 and not ctx.view.config.policy.nested_paths:
@@ -377,6 +328,12 @@ async def read(ctx: CallContext, args: ReadArgs) -> str:
         )
     if not permits(allowlist(ctx.view.active), "skills.read", path=rel):
         raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, "skills.read", rel), skill)
+    return Plan("pure", functools.partial(read, skill, rel))
+
+
+async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
+    """Read from the snapshot the skill was loaded with: what the model reads is what
+    the log holds under the skill's pinned hash, even if the folder changed since."""
     entry = skill.file(rel)
     if entry is None:
         raise ToolError(
@@ -410,7 +367,7 @@ async def read(ctx: CallContext, args: ReadArgs) -> str:
 # -- skills.run_script ----------------------------------------------------------------
 
 
-async def run(ctx: CallContext, args: RunArgs) -> str:
+def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     view = ctx.view
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
@@ -420,8 +377,6 @@ async def run(ctx: CallContext, args: RunArgs) -> str:
         raise ToolError(f"skill {skill.name!r} has no script {rel!r}", error_type="not_found")
     policy = view.config.policy
     gate = script_gate(policy, skill.tier)
-    if gate.needs_approval:
-        await _approve(ctx, f"run {rel} {' '.join(args.args)}".strip(), skill)
     request = ScriptRequest(
         root="",
         path=rel,
@@ -433,19 +388,41 @@ async def run(ctx: CallContext, args: RunArgs) -> str:
         sandbox=gate.sandbox,
         network=gate.network,
     )
+    started = ScriptStarted(
+        call_id=ctx.call.id,
+        skill=skill.name,
+        path=rel,
+        args=request.args,
+        sandbox=gate.sandbox,
+        network=gate.network,
+        timeout_ms=request.timeout_ms,
+    )
+    # Only a script that can run nowhere but in the sandbox, without network, is known
+    # to leave nothing behind outside its private copy: that one may run again.
+    rerunnable = gate.sandbox == "required" and not gate.network
+    action = f"run {rel} {' '.join(args.args)}".strip()
+    return Plan(
+        "pure" if rerunnable else "at-most-once",
+        functools.partial(run, skill, request),
+        approval=Approval(action, skill) if gate.needs_approval else None,
+        script=started,
+    )
+
+
+async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> str:
     result = await ctx.effects.run_script(skill, request, ctx.get_blob)
     ctx.rec.add(
         ScriptExecuted(
             call_id=ctx.call.id,
             skill=skill.name,
-            path=rel,
-            args=tuple(args.args),
+            path=request.path,
+            args=request.args,
             exit_code=result.exit_code,
             duration_ms=result.duration_ms,
             stdout_digest=ctx.rec.blob(result.stdout.encode()),
             stderr_digest=ctx.rec.blob(result.stderr.encode()),
             sandbox=result.sandbox,
-            network=gate.network,
+            network=request.network,
             timed_out=result.timed_out,
             truncated=result.truncated,
             refused=result.refused,
@@ -456,7 +433,7 @@ async def run(ctx: CallContext, args: RunArgs) -> str:
         raise _deny(ctx, rule, result.refused, skill)
     return encode_canonical(
         {
-            "path": rel,
+            "path": request.path,
             "exit_code": result.exit_code,
             "stdout": result.stdout,
             "stderr": result.stderr,
@@ -470,20 +447,40 @@ async def run(ctx: CallContext, args: RunArgs) -> str:
 # -- host tools -----------------------------------------------------------------------
 
 
-async def host_tool(ctx: CallContext) -> str:
-    view = ctx.view
-    name = ctx.call.name
-    # No allowlist check here: _dispatch only lets offered tools through, and a host
+def host_tool_def(view: View, name: str) -> ToolDef | None:
+    """The recorded definition of a host tool (or an active inline skill's tool)."""
+    for tool in view.config.host_tools:
+        if tool.name == name:
+            return tool
+    return next((t for s in view.active for t in s.tools if t.name == name), None)
+
+
+def _plan_host_tool(ctx: CallContext) -> Plan:
+    # No allowlist check here: plan_call only lets offered tools through, and a host
     # tool is offered exactly when the allowlist permits it (no patterns apply).
-    if host_tool_needs_approval(view.config.policy, name):
-        await _approve(ctx, f"call {name} with {ctx.call.arguments}", None)
-    context = ToolContext(
-        session_id=ctx.session_id, call_id=ctx.call.id, active_skills=view.active_names
+    name = ctx.call.name
+    definition = host_tool_def(ctx.view, name)
+    needs_approval = host_tool_needs_approval(ctx.view.config.policy, name)
+    return Plan(
+        definition.effect if definition is not None else "at-most-once",
+        host_tool,
+        approval=Approval(f"call {name} with {ctx.call.arguments}", None)
+        if needs_approval
+        else None,
     )
-    outcome = await ctx.effects.call_tool(name, ctx.call.arguments, context)
+
+
+async def host_tool(ctx: CallContext) -> str:
+    context = ToolContext(
+        session_id=ctx.session_id,
+        call_id=ctx.call.id,
+        active_skills=ctx.view.active_names,
+        idempotency_key=idempotency_key(ctx.session_id, ctx.call.id),
+    )
+    outcome = await ctx.effects.call_tool(ctx.call.name, ctx.call.arguments, context)
     if outcome.is_error:
         raise ToolError(outcome.content, error_type=outcome.error_type or "tool_error")
-    if name in FILE_READ_TOOLS:
+    if ctx.call.name in FILE_READ_TOOLS:
         await _file_read_activation(ctx)
     return outcome.content
 
@@ -519,37 +516,10 @@ async def _file_read_activation(ctx: CallContext) -> None:
 # -- shared gates ---------------------------------------------------------------------
 
 
-async def _approve(ctx: CallContext, action: str, skill: ActiveSkill | None) -> None:
-    ctx.rec.add(
-        ApprovalRequested(
-            call_id=ctx.call.id,
-            tool=ctx.call.name,
-            action=action,
-            skill=skill.name if skill else None,
-            tier=skill.tier if skill else None,
-        )
-    )
-    decision = await ctx.effects.approve(
-        ApprovalRequest(
-            session_id=ctx.session_id,
-            call_id=ctx.call.id,
-            tool=ctx.call.name,
-            action=action,
-            skill=skill.name if skill else None,
-            tier=skill.tier if skill else None,
-        )
-    )
-    ctx.rec.add(
-        ApprovalResolved(
-            call_id=ctx.call.id, approved=decision.approved, decided_by=decision.decided_by
-        )
-    )
-    if not decision.approved:
-        raise _deny(ctx, "approval", f"not approved ({decision.decided_by}): {action}", skill)
-
-
-def _deny(ctx: CallContext, rule: str, reason: str, skill: ActiveSkill | None = None) -> ToolError:
-    ctx.rec.add(
+def _deny(
+    ctx: CallContext, rule: str, reason: str, skill: ActiveSkill | None = None
+) -> PolicyError:
+    return PolicyError(
         PolicyDenied(
             call_id=ctx.call.id,
             tool=ctx.call.name,
@@ -558,7 +528,6 @@ def _deny(ctx: CallContext, rule: str, reason: str, skill: ActiveSkill | None = 
             skill=skill.name if skill else None,
         )
     )
-    return ToolError(f"denied by policy ({rule}): {reason}", error_type="policy_denied")
 
 
 def _allowlist_reason(view: View, tool: str, path: str = "") -> str:

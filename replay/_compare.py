@@ -14,7 +14,15 @@ import msgspec
 
 from eventlog import Event
 from orchestrator._events import Event as Body
-from orchestrator._events import ModelFailed, ModelResponded, ToolCompleted
+from orchestrator._events import (
+    ModelFailed,
+    ModelResponded,
+    PromptRendered,
+    SessionEnded,
+    SessionSuspended,
+    ToolCompleted,
+    UserMessage,
+)
 
 MEASURED: dict[type[Body], frozenset[str]] = {
     ModelResponded: frozenset({"duration_ms"}),
@@ -78,6 +86,42 @@ def first_difference(a: Any, b: Any, path: str = "$") -> tuple[str, Any, Any] | 
     return None if a == b else (path, a, b)
 
 
+_TURN_END = (PromptRendered, SessionEnded, UserMessage)
+
+
+def in_call_order(events: list[tuple[Event, Body]]) -> list[tuple[Event, Body]]:
+    """The events with each turn's tool phase ordered call by call.
+
+    Concurrent calls commit their outcomes as they finish, so their events interleave
+    by timing; each call's own events are in pipeline order. Sorting a tool phase
+    stably by the index of the call each event belongs to gives an order that only
+    the code decides."""
+    out: list[tuple[Event, Body]] = []
+    phase: list[tuple[int, int, tuple[Event, Body]]] = []
+    order: dict[str, int] = {}
+
+    def flush() -> None:
+        out.extend(item for _, _, item in sorted(phase, key=lambda p: (p[0], p[1])))
+        phase.clear()
+
+    for pair in events:
+        body = pair[1]
+        if isinstance(body, ModelResponded):
+            flush()
+            out.append(pair)
+            order = {c.id: i for i, c in enumerate(body.response.tool_calls)}
+        elif isinstance(body, (*_TURN_END, SessionSuspended)) or not order:
+            # A suspension splits the tool phase: what came before it stays before it.
+            flush()
+            order = {} if isinstance(body, _TURN_END) else order
+            out.append(pair)
+        else:
+            index = order.get(getattr(body, "call_id", None) or "", len(order))
+            phase.append((index, len(phase), pair))
+    flush()
+    return out
+
+
 def compare_events(
     recorded: list[tuple[Event, Body]],
     redriven: list[tuple[Event, Body]],
@@ -85,10 +129,12 @@ def compare_events(
     *,
     recording_complete: bool,
 ) -> EventDivergence | None:
-    """The first divergence of ``redriven`` from ``recorded`` (type, then body).
+    """The first divergence of ``redriven`` from ``recorded`` (type, then body), each
+    taken :func:`in_call_order`.
 
     ``turns[seq]`` is the recorded turn of each seq. When the recording is not
     complete (the session never ended) events beyond its end are not compared."""
+    recorded, redriven = in_call_order(recorded), in_call_order(redriven)
     for (re_, rb), (de, db) in zip(recorded, redriven, strict=False):
         turn = turns[re_.seq]
         if re_.type != de.type:

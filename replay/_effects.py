@@ -34,6 +34,7 @@ from orchestrator._events import (
     PromptRendered,
     ScriptExecuted,
     SessionEnded,
+    SessionSuspended,
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
@@ -67,8 +68,11 @@ class RecordedEffects:
         self._scripts: list[int] = []
         self._tools: dict[str, ToolCompleted] = {}
         self._approvals: dict[str, ApprovalResolved] = {}
+        self._suspended: set[str] = set()  # calls decided only after the session suspended
         for seq, body in enumerate(bodies):
             match body:
+                case SessionSuspended():
+                    self._suspended.update(body.call_ids)
                 case SkillActivated() | SkillActivationFailed():
                     self._loads.setdefault(body.name, []).append(seq)
                 case ScriptExecuted():
@@ -159,10 +163,14 @@ class RecordedEffects:
             )
         return ToolOutcome(content=done.content, is_error=done.is_error, error_type=done.error_type)
 
-    async def approve(self, request: ApprovalRequest) -> ApprovalDecision:
+    async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        if request.call_id in self._suspended:
+            return None  # nobody answered in the recorded process either
         resolved = self._approvals.get(request.call_id)
         if resolved is None:
             return ApprovalDecision(
                 approved=False, decided_by=f"{NO_RECORDING} decision for {request.call_id!r}"
             )
-        return ApprovalDecision(approved=resolved.approved, decided_by=resolved.decided_by)
+        return ApprovalDecision(
+            approved=resolved.approved, decided_by=resolved.decided_by, reason=resolved.reason
+        )

@@ -22,6 +22,7 @@ from eventlog import Event as StoredEvent
 from eventlog import EventStore, MemoryStore, NewEvent, SkillogError
 from orchestrator._events import (
     CODEC,
+    ApprovalResolved,
     CatalogSnapshot,
     ModelFailed,
     ModelResponded,
@@ -91,7 +92,7 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
     model = RecordedModel(outcomes)
     try:
         if start:
-            await _copy_prefix(store, target, recording, start)
+            await _copy(store, target, recording, 0, start)
             cursor.next = start
             live = await Session.open(
                 target, session, effects, clock=cursor.clock, observers=[cursor.observe]
@@ -118,7 +119,23 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
                 break
             if isinstance(body, UserMessage):
                 await live.add_user_message(body.text)
-        await drive(live, model, _retry_policy(bodies[start:]))
+        policy = _retry_policy(bodies[start:])
+        await drive(live, model, policy)
+        while live.state.status == "awaiting_approval":
+            # The recording suspended here too; its next events are the decisions some
+            # process recorded while the session waited. They are not the runtime's to
+            # reproduce: copy them, then resume as Agent.resume would.
+            end = cursor.next
+            while end < len(bodies) and isinstance(bodies[end], ApprovalResolved):
+                end += 1
+            if end == cursor.next:
+                break
+            await _copy(store, target, recording, cursor.next, end)
+            cursor.next = end
+            live = await Session.open(
+                target, session, effects, clock=cursor.clock, observers=[cursor.observe]
+            )
+            await drive(live, model, policy)
     except BaseExceptionGroup as group:  # a nursery of run_tools wraps errors
         first = _first_error(group)
         if first is None:
@@ -154,19 +171,21 @@ def _prefix_length(recording: Recording) -> int:
     return end
 
 
-async def _copy_prefix(
-    source: EventStore, target: EventStore, recording: Recording, end: int
+async def _copy(
+    source: EventStore, target: EventStore, recording: Recording, start: int, end: int
 ) -> None:
+    """Append the recorded events ``start..end`` as they are (with the skill files
+    they name) to ``target``."""
     blobs: list[bytes] = []
-    for body in recording.bodies[:end]:
+    for body in recording.bodies[start:end]:
         if isinstance(body, SkillActivated):
             for digest in (body.body_digest, *(f.sha256 for f in body.files)):
                 blobs.append(await source.get_blob(digest))
     events = [
         NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at)
-        for e in recording.events[:end]
+        for e in recording.events[start:end]
     ]
-    await target.append(recording.session, events, expected_seq=0, blobs=blobs)
+    await target.append(recording.session, events, expected_seq=start, blobs=blobs)
 
 
 def _outcome(body: ModelResponded | ModelFailed) -> ModelResponse | ModelError:

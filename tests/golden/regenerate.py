@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from eventlog import export_jsonl, open_sqlite_store
+from eventlog import EventStore, export_jsonl, open_sqlite_store
+from orchestrator import ToolContext, decide_approval, pending_approvals
 from orchestrator._cli_demo import TASK
 from orchestrator._cli_demo import demo_agent as cli_demo_agent
 from orchestrator._effects import ApprovalDecision, ApprovalRequest
@@ -114,20 +115,67 @@ def lifecycle_agent() -> tuple[Agent, str]:
     return agent, "/beta\nWrite an alpha report on data.csv, then check the data."
 
 
-SCENARIOS: dict[str, Callable[[], tuple[Agent, str]]] = {
-    "demo": demo_agent,
-    "lifecycle": lifecycle_agent,
+def send_email(to: str, subject: str, context: ToolContext) -> str:
+    """Send an email (an effect outside the session: at most once)."""
+    return f"sent {subject!r} to {to} (key {context.idempotency_key})"
+
+
+APPROVAL_TURNS: list[dict[str, Any]] = [
+    {"tool_calls": [call("skills.load", names=["delta"])]},
+    {"text": "Both need a person's approval.",
+     "tool_calls": [call("skills.run_script", path="scripts/setup.sh"),
+                    call("send_email", to="team@example.com", subject="Setup done")]},
+    {"text": "Setup ran and the team was told."},
+]
+
+
+def approvals_agent() -> tuple[Agent, str]:
+    """Write-ahead approvals: two calls of one turn wait for a person, the session
+    suspends, the decisions are recorded from outside, and a resume continues."""
+    agent = Agent(
+        model=ScriptedModel(APPROVAL_TURNS),
+        model_name="golden-script",
+        name="skillog-golden",
+        skills=[load_skill(SKILLS / "delta", tier=Tier.THIRD_PARTY, source="golden:third")],
+        host_tools=[HostTool.from_function(send_email)],
+        policy=PolicyConfig(sandbox="preferred", approve_host_tools=("send_email",)),
+        clock=fixed_clock(),
+    )
+    return agent, "Set delta up, then email the team."
+
+
+async def decide_then_resume(agent: Agent, store: EventStore, session_id: str) -> None:
+    """A reviewer approves both pending calls from another 'process'; then resume."""
+    clock = fixed_clock(T0 + 10**12)
+    for pending in await pending_approvals(store, session_id):
+        await decide_approval(
+            store, session_id, pending.call_id, approved=True,
+            decided_by="golden reviewer", reason="looks fine", clock=clock,
+        )
+    agent.clock = fixed_clock(T0 + 2 * 10**12)
+    agent.model = ScriptedModel(APPROVAL_TURNS[2:])
+    await agent.resume(store, session_id)
+
+
+Continue = Callable[[Agent, EventStore, str], Awaitable[None]]
+SCENARIOS: dict[str, tuple[Callable[[], tuple[Agent, str]], Continue | None]] = {
+    "demo": (demo_agent, None),
+    "lifecycle": (lifecycle_agent, None),
+    "approvals": (approvals_agent, decide_then_resume),
 }
 
 
 async def record(name: str, out_dir: Path) -> Path:
     """Run scenario ``name`` into a fresh SQLite log; write ``<name>.jsonl``."""
-    agent, task = SCENARIOS[name]()
+    make, then = SCENARIOS[name]
+    agent, task = make()
     target = out_dir / f"{name}.jsonl"
     with tempfile.TemporaryDirectory() as tmp:
         try:
             async with open_sqlite_store(Path(tmp) / "golden.db") as store:
                 await agent.run(store, task, session_id=f"golden-{name}")
+                if then is not None:
+                    await then(agent, store, f"golden-{name}")
                 with target.open("wb") as f:
                     await export_jsonl(store, f, streams=[f"golden-{name}"])
         finally:

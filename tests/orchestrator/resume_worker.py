@@ -49,7 +49,7 @@ def agent(skills_dir: str, *, crash_at: int | None, skip: int = 0) -> Agent:
         model=ScriptedModel(TURNS[skip:]),
         model_name="m",
         skills=[skill],
-        host_tools=[HostTool.from_function(stamp)],
+        host_tools=[HostTool.from_function(stamp, effect="idempotent")],
     )
 
 

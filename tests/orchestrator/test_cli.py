@@ -58,4 +58,4 @@ def test_sessions_lists_status(tmp_path: Path, capsys: pytest.CaptureFixture[str
     capsys.readouterr()
     assert main(["sessions", "--db", db]) == 0
     out = capsys.readouterr().out
-    assert "ended: completed" in out and "skillog.scripted:demo-script" in out
+    assert "ended (completed)" in out and "skillog.scripted:demo-script" in out

@@ -6,7 +6,13 @@ import trio
 
 from eventlog import Event as StoredEvent
 from eventlog import verify
-from orchestrator._events import ModelFailed, SessionEnded, ToolCalled, ToolCompleted
+from orchestrator._events import (
+    ModelFailed,
+    SessionEnded,
+    ToolCalled,
+    ToolCompleted,
+    ToolInterrupted,
+)
 from orchestrator._host_tools import HostTool
 from orchestrator._loop import Agent, RetryPolicy
 from orchestrator._model import ModelError, ModelRequest, ModelResponse, TextPart
@@ -27,11 +33,14 @@ async def test_independent_tool_calls_run_concurrently(kit, store, autojump_cloc
     elapsed = trio.current_time() - start
     assert 0.1 <= elapsed < 0.2  # ~100 ms of (virtual) time, not 800
     bodies = await kit.bodies(store, session.id)
-    # Recorded in the order the model made the calls, whatever order they finished in.
-    done = kit.of_type(bodies, ToolCompleted)
-    assert [d.content for d in done] == [f"slept {i}" for i in range(8)]
+    # Each outcome is committed as its call finishes; the intents, all durable before
+    # any call ran, are in call order, and so are the results the model reads next.
     called = kit.of_type(bodies, ToolCalled)
-    assert [c.call_id for c in called] == [d.call_id for d in done]
+    done = kit.of_type(bodies, ToolCompleted)
+    assert sorted(d.call_id for d in done) == sorted(c.call_id for c in called)
+    assert max(bodies.index(c) for c in called) < min(bodies.index(d) for d in done)
+    results = session.state.messages[-2].parts
+    assert [r.content for r in results] == [f"slept {i}" for i in range(8)]  # type: ignore[union-attr]
 
 
 async def test_rate_limits_are_retried_with_the_providers_hint(kit, store, autojump_clock) -> None:
@@ -115,24 +124,34 @@ async def test_cancellation_leaves_a_resumable_log(kit, store, autojump_clock) -
         await gate.wait()
         return "opened"
 
+    def agent(turns: list[dict[str, object]], effect: str) -> Agent:
+        tool = HostTool.from_function(slow, effect=effect)  # type: ignore[arg-type]
+        return Agent(model=ScriptedModel(turns), model_name="m", host_tools=[tool])
+
     turns = [kit.turn(kit.call("slow")), {"text": "finished"}]
-    agent = Agent(
-        model=ScriptedModel(turns), model_name="m", host_tools=[HostTool.from_function(slow)]
-    )
-    seen: list[StoredEvent] = []
-    agent.observers = [seen.append]
-    with trio.move_on_after(10):
-        await agent.run(store, "hi", session_id="s1")
-    assert (await verify(store)).ok
-    assert [e.type for e in seen][-1] == "model.responded"  # tools were cancelled mid-turn
+    sessions = (("s1", "idempotent"), ("s2", "at-most-once"))
+    for session_id, effect in sessions:
+        seen: list[StoredEvent] = []
+        running = agent(turns, effect)
+        running.observers = [seen.append]
+        with trio.move_on_after(10):
+            await running.run(store, "hi", session_id=session_id)
+        assert (await verify(store)).ok
+        # Cancelled mid-call: the intent is in the log, the outcome is not.
+        assert [e.type for e in seen][-1] == "tool.called"
     gate.set()
-    resumed = await Agent(
-        model=ScriptedModel(turns[1:]), model_name="m", host_tools=[HostTool.from_function(slow)]
-    ).resume(store, "s1")
-    bodies = await kit.bodies(store, "s1")
-    assert kit.of_type(bodies, ToolCompleted)[0].content == "opened"
-    assert resumed.state.status == "ended" and bodies[-1].reason == "completed"  # type: ignore[attr-defined]
-    assert (await verify(store)).ok
+    for session_id, effect in sessions:
+        resumed = await agent(turns[1:], effect).resume(store, session_id)
+        assert resumed.state.status == "ended"
+        assert (await verify(store)).ok
+    # An idempotent call runs again; an at-most-once one may have happened, so it does not.
+    again = kit.of_type(await kit.bodies(store, "s1"), ToolCompleted)
+    assert [c.content for c in again] == ["opened"]
+    bodies = await kit.bodies(store, "s2")
+    assert not kit.of_type(bodies, ToolCompleted)
+    (interrupted,) = kit.of_type(bodies, ToolInterrupted)
+    assert "may or may not have taken effect" in interrupted.content
+    assert bodies[-1].reason == "completed"  # type: ignore[attr-defined]
 
 
 async def test_observers_see_every_event_in_order(kit, store) -> None:

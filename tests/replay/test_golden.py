@@ -11,11 +11,17 @@ import pytest
 
 import orchestrator._prompt
 import orchestrator._tools
-from eventlog import MemoryStore, import_jsonl
+from eventlog import MemoryStore, NewEvent, import_jsonl, verify
+from orchestrator._events import CODEC, ModelResponded
+from orchestrator.adapters import RecordedModel
 from replay import load_recording, redrive, replay_session
+from replay._compare import in_call_order
 
 GOLDEN = Path(__file__).parents[1] / "golden"
-NAMES = ["demo", "lifecycle"]
+NAMES = ["demo", "lifecycle", "approvals"]
+V01 = GOLDEN / "v0.1"
+"""Logs written by skillog 0.1, before write-ahead: kept to prove old logs still
+verify, replay and resume."""
 Cli = Callable[..., tuple[int, str, str]]
 
 
@@ -28,6 +34,49 @@ def test_golden_logs_replay_and_redrive_from_the_cli(cli: Cli, name: str) -> Non
     assert "every request reproduced byte for byte" in out
     assert "re-drive: the current code reproduces all" in out
     assert "✗" not in out
+
+
+@pytest.mark.parametrize("name", ["demo", "lifecycle"])
+def test_logs_written_before_write_ahead_still_verify_and_replay(cli: Cli, name: str) -> None:
+    code, out, err = cli("replay", f"golden-{name}", "--jsonl", V01 / f"{name}.jsonl")
+    assert (code, err) == (0, "")
+    assert "every request reproduced byte for byte" in out and "✗" not in out
+
+
+async def test_a_log_written_before_write_ahead_resumes_mid_turn(golden) -> None:  # type: ignore[no-untyped-def]
+    """A 0.1 session cut after a model response with tool calls (a 0.1 process died in
+    the tool phase, which 0.1 committed only at its end) resumes with today's code."""
+    full = MemoryStore()
+    await import_jsonl(full, str(V01 / "lifecycle.jsonl"))
+    session = "golden-lifecycle"
+    events = [e async for e in full.read(session)]
+    bodies = [CODEC.decode(e) for e in events]
+    cut = next(
+        i for i, b in enumerate(bodies) if isinstance(b, ModelResponded) and b.response.tool_calls
+    )
+    store = MemoryStore()
+    blobs = [await full.get_blob(d) async for d in _digests(full)]
+    await store.append(
+        session,
+        [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in events[: cut + 1]],
+        expected_seq=0,
+        blobs=blobs,
+    )
+    rest = [b.response for b in bodies[cut + 1 :] if isinstance(b, ModelResponded)]
+    agent, _ = golden.lifecycle_agent()
+    agent.model = RecordedModel(rest)
+    try:
+        resumed = await agent.resume(store, session)
+    finally:
+        agent.close()
+    assert resumed.state.status == "ended" and resumed.state.ended.reason == "completed"
+    assert (await verify(store)).ok
+    assert (await replay_session(store, await load_recording(store, session))).ok
+
+
+async def _digests(store: MemoryStore):  # type: ignore[no-untyped-def]
+    async for digest, _ in store.read_blobs():
+        yield digest
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -83,4 +132,13 @@ async def test_regenerating_reproduces_the_golden_structure(tmp_path: Path, gold
 
 
 def _types(path: Path) -> list[str]:
-    return [msgspec.json.decode(line)["type"] for line in path.read_bytes().splitlines()]
+    """The event types of an exported session, each turn's tool phase call by call
+    (concurrent calls commit their outcomes in the order they finish)."""
+    pairs = []
+    for line in path.read_bytes().splitlines():
+        raw = msgspec.json.decode(line)
+        body = msgspec.json.encode(raw["body"])
+        pairs.append(
+            (raw["type"], CODEC.decode(NewEvent(type=raw["type"], body=body, recorded_at=0)))
+        )
+    return [kind for kind, _ in in_call_order(pairs)]  # type: ignore[arg-type]

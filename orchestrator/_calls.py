@@ -1,0 +1,145 @@
+"""What one tool call works with: its view of the session, what the log already holds
+for it, where its events go, and the error a call reports to the model.
+
+A :class:`CallContext` is handed down the pipeline (``_pipeline``). Events that must
+be durable before the next step (the intent, an approval request, a script start) go
+through :meth:`CallContext.commit`; the events of the outcome are staged in ``rec`` and
+committed together with ``tool.completed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from eventlog import NewEvent, SkillogError
+
+from ._effects import Effects, GetBlob
+from ._events import (
+    CODEC,
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    ScriptStarted,
+    SessionStarted,
+    SkillActivated,
+    SkillChanged,
+    SkillDeactivated,
+    SkillInfo,
+    ToolCalled,
+)
+from ._model import ToolCall
+from ._state import ActiveSkill, ActiveSkills, SessionState, ViewChange, active_from
+
+
+class ToolError(SkillogError):
+    """A tool call failed in a way the model should read and act on."""
+
+    def __init__(self, message: str, *, error_type: str = "tool_error") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+@dataclass
+class View(ActiveSkills):
+    """What a tool call decides from: the session's configuration, catalog and active
+    skills as they stand at the call's position in the turn. Calls that change them
+    (load, unload) run in order; every other call gets its own copy, so concurrent
+    calls cannot see each other and the recorded events do not depend on timing."""
+
+    config: SessionStarted
+    catalog: dict[str, SkillInfo]
+    active: list[ActiveSkill]
+
+    @classmethod
+    def of(cls, state: SessionState) -> View:
+        assert state.config is not None
+        return cls(state.config, dict(state.catalog), list(state.active))
+
+    def copy(self) -> View:
+        return View(self.config, dict(self.catalog), list(self.active))
+
+    def change(self, event: ViewChange) -> None:
+        """Apply a recorded activation, deactivation or catalog change."""
+        match event:
+            case SkillActivated():
+                self.active = [s for s in self.active if s.name != event.name]
+                self.active.append(active_from(event))
+            case SkillDeactivated():
+                self.active = [s for s in self.active if s.name != event.name]
+            case SkillChanged():
+                if event.skill is None:
+                    self.catalog.pop(event.name, None)
+                else:
+                    self.catalog[event.name] = event.skill
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the log held for a call when this process took it up (all None for a call
+    it has never seen). ``decided_while_suspended`` marks an approval recorded by
+    another process while the session was suspended: no process acted on it yet."""
+
+    called: ToolCalled | None = None
+    requested: ApprovalRequested | None = None
+    decision: ApprovalResolved | None = None
+    decided_while_suspended: bool = False
+    started: ScriptStarted | None = None
+
+
+@dataclass
+class Recorder:
+    """Collects the events (with their bodies) and blobs of a call's outcome, stamped
+    with the clock as they happen."""
+
+    clock: Callable[[], int]
+    bodies: list[Event] = field(default_factory=list)
+    events: list[NewEvent] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+    def add(self, body: Event) -> None:
+        self.bodies.append(body)
+        self.events.append(CODEC.encode(body, recorded_at=self.clock()))
+
+    def blob(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        self.blobs[digest] = data
+        return digest
+
+    def take(self) -> Recorder:
+        """Everything staged so far, leaving this recorder empty."""
+        taken = Recorder(self.clock, self.bodies, self.events, self.blobs)
+        self.bodies, self.events, self.blobs = [], [], {}
+        return taken
+
+
+Commit = Callable[[Recorder], Awaitable[None]]
+
+
+@dataclass
+class CallContext:
+    session_id: str
+    turn: int
+    call: ToolCall
+    view: View
+    rec: Recorder
+    effects: Effects
+    get_blob: GetBlob
+    commit_recorder: Commit
+    recorded: Recorded = field(default_factory=Recorded)
+
+    async def commit(self, bodies: Sequence[Event] = (), blobs: Iterable[bytes] = ()) -> None:
+        """Durably append what ``rec`` staged, then ``bodies`` (with their blobs)."""
+        for body in bodies:
+            self.rec.add(body)
+        for data in blobs:
+            self.rec.blob(data)
+        await self.commit_recorder(self.rec.take())
+
+
+def idempotency_key(session_id: str, call_id: str) -> str:
+    """The key an idempotent tool gets for a call: the same for every run of that call,
+    in any process, and different for every other call."""
+    digest = hashlib.sha256(f"{session_id}\x00{call_id}".encode()).hexdigest()
+    return f"skillog-{digest[:32]}"

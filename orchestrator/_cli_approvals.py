@@ -1,0 +1,85 @@
+"""``skillog approvals``, ``skillog approve`` and ``skillog deny``: the human in the loop,
+from any process. A decision is an event in the session's log; ``skillog resume``
+continues the session."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import time
+
+import msgspec
+import trio
+
+from eventlog import open_sqlite_store
+
+from ._approvals import decide_approval, pending_approvals
+from ._cli_session import add_db, when
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_db(parser)
+    if parser.prog.split()[-1] == "approvals":
+        parser.add_argument("session", nargs="?", help="only this session's requests")
+        parser.add_argument("--json", action="store_true", help="one JSON object per line")
+        return
+    parser.add_argument("session", help="the session id (see `skillog approvals`)")
+    parser.add_argument("call", help="the call id of the pending request")
+    parser.add_argument("--reason", help="why (recorded with the decision)")
+    parser.add_argument(
+        "--by", default=None, help="who decides (recorded; default: the OS user name)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "approvals":
+        return trio.run(_list, args)
+    return trio.run(_decide, args)
+
+
+async def _list(args: argparse.Namespace) -> int:
+    async with open_sqlite_store(args.db, readonly=True) as store:
+        pending = await pending_approvals(store, args.session)
+    if args.json:
+        for item in pending:
+            print(msgspec.json.encode(item).decode())
+        return 0
+    if not pending:
+        print("no pending approval requests")
+        return 0
+    now = time.time_ns()
+    for p in pending:
+        who = f"{p.skill} ({p.tier})" if p.skill else "host tool"
+        age = _age(now - p.requested_at)
+        expiry = f", expires {when(p.expires_at)} UTC" if p.expires_at is not None else ""
+        print(f"{p.session_id} {p.call_id}  {p.tool} for {who}, {age} ago{expiry}")
+        print(f"    {p.action[:200]}")
+    print(f"\n{len(pending)} pending; decide with `skillog approve|deny SESSION CALL`")
+    return 0
+
+
+async def _decide(args: argparse.Namespace) -> int:
+    approved = args.command == "approve"
+    async with open_sqlite_store(args.db) as store:
+        decision = await decide_approval(
+            store,
+            args.session,
+            args.call,
+            approved=approved,
+            decided_by=args.by or getpass.getuser(),
+            reason=args.reason,
+        )
+    verdict = "approved" if decision.approved else "denied"
+    print(
+        f"{verdict} call {args.call} of session {args.session} (by {decision.decided_by}); "
+        f"continue it with `skillog resume {args.session} --db {args.db}`"
+    )
+    return 0
+
+
+def _age(ns: int) -> str:
+    seconds = max(0, ns // 1_000_000_000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,302 @@
+"""The tool-call pipeline: write-ahead, one forward path per call.
+
+Every call walks the same stages, top to bottom (docs/effects.md)::
+
+    plan      resolve the tool and decide (pure: _tools.plan_call)
+    intent    commit tool.called, with the effect class, before anything runs
+              (the intents of calls that start together in one transaction)
+    approval  commit approval.requested, ask, commit approval.resolved
+    effect    commit script.started for a script, then run the effect
+    outcome   commit the call's events and tool.completed, as soon as it finishes
+
+A call whose intent the log already holds (the process stopped mid-call) continues
+from what the log says: decisions are reused, never asked twice; an effect that may
+have started runs again only if its effect class allows it, otherwise the call
+resolves as ``tool.interrupted`` (or as the embedding program reconciles it).
+
+:func:`run_turn_tools` runs the calls of one model response: calls that change the
+active skills (load, unload) in call order, the others concurrently, each from the
+view at its position. Each call commits its own outcome; the next prompt orders the
+results by call order, so timing never reaches the log's meaning or the prompt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import trio
+
+from ._calls import CallContext, Recorded, ToolError, View, idempotency_key
+from ._effects import ApprovalDecision, ApprovalRequest, InterruptedCall, Reconciler
+from ._events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ToolCalled,
+    ToolCompleted,
+    ToolInterrupted,
+)
+from ._state import SessionState
+from ._tools import Plan, PolicyError, _deny, plan_call
+
+INTERRUPTED = (
+    "the call was interrupted by a restart; it may or may not have taken effect; "
+    "check before retrying"
+)
+SEQUENTIAL = frozenset({"skills.load", "skills.unload"})
+"""Calls that change the view of the calls after them, so they run in call order."""
+
+MakeContext = Callable[[int, View, Recorded], CallContext]
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the embedding program supplies to the pipeline beyond the effects: the
+    clock for approval expiry and the reconciler of interrupted calls."""
+
+    clock: Callable[[], int]
+    reconcile: Reconciler | None = None
+
+
+async def run_turn_tools(state: SessionState, make: MakeContext, hooks: Hooks) -> list[str]:
+    """Run every call of the last model response that has no outcome yet; returns the
+    ids of the calls left waiting for an approval.
+
+    Consecutive calls that do not change the view form a group: their intents are
+    committed together, in call order, and then they run concurrently. A load or
+    unload runs alone, in order, and the calls after it see what it changed."""
+    progress = state.turn_progress
+    assert progress is not None and state.config is not None
+    view = View(state.config, dict(progress.base_catalog), list(progress.base_active))
+    waiting: list[str] = []
+
+    async def proceed(ctx: CallContext, plan: Plan) -> None:
+        if not await run_call(ctx, plan, hooks):
+            waiting.append(ctx.call.id)
+
+    async with trio.open_nursery() as nursery:
+        group: list[tuple[CallContext, Plan]] = []
+
+        async def start_group() -> None:
+            await commit_intents(group)
+            for ctx, plan in group:
+                nursery.start_soon(proceed, ctx, plan)
+            group.clear()
+
+        for index, call in enumerate(state.pending_calls):
+            done = call.id in state.pending_results
+            if call.name in SEQUENTIAL:
+                await start_group()
+                if done:  # its activations are in the log: later calls see them
+                    for change in progress.changes.get(call.id, ()):
+                        view.change(change)
+                else:
+                    ctx = make(index, view, _recorded(state, call.id))
+                    plan = plan_call(ctx)
+                    await commit_intents([(ctx, plan)])
+                    await proceed(ctx, plan)
+            elif not done:
+                ctx = make(index, view.copy(), _recorded(state, call.id))
+                group.append((ctx, plan_call(ctx)))
+        await start_group()
+    return waiting
+
+
+def _recorded(state: SessionState, call_id: str) -> Recorded:
+    progress = state.turn_progress
+    assert progress is not None
+    return Recorded(
+        called=progress.called.get(call_id),
+        requested=state.pending_approvals.get(call_id),
+        decision=progress.approvals.get(call_id),
+        decided_while_suspended=call_id in progress.decided_while_suspended,
+        started=progress.started.get(call_id),
+    )
+
+
+async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
+    """Walk one call, its intent committed, through the rest of the pipeline; False
+    when it is left waiting for an approval (nothing of it ran), True once its outcome
+    is committed."""
+    start = time.monotonic_ns()
+    try:
+        if plan.refusal is not None:
+            raise plan.refusal
+        if plan.approval is not None:
+            decision = await _approval(ctx, plan, hooks)
+            if decision is None:
+                return False
+            if not decision.approved:
+                raise _deny(
+                    ctx,
+                    "approval",
+                    f"not approved ({decision.decided_by}): {plan.approval.action}",
+                    plan.approval.skill,
+                )
+        if _may_have_started(ctx, plan) and plan.effect == "at-most-once":
+            await _interrupted(ctx, hooks)
+            return True
+        if plan.script is not None and ctx.recorded.started is None:
+            await ctx.commit([plan.script])
+        assert plan.act is not None
+        content = await plan.act(ctx)
+        is_error, error_type = False, None
+    except ToolError as e:
+        if isinstance(e, PolicyError):
+            ctx.rec.add(e.event)
+        content, is_error, error_type = str(e), True, e.error_type
+    await ctx.commit(
+        [
+            ToolCompleted(
+                call_id=ctx.call.id,
+                tool=ctx.call.name,
+                is_error=is_error,
+                content=content,
+                duration_ms=(time.monotonic_ns() - start) // 1_000_000,
+                error_type=error_type,
+            )
+        ]
+    )
+    return True
+
+
+async def commit_intents(calls: list[tuple[CallContext, Plan]]) -> None:
+    """Commit ``tool.called`` for each call the log does not have yet, in one
+    transaction, in call order: the calls are taken up."""
+    intents = [_intent(ctx, plan) for ctx, plan in calls if ctx.recorded.called is None]
+    if intents:
+        await calls[0][0].commit(intents)
+
+
+def _intent(ctx: CallContext, plan: Plan) -> ToolCalled:
+    call = ctx.call
+    return ToolCalled(
+        turn=ctx.turn,
+        call_id=call.id,
+        tool=call.name,
+        arguments=call.arguments,
+        skills=ctx.view.active_names,
+        effect=plan.effect,
+        idempotency_key=idempotency_key(ctx.session_id, call.id)
+        if plan.effect == "idempotent"
+        else None,
+    )
+
+
+def _may_have_started(ctx: CallContext, plan: Plan) -> bool:
+    """Whether an earlier process may have started this call's effect: its last
+    durable step before the effect is in the log. For a script that is
+    ``script.started``; for other calls the intent, and the approval when one was
+    needed, unless that approval was given while the session was suspended (so no
+    process has acted on it)."""
+    recorded = ctx.recorded
+    if plan.script is not None:
+        return recorded.started is not None
+    if recorded.called is None:
+        return False
+    if plan.approval is None:
+        return True
+    return recorded.decision is not None and not recorded.decided_while_suspended
+
+
+async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecision | None:
+    """The decision on a call that needs one: from the log when it is there, else
+    asked (the request committed first). None when nobody can decide now."""
+    assert plan.approval is not None
+    recorded = ctx.recorded
+    if recorded.decision is not None:
+        return ApprovalDecision(
+            approved=recorded.decision.approved,
+            decided_by=recorded.decision.decided_by,
+            reason=recorded.decision.reason,
+        )
+    requested = recorded.requested
+    if requested is None:
+        requested = _request_event(ctx, plan, hooks.clock())
+        await ctx.commit([requested])
+    expires_at = requested.expires_at
+    decision: ApprovalDecision | None = None
+    if expires_at is None or hooks.clock() < expires_at:
+        timeout = (expires_at - hooks.clock()) / 1e9 if expires_at is not None else float("inf")
+        with trio.move_on_after(timeout):
+            decision = await ctx.effects.approve(_request(ctx, requested))
+    if decision is None and expires_at is not None and hooks.clock() >= expires_at:
+        decision = ApprovalDecision(
+            approved=False,
+            decided_by="expired",
+            reason="no decision before the request expired",
+        )
+    if decision is not None:
+        await ctx.commit(
+            [
+                ApprovalResolved(
+                    call_id=ctx.call.id,
+                    approved=decision.approved,
+                    decided_by=decision.decided_by,
+                    reason=decision.reason,
+                )
+            ]
+        )
+    return decision
+
+
+def _request_event(ctx: CallContext, plan: Plan, now: int) -> ApprovalRequested:
+    assert plan.approval is not None
+    skill = plan.approval.skill
+    ttl = ctx.view.config.policy.approval_timeout_ms
+    return ApprovalRequested(
+        call_id=ctx.call.id,
+        tool=ctx.call.name,
+        action=plan.approval.action,
+        skill=skill.name if skill else None,
+        tier=skill.tier if skill else None,
+        arguments=ctx.call.arguments,
+        expires_at=now + ttl * 1_000_000 if ttl is not None else None,
+    )
+
+
+def _request(ctx: CallContext, event: ApprovalRequested) -> ApprovalRequest:
+    return ApprovalRequest(
+        session_id=ctx.session_id,
+        call_id=event.call_id,
+        tool=event.tool,
+        action=event.action,
+        skill=event.skill,
+        tier=event.tier,
+        arguments=event.arguments,
+        expires_at=event.expires_at,
+    )
+
+
+async def _interrupted(ctx: CallContext, hooks: Hooks) -> None:
+    """Resolve an at-most-once call that may have run: as the embedding program's
+    reconciler says, or as ``tool.interrupted``."""
+    outcome = None
+    if hooks.reconcile is not None:
+        outcome = await hooks.reconcile(
+            InterruptedCall(
+                session_id=ctx.session_id,
+                call_id=ctx.call.id,
+                tool=ctx.call.name,
+                arguments=ctx.call.arguments,
+            )
+        )
+    if outcome is None:
+        await ctx.commit(
+            [ToolInterrupted(call_id=ctx.call.id, tool=ctx.call.name, content=INTERRUPTED)]
+        )
+        return
+    await ctx.commit(
+        [
+            ToolCompleted(
+                call_id=ctx.call.id,
+                tool=ctx.call.name,
+                is_error=outcome.is_error,
+                content=outcome.content,
+                duration_ms=0,
+                error_type=outcome.error_type,
+                reconciled=True,
+            )
+        ]
+    )
