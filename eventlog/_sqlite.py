@@ -16,9 +16,10 @@ from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import blob_digest, check_blobs, check_int, check_name, check_new_events
 from ._snapshot import Snapshot
 from ._sqlite_db import SYNCHRONOUS, check_file, check_readable, connect, migrate, translate
-from ._sqlite_writer import AppendRequest, CallRequest, Request, Writer, wait_for_outcome
+from ._sqlite_writer import Writer
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
+from ._writer import AppendRequest, CallRequest, Request
 
 T = TypeVar("T")
 BATCH = 2000
@@ -74,14 +75,7 @@ class SqliteStore:
             raise ReadOnlyDatabaseError(
                 f"database {self.path}: opened read-only; open it without readonly=True to write"
             )
-        request.task = trio.lowlevel.current_task()
-        self._writer.submit(request)
-        # No checkpoint between submit and the wait: the writer's delivery runs in this
-        # trio thread, so it always finds the task parked.
-        await wait_for_outcome(request)
-        if request.error is not None:
-            raise request.error
-        return request.result
+        return await self._writer.submit(request)
 
     def _with_reader(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
         with self._lock:
