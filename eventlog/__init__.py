@@ -40,6 +40,8 @@ from ._jsonl import ImportReport as ImportReport
 from ._jsonl import export_jsonl as export_jsonl
 from ._jsonl import import_jsonl as import_jsonl
 from ._memory import MemoryStore as MemoryStore
+from ._open import DB_HELP as DB_HELP
+from ._open import default_db as default_db
 from ._open import describe_db as describe_db
 from ._open import is_postgres_url as is_postgres_url
 from ._open import open_postgres_store as open_postgres_store
@@ -61,6 +63,7 @@ from ._verify import verify as verify
 from ._verify import verify_stream as verify_stream
 
 __all__ = [
+    "DB_HELP",
     "GENESIS_HASH",
     "BlobNotFoundError",
     "Checkpoint",
@@ -97,6 +100,7 @@ __all__ = [
     "append_checkpoint",
     "blob_digest",
     "closing",
+    "default_db",
     "describe_db",
     "event_hash",
     "export_jsonl",

@@ -20,7 +20,19 @@ from ._types import EventStore
 if TYPE_CHECKING:
     from ._postgres import PostgresStore
 
+#: The help text of every command's ``--db``.
+DB_HELP = (
+    "the event log: a SQLite file or a postgresql://USER:PASSWORD@HOST:PORT/DBNAME URL "
+    "(default: $SKILLOG_DB or ./skillog.db)"
+)
 _POSTGRES = ("postgresql://", "postgres://")
+
+
+def default_db() -> str:
+    """``$SKILLOG_DB``, else ``skillog.db`` in the current directory."""
+    return os.environ.get("SKILLOG_DB") or "skillog.db"
+
+
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
