@@ -107,19 +107,17 @@ class PostgresStore:
             if conn is None:
                 conn = self._reader()
             try:
-                result = fn(conn)
+                return fn(conn)
             except psycopg.Error as e:
-                if conn.broken:
-                    conn.close()
-                    if attempt == 1 and not fresh:
-                        continue
-                else:
+                if not conn.broken:
+                    raise translate(e, self.dsn, doing) from e
+                conn.close()
+                if attempt == 2 or fresh:
+                    raise translate(e, self.dsn, doing) from e
+            finally:
+                if not conn.closed:
                     with self._lock:
                         self._idle.append(conn)
-                raise translate(e, self.dsn, doing) from e
-            with self._lock:
-                self._idle.append(conn)
-            return result
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _read(self, fn: Callable[[Conn], T], doing: str) -> T:
