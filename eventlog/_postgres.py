@@ -177,7 +177,7 @@ class PostgresStore:
             )
             insert_blobs(conn, blobs)
             if position > last + 1:
-                notify_followers(conn, position - 1)
+                notify_followers(conn)
             return report
 
         return await self.call_in_writer(run, doing="importing")

@@ -1,14 +1,17 @@
 """The PostgreSQL writer: group commit of queued appends (see :mod:`._writer`).
 
-One batch is one transaction: ``LOCK TABLE events IN EXCLUSIVE MODE`` (writers of all
-processes take turns, readers are not blocked), the heads it needs, one multi-row
-INSERT of the events (arrays through ``unnest``), one of the blobs, and a NOTIFY that
-wakes every follower when it commits. The lock is what makes positions increase in
-commit order; ``UNIQUE (stream, seq)`` catches any writer that skipped it.
+One batch is one transaction, sent as one pipeline (one round trip): ``LOCK TABLE
+events IN EXCLUSIVE MODE`` (writers of all processes take turns, readers are not
+blocked), one multi-row INSERT of the events (arrays through ``unnest``) that numbers
+them after ``MAX(position)``, one of the blobs, a NOTIFY that wakes every follower, and
+COMMIT. The lock is what makes positions increase in commit order.
 
-The heads (length, last hash) and the last position are remembered across batches. Under
-the lock, ``MAX(position)`` equal to our last commit's proves nobody else appended
-since, so the memory is used; otherwise it is dropped.
+Each stream's head (length, last hash) is remembered across batches, so the common
+append reads nothing first. Memory can go stale (another process appended), and that is
+safe: events at a seq that is taken hit ``UNIQUE (stream, seq)``, the batch rolls back,
+the memory is dropped and each append is retried on heads read under the lock. A stated
+seq that disagrees with the memory is also checked under the lock (one more round trip)
+before it is called a conflict.
 
 A lost connection (server restart, a killed backend, a network drop) is recovered here:
 reconnect for up to ``reconnect_timeout`` seconds, then find out whether the batch
@@ -21,11 +24,11 @@ never a fork (the heads are re-read under the lock).
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import msgspec
 import psycopg
 import trio
 from psycopg import errors
@@ -45,6 +48,17 @@ INSERT_EVENTS = (
     b"INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
     b"SELECT * FROM unnest(%b::text[], %b::int8[], %b::int8[], %b::text[], %b::int8[], "
     b"%b::bytea[], %b::text[], %b::text[])"
+)
+#: The events numbered after the last position (under the lock); returns that position.
+_APPEND = (
+    b"WITH m AS (SELECT COALESCE(MAX(position), 0) AS base FROM events), "
+    b"ins AS (INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, "
+    b"hash) SELECT u.stream, u.seq, m.base + u.ord, u.type, u.recorded_at, u.body, "
+    b"u.prev_hash, u.hash FROM m, unnest(%b::text[], %b::int8[], %b::text[], %b::int8[], "
+    b"%b::bytea[], %b::text[], %b::text[]) "
+    b"WITH ORDINALITY AS u(stream, seq, type, recorded_at, body, prev_hash, hash, ord) "
+    b"RETURNING 1) "
+    b"SELECT base, (SELECT count(*) FROM ins) FROM m"
 )
 INSERT_BLOBS = (
     b"INSERT INTO blobs (digest, data) SELECT * FROM unnest(%b::text[], %b::bytea[]) "
@@ -83,9 +97,9 @@ def heads_of(conn: psycopg.Connection[Any], streams: Sequence[str]) -> dict[str,
     return {r[0]: (int(r[1]) + 1, str(r[2])) for r in rows}
 
 
-def notify(conn: psycopg.Connection[Any], position: int) -> None:
+def notify(conn: psycopg.Connection[Any]) -> None:
     """Wake the followers when this transaction commits."""
-    conn.execute(b"SELECT pg_notify(%s, %s)", (CHANNEL, str(position)))
+    conn.execute(f"NOTIFY {CHANNEL}".encode())
 
 
 class PgWriter(BatchWriter):
@@ -107,7 +121,6 @@ class PgWriter(BatchWriter):
         self._dsn = dsn
         self._reconnect_timeout = reconnect_timeout
         self._heads: dict[str, tuple[int, str]] = {}
-        self._last: int | None = None  # the last position we committed
 
     def close(self) -> None:
         self._conn.close()
@@ -158,7 +171,6 @@ class PgWriter(BatchWriter):
 
     def _forget(self) -> None:
         self._heads.clear()
-        self._last = None
 
     # -- appends ----------------------------------------------------------------------
 
@@ -166,7 +178,7 @@ class PgWriter(BatchWriter):
         for _ in range(ATTEMPTS):
             heads: dict[str, tuple[int, str]] = {}
             try:
-                last = self._transaction(functools.partial(self._insert, requests, heads))
+                self._append(requests, heads)
             except psycopg.Error as e:
                 self._forget()
                 if self._conn.broken:
@@ -180,7 +192,6 @@ class PgWriter(BatchWriter):
                 self._failed(requests, e)
                 return
             self._heads.update(heads)
-            self._last = last
             return
         self._fail(requests, None, None)
 
@@ -216,19 +227,35 @@ class PgWriter(BatchWriter):
             r.error.__cause__ = e or lost
 
     def _committed(self, requests: Sequence[AppendRequest]) -> bool:
-        """After a lost connection: did the batch's transaction commit? (all or none)"""
-        built = next((r for r in requests if r.result), None)
-        if built is None:
-            return False  # only blobs: storing them again is harmless
-        last: Event = built.result[-1]
+        """After a lost connection: did the batch's transaction commit (all or none)?
+
+        Proof: the last event of an append is stored at its seq with the hash we
+        computed (it chains our bodies onto the head we read). If so, each append's
+        result gets the positions the server gave.
+        """
+        built = [r for r in requests if r.result]
+        if not built:
+            return False  # nothing but blobs: storing them again is harmless
+        last: Event = built[0].result[-1]
+        sql = b"SELECT position, hash FROM events WHERE stream = %s AND seq >= %s AND seq <= %s "
         try:
             row = self._conn.execute(
-                b"SELECT position, hash FROM events WHERE stream = %s AND seq = %s",
-                (last.stream, last.seq),
+                sql + b"AND hash = %s", (last.stream, last.seq, last.seq, last.hash)
             ).fetchone()
+            if row is None:
+                return False
+            for r in built:
+                events: tuple[Event, ...] = r.result
+                rows = self._conn.execute(
+                    sql + b"ORDER BY seq", (r.stream, events[0].seq, events[-1].seq)
+                ).fetchall()
+                r.result = tuple(
+                    msgspec.structs.replace(e, position=p)
+                    for e, (p, _) in zip(events, rows, strict=True)
+                )
         except psycopg.Error:
             return False  # lost again: the next attempt reconnects and finds out
-        return row is not None and (row[0], row[1]) == (last.position, last.hash)
+        return True
 
     def _length(self, stream: str) -> int:
         try:
@@ -236,17 +263,57 @@ class PgWriter(BatchWriter):
         except psycopg.Error:  # pragma: no cover - only used to word an error
             return -1
 
-    def _insert(self, requests: Sequence[AppendRequest], heads: dict[str, tuple[int, str]]) -> int:
-        """Insert the batch's rows; fills ``heads`` and returns the last position."""
+    def _append(self, requests: Sequence[AppendRequest], heads: dict[str, tuple[int, str]]) -> None:
+        """One transaction for the batch; fills ``heads`` and each request's outcome."""
         conn = self._conn
-        last = lock_for_append(conn)
-        if last != self._last or len(self._heads) > MAX_HEADS:
-            self._forget()  # someone else appended since our last commit
         known = self._heads
-        unknown = {r.stream for r in requests if r.events and r.stream not in known}
-        if unknown:
-            known.update(heads_of(conn, sorted(unknown)))
-        position = last + 1
+        if len(known) > MAX_HEADS:
+            self._forget()
+        check = sorted(
+            {
+                r.stream
+                for r in requests
+                if r.events and known.get(r.stream, (-1,))[0] != r.expected_seq
+            }
+        )
+        try:
+            with conn.pipeline():
+                conn.execute(b"BEGIN")
+                conn.execute(b"LOCK TABLE events IN EXCLUSIVE MODE")
+                if check:  # heads we do not know, or that disagree: read them under the lock
+                    found = heads_of(conn, check)
+                    known.update((s, found.get(s, (0, GENESIS_HASH))) for s in check)
+                columns = self._build(requests, heads)
+                if columns:
+                    cursor = conn.execute(_APPEND, columns)
+                    notify(conn)
+                conn.execute(b"COMMIT")
+        except BaseException:
+            for r in requests:
+                r.result = r.result if conn.broken else None  # kept to prove a commit
+            if not conn.broken:
+                with contextlib.suppress(psycopg.Error):  # the original error matters
+                    conn.execute(b"ROLLBACK")
+            raise
+        if columns:
+            row = cursor.fetchone()
+            assert row is not None
+            base = int(row[0])
+            for r in requests:
+                if r.result:
+                    r.result = tuple(
+                        msgspec.structs.replace(e, position=base + e.position) for e in r.result
+                    )
+
+    def _build(
+        self, requests: Sequence[AppendRequest], heads: dict[str, tuple[int, str]]
+    ) -> list[list[Any]]:
+        """Chain each append onto its head; the INSERT's columns (empty: no events).
+
+        Positions are relative (1, 2, ...) until the server numbers them.
+        """
+        known = self._heads
+        position = 1
         rows: list[Event] = []
         blobs: dict[str, bytes] = {}
         for r in requests:
@@ -265,8 +332,15 @@ class PgWriter(BatchWriter):
             rows.extend(events)
             blobs.update((blob_digest(b), b) for b in r.blobs)
             r.result = tuple(events)
-        insert_events(conn, rows)
-        insert_blobs(conn, blobs)
-        if rows:
-            notify(conn, position - 1)
-        return position - 1
+        insert_blobs(self._conn, blobs)
+        if not rows:
+            return []
+        return [
+            [e.stream for e in rows],
+            [e.seq for e in rows],
+            [e.type for e in rows],
+            [e.recorded_at for e in rows],
+            [e.body for e in rows],
+            [e.prev_hash for e in rows],
+            [e.hash for e in rows],
+        ]
