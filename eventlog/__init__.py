@@ -40,6 +40,13 @@ from ._jsonl import ImportReport as ImportReport
 from ._jsonl import export_jsonl as export_jsonl
 from ._jsonl import import_jsonl as import_jsonl
 from ._memory import MemoryStore as MemoryStore
+from ._open import DB_HELP as DB_HELP
+from ._open import default_db as default_db
+from ._open import describe_db as describe_db
+from ._open import is_postgres_url as is_postgres_url
+from ._open import open_postgres_store as open_postgres_store
+from ._open import open_store as open_store
+from ._open import sqlite_path as sqlite_path
 from ._snapshot import Snapshot as Snapshot
 from ._snapshot import SnapshotStore as SnapshotStore
 from ._sqlite import SqliteStore as SqliteStore
@@ -56,6 +63,7 @@ from ._verify import verify as verify
 from ._verify import verify_stream as verify_stream
 
 __all__ = [
+    "DB_HELP",
     "GENESIS_HASH",
     "BlobNotFoundError",
     "Checkpoint",
@@ -92,19 +100,25 @@ __all__ = [
     "append_checkpoint",
     "blob_digest",
     "closing",
+    "default_db",
+    "describe_db",
     "event_hash",
     "export_jsonl",
     "fold",
     "fold_stream",
     "generate_key",
     "import_jsonl",
+    "is_postgres_url",
     "link_preimage",
     "load_private_key",
     "load_public_key",
     "make_checkpoint",
+    "open_postgres_store",
     "open_sqlite_store",
+    "open_store",
     "read_checkpoints",
     "split_type",
+    "sqlite_path",
     "verify",
     "verify_stream",
 ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -28,12 +27,9 @@ from ._checkpoint import (
 from ._checkpoint import make_checkpoint as _make_checkpoint
 from ._errors import CheckpointError, StoreError
 from ._jsonl import encode_line, export_jsonl, import_jsonl
-from ._sqlite import open_sqlite_store
+from ._open import DB_HELP, default_db, describe_db, open_store
+from ._types import EventStore
 from ._verify import verify
-
-
-def _db_default() -> str:
-    return os.environ.get("SKILLOG_DB") or "skillog.db"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         if name != "keygen":
             p.add_argument(
                 "--db",
-                default=_db_default(),
-                help="database file (default: $SKILLOG_DB or ./skillog.db)",
+                default=default_db(),
+                help=DB_HELP,
             )
         return p
 
@@ -98,6 +94,12 @@ class _Progress:
             print("\r\x1b[K", end="", file=sys.stderr, flush=True)
 
 
+async def _last_position(store: EventStore) -> int:
+    """A progress total: the store's last position, when it can say cheaply."""
+    last = getattr(store, "last_position", None)
+    return int(await last()) if last is not None else 0
+
+
 def _time(ns: int) -> str:
     t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -108,7 +110,7 @@ def _out(data: str) -> None:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
-    async with open_sqlite_store(args.db, readonly=True) as store:
+    async with open_store(args.db, readonly=True) as store:
         infos = await store.streams()
     for s in infos:
         if args.json:
@@ -122,10 +124,10 @@ async def _sessions(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    async with open_sqlite_store(args.db, readonly=True) as store:
+    async with open_store(args.db, readonly=True) as store:
         if await store.head(args.session) is None:
             raise StoreError(
-                f"database {args.db}: no session {args.session!r}; "
+                f"database {describe_db(args.db)}: no session {args.session!r}; "
                 "list them with `skillog log sessions`"
             )
         async for e in store.read(args.session):
@@ -146,8 +148,8 @@ async def _show(args: argparse.Namespace) -> int:
 async def _verify(args: argparse.Namespace) -> int:
     checkpoints = read_checkpoints(args.checkpoint) if args.checkpoint else None
     key = load_public_key(args.key) if args.key else None
-    async with open_sqlite_store(args.db, readonly=True) as store:
-        progress = _Progress("verified", await store.last_position())
+    async with open_store(args.db, readonly=True) as store:
+        progress = _Progress("verified", await _last_position(store))
         try:
             report = await verify(store, checkpoints=checkpoints, public_key=key, progress=progress)
         finally:
@@ -173,7 +175,7 @@ async def _checkpoint(args: argparse.Namespace) -> int:
             raise CheckpointError(
                 f"checkpoint file {args.out}: signed with another key; use that key or a new file"
             )
-    async with open_sqlite_store(args.db, readonly=True) as store:
+    async with open_store(args.db, readonly=True) as store:
         cp = await _make_checkpoint(store, key, previous=previous, clock=time.time_ns)
     await trio.to_thread.run_sync(append_checkpoint, args.out, cp)
     _out(f"checkpoint {cp.id[:16]}: {len(cp.heads)} stream heads signed -> {args.out}\n")
@@ -187,11 +189,11 @@ async def _keygen(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    async with open_sqlite_store(args.db, readonly=True) as store:
+    async with open_store(args.db, readonly=True) as store:
         for s in args.streams:
             if await store.head(s) is None:
-                raise StoreError(f"database {args.db}: no stream {s!r}")
-        progress = _Progress("exported", await store.last_position())
+                raise StoreError(f"database {describe_db(args.db)}: no stream {s!r}")
+        progress = _Progress("exported", await _last_position(store))
         out: BinaryIO
         try:
             if args.out is None:
@@ -214,7 +216,7 @@ async def _export(args: argparse.Namespace) -> int:
 
 
 async def _import(args: argparse.Namespace) -> int:
-    async with open_sqlite_store(args.db) as store:
+    async with open_store(args.db) as store:
         progress = _Progress("imported", 0)
         try:
             report = await import_jsonl(store, str(args.file), progress=progress)

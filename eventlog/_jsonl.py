@@ -16,7 +16,6 @@ import -> export reproduces the file byte for byte.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
@@ -25,7 +24,6 @@ import trio
 
 from ._errors import BlobNotFoundError, ImportFormatError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, blob_digest, check_name, event_hash, is_digest
-from ._sqlite_writer import INSERT_BLOB, INSERT_EVENT
 from ._types import Event, EventStore, NewEvent
 
 _DIGEST_IN_BODY = re.compile(rb'"([0-9a-f]{64})"')
@@ -144,8 +142,8 @@ class ImportChecker:
             f"{self._source}:{lineno}: {message}; nothing was imported - fix or re-export the file"
         )
 
-    def check(self, lineno: int, raw: bytes) -> Event | None:
-        """The event of this line (position 0), checked; None for a blank line."""
+    def check(self, lineno: int, raw: bytes, position: int = 0) -> Event | None:
+        """The event of this line at ``position``, checked; None for a blank line."""
         if not raw.strip():
             return None
         if not raw.endswith(b"\n"):
@@ -187,7 +185,7 @@ class ImportChecker:
         return Event(
             stream=line.stream,
             seq=line.seq,
-            position=0,
+            position=position,
             type=line.type,
             recorded_at=line.recorded_at,
             body=body,
@@ -196,42 +194,42 @@ class ImportChecker:
         )
 
 
-def import_into_sqlite(
-    conn: sqlite3.Connection,
+def import_lines(
     f: BinaryIO,
     source: str,
+    *,
+    head_of: Callable[[str], tuple[int, str]],
+    first_position: int,
+    insert: Callable[[list[Event]], None],
     progress: Callable[[int], None] | None = None,
-) -> ImportReport:
-    """Import inside the caller's (the writer's) transaction: all or nothing."""
+) -> tuple[ImportReport, dict[str, bytes], int]:
+    """Check every line of ``f`` and ``insert`` its events in chunks, numbered from
+    ``first_position``, inside the caller's (a writer's) transaction: all or nothing.
 
-    def head_of(stream: str) -> tuple[int, str]:
-        row = conn.execute(
-            "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1", (stream,)
-        ).fetchone()
-        return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
-
+    Returns the report, the blobs to store, and the next free position.
+    """
     checker = ImportChecker(source, head_of)
-    (position,) = conn.execute("SELECT COALESCE(MAX(position), 0) + 1 FROM events").fetchone()
-    rows: list[tuple[object, ...]] = []
+    position = first_position
+    rows: list[Event] = []
     count = 0
     for lineno, raw in enumerate(f, 1):
-        e = checker.check(lineno, raw)
+        e = checker.check(lineno, raw, position)
         if e is None:
             continue
-        rows.append((e.stream, e.seq, position, e.type, e.recorded_at, e.body, e.prev_hash, e.hash))
+        rows.append(e)
         position += 1
         if len(rows) >= 4096:
-            conn.executemany(INSERT_EVENT, rows)
+            insert(rows)
             count += len(rows)
-            rows.clear()
+            rows = []
             if progress:
                 progress(4096)
-    conn.executemany(INSERT_EVENT, rows)
+    insert(rows)
     count += len(rows)
     if progress:
         progress(len(rows))
-    conn.executemany(INSERT_BLOB, checker.blobs.items())
-    return ImportReport(events=count, streams=sorted(checker.heads), blobs=len(checker.blobs))
+    report = ImportReport(events=count, streams=sorted(checker.heads), blobs=len(checker.blobs))
+    return report, checker.blobs, position
 
 
 async def import_jsonl(
@@ -243,12 +241,12 @@ async def import_jsonl(
     """Import the JSON Lines file at ``path`` into ``store``; all or nothing.
 
     Every event is checked (format, hash, and that each stream continues from the
-    store's head) before anything is committed. On the SQLite store the whole file is
-    one transaction (other appends wait meanwhile). On other stores the file is checked
+    store's head) before anything is committed. On a store with ``import_lines`` (SQLite,
+    PostgreSQL) the whole file is one transaction (other appends wait meanwhile). On
+    other stores the file is checked
     in memory first and then appended run by run; a concurrent append there can still
     make a later run fail with :class:`ConcurrencyError` after earlier runs committed.
     """
-    from ._sqlite import SqliteStore  # the one store with a transactional fast path
 
     def opener() -> BinaryIO:
         try:
@@ -258,10 +256,10 @@ async def import_jsonl(
 
     f = await trio.to_thread.run_sync(opener)
     try:
-        if isinstance(store, SqliteStore):
-            return await store.call_in_writer(
-                lambda conn: import_into_sqlite(conn, f, path, progress), doing="importing"
-            )
+        native = getattr(store, "import_lines", None)
+        if native is not None:
+            report: ImportReport = await native(f, path, progress)
+            return report
         heads = {s.stream: (s.length, s.head_hash) for s in await store.streams()}
         checker = ImportChecker(path, lambda s: heads.get(s, (0, GENESIS_HASH)))
 

@@ -8,17 +8,26 @@ import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import trio
 
 from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
-from ._hashchain import blob_digest, check_blobs, check_int, check_name, check_new_events
+from ._hashchain import (
+    GENESIS_HASH,
+    blob_digest,
+    check_blobs,
+    check_int,
+    check_name,
+    check_new_events,
+)
+from ._jsonl import ImportReport, import_lines
 from ._snapshot import Snapshot
 from ._sqlite_db import SYNCHRONOUS, check_file, check_readable, connect, migrate, translate
-from ._sqlite_writer import AppendRequest, CallRequest, Request, Writer, wait_for_outcome
+from ._sqlite_writer import INSERT_BLOB, INSERT_EVENT, Writer
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
+from ._writer import AppendRequest, CallRequest, Request
 
 T = TypeVar("T")
 BATCH = 2000
@@ -39,6 +48,10 @@ def _events(rows: list[Any]) -> list[Event]:
         )
         for r in rows
     ]
+
+
+def _row(e: Event) -> tuple[object, ...]:
+    return (e.stream, e.seq, e.position, e.type, e.recorded_at, e.body, e.prev_hash, e.hash)
 
 
 class SqliteStore:
@@ -74,14 +87,7 @@ class SqliteStore:
             raise ReadOnlyDatabaseError(
                 f"database {self.path}: opened read-only; open it without readonly=True to write"
             )
-        request.task = trio.lowlevel.current_task()
-        self._writer.submit(request)
-        # No checkpoint between submit and the wait: the writer's delivery runs in this
-        # trio thread, so it always finds the task parked.
-        await wait_for_outcome(request)
-        if request.error is not None:
-            raise request.error
-        return request.result
+        return await self._writer.submit(request)
 
     def _with_reader(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
         with self._lock:
@@ -140,6 +146,35 @@ class SqliteStore:
         result: T = await self._submit(CallRequest(fn=fn, doing=doing))
         self._committed()
         return result
+
+    async def import_lines(
+        self, f: BinaryIO, source: str, progress: Callable[[int], None] | None
+    ) -> ImportReport:
+        """Import a JSON Lines export in one transaction (see :func:`import_jsonl`)."""
+
+        def run(conn: sqlite3.Connection) -> ImportReport:
+            def head_of(stream: str) -> tuple[int, str]:
+                sql = "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1"
+                row = conn.execute(sql, (stream,)).fetchone()
+                return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
+
+            def insert(events: list[Event]) -> None:
+                conn.executemany(INSERT_EVENT, (_row(e) for e in events))
+
+            sql = "SELECT COALESCE(MAX(position), 0) + 1 FROM events"
+            (position,) = conn.execute(sql).fetchone()
+            report, blobs, _ = import_lines(
+                f,
+                source,
+                head_of=head_of,
+                first_position=position,
+                insert=insert,
+                progress=progress,
+            )
+            conn.executemany(INSERT_BLOB, blobs.items())
+            return report
+
+        return await self.call_in_writer(run, doing="importing")
 
     async def save_snapshot(self, snapshot: Snapshot) -> None:
         """Store ``snapshot``, replacing the previous one of its stream and name."""

@@ -1,11 +1,8 @@
-"""The one writer thread of a database: group commit of queued appends.
+"""The SQLite writer: group commit of queued appends (see :mod:`._writer`).
 
-Appends from any number of trio tasks are queued; the writer takes everything queued
-while the previous commit was running and commits it as one transaction (one fsync).
-Each append's ``expected_seq`` is still checked on its own, so a conflicting append
-fails alone. If the batch's transaction fails as a whole (disk full, I/O error, or the
-primary key catching a fork), it is rolled back and its appends are retried one per
-transaction, so every caller gets its own outcome.
+If the batch's transaction fails as a whole (disk full, I/O error, or the primary key
+catching a fork), it is rolled back and its appends are retried one per transaction, so
+every caller gets its own outcome.
 
 The writer remembers each stream's head (length, last hash) and the next position as of
 its last commit, so a batch costs no lookups. That is only sound while nobody else
@@ -17,25 +14,20 @@ failed transaction.
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import trio
 
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._sqlite_db import immediate
-from ._types import Event, NewEvent
+from ._types import Event
+from ._writer import AppendRequest, BatchWriter, CallRequest
 
-MAX_BATCH = 4096
 #: Heads remembered at most; past this the memory is dropped and refilled on demand.
 MAX_HEADS = 65_536
-_STOP = object()
 
 INSERT_EVENT = (
     "INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
@@ -44,48 +36,7 @@ INSERT_EVENT = (
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
 
 
-@dataclass(eq=False, slots=True)
-class Request:
-    """One unit of work for the writer; ``task`` is rescheduled when it has an outcome."""
-
-    task: trio.lowlevel.Task | None = None
-    result: Any = None
-    error: BaseException | None = None
-
-
-@dataclass(eq=False, slots=True)
-class AppendRequest(Request):
-    stream: str = ""
-    events: Sequence[NewEvent] = ()
-    expected_seq: int = 0
-    blobs: Sequence[bytes] = ()
-
-
-@dataclass(eq=False, slots=True)
-class CallRequest(Request):
-    """Run ``fn(conn)`` inside its own write transaction (imports, snapshots)."""
-
-    fn: Callable[[sqlite3.Connection], Any] | None = None
-    doing: str = "writing"
-
-
-def _no_abort(_: Any) -> trio.lowlevel.Abort:
-    return trio.lowlevel.Abort.FAILED
-
-
-async def wait_for_outcome(request: Request) -> None:
-    """Park the current task until the writer has delivered ``request``'s outcome.
-
-    Uncancellable, like a shielded scope: once queued the write happens, so the caller
-    learns its outcome rather than leaving "maybe committed" behind (a pending
-    cancellation is raised at the caller's next checkpoint). The writer's work is
-    bounded (busy timeout), so this cannot hang. Lower level than a ``trio.Event`` per
-    append, which showed up in profiles of 64 concurrent writers.
-    """
-    await trio.lowlevel.wait_task_rescheduled(_no_abort)
-
-
-class Writer:
+class Writer(BatchWriter):
     """Owns the write connection; :meth:`run` is the thread's body."""
 
     def __init__(
@@ -95,83 +46,19 @@ class Writer:
         token: trio.lowlevel.TrioToken,
         on_commit: Callable[[], None],
     ) -> None:
+        super().__init__(f"database {path}", token, on_commit)
         self._conn = conn
         self._path = path
-        self._token = token
-        self._on_commit = on_commit
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self.closed = False
         # As of this connection's last commit: stream -> (length, last hash), and the
         # position the next event gets (None: unknown, read it in the next transaction).
         self._heads: dict[str, tuple[int, str]] = {}
         self._position: int | None = None
         self._data_version = -1
 
-    def submit(self, request: Request) -> None:
-        if self.closed:
-            raise StoreError(f"database {self._path}: the store is closed")
-        self._queue.put(request)
+    def close(self) -> None:
+        self._conn.close()
 
-    def stop(self) -> None:
-        self.closed = True
-        self._queue.put(_STOP)
-
-    def run(self) -> None:
-        """Serve requests until :meth:`stop`; always closes the connection."""
-        try:
-            stopping = False
-            while not stopping:
-                batch: list[Request] = []
-                item = self._queue.get()
-                while True:
-                    if item is _STOP:
-                        stopping = True
-                        break
-                    assert isinstance(item, Request)
-                    batch.append(item)
-                    if len(batch) >= MAX_BATCH:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                try:
-                    self._serve(batch)
-                except BaseException as e:  # pragma: no cover - never leave a caller hanging
-                    for r in batch:
-                        r.error = r.error or StoreError(f"database {self._path}: {e!r}")
-                    self._deliver(batch)
-                    raise
-        finally:
-            self._conn.close()
-
-    def _serve(self, batch: list[Request]) -> None:
-        i = 0
-        while i < len(batch):
-            j = i
-            while j < len(batch) and isinstance(batch[j], AppendRequest):
-                j += 1
-            if j > i:
-                self._commit_appends(batch[i:j])  # type: ignore[arg-type]
-                i = j
-            else:
-                self._call(batch[i])  # type: ignore[arg-type]
-                i += 1
-        self._deliver(batch)
-
-    def _deliver(self, batch: list[Request]) -> None:
-        def finish() -> None:
-            reschedule = trio.lowlevel.reschedule
-            for r in batch:
-                if r.task is not None:
-                    reschedule(r.task)
-            self._on_commit()
-
-        # RunFinishedError: the trio run is gone, so nobody is left waiting.
-        with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(finish)
-
-    def _call(self, request: CallRequest) -> None:
+    def call(self, request: CallRequest) -> None:
         assert request.fn is not None
         fn = request.fn
         # ``fn`` may append through this connection (an import), which data_version
@@ -202,7 +89,7 @@ class Writer:
             (self._position,) = conn.execute(sql).fetchone()
         return self._position
 
-    def _commit_appends(self, requests: Sequence[AppendRequest]) -> None:
+    def commit_appends(self, requests: Sequence[AppendRequest]) -> None:
         heads: dict[str, tuple[int, str]] = {}
         try:
             position = immediate(
@@ -215,7 +102,7 @@ class Writer:
                 e = StoreError(f"database {self._path}: appending failed: {e!r}")
             if len(requests) > 1:
                 for r in requests:
-                    self._commit_appends([r])
+                    self.commit_appends([r])
                 return
             (r,) = requests
             cause = e.__cause__

@@ -15,7 +15,7 @@ from typing import Literal
 
 import trio
 
-from eventlog import open_sqlite_store, verify
+from eventlog import describe_db, open_store, verify
 
 from ._cli_session import add_db, read_bodies
 from ._events import PolicyConfig
@@ -71,13 +71,13 @@ async def _demo(args: argparse.Namespace) -> int:
     agent = demo_agent(sandbox="required" if sandboxed else "preferred")
     skills = agent.skills
     try:
-        async with open_sqlite_store(args.db) as store:
+        async with open_store(args.db) as store:
             session = await agent.run(store, TASK)
             bodies = await read_bodies(store, session.id)
             report = await verify(store)
     finally:
         agent.close()
-    print(f"skillog demo: session {session.id} in {args.db}")
+    print(f"skillog demo: session {session.id} in {describe_db(args.db)}")
     if not sandboxed:
         print("note: bubblewrap is not installed, so the script ran without a sandbox")
     print()
@@ -92,5 +92,5 @@ async def _demo(args: argparse.Namespace) -> int:
         f"log verified: {report.events} events in {report.streams} session(s) and "
         f"{report.blobs} blobs, every hash chain and blob intact"
     )
-    print(f"next: skillog replay {session.id} --db {args.db}")
+    print(f"next: skillog replay {session.id} --db {describe_db(args.db)}")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -11,7 +10,15 @@ from datetime import UTC, datetime
 import msgspec
 import trio
 
-from eventlog import EventStore, SkillogError, closing, open_sqlite_store
+from eventlog import (
+    DB_HELP,
+    EventStore,
+    SkillogError,
+    closing,
+    default_db,
+    describe_db,
+    open_store,
+)
 
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import CODEC, Event, PolicyConfig, SessionEnded, SessionStarted
@@ -21,14 +28,8 @@ from ._transcript import transcript
 from .skills import Skill, Tier, build_catalog, config_path, default_sources, load_config
 
 
-def db_default() -> str:
-    return os.environ.get("SKILLOG_DB") or "skillog.db"
-
-
 def add_db(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db", default=db_default(), help="database file (default: $SKILLOG_DB or ./skillog.db)"
-    )
+    parser.add_argument("--db", default=default_db(), help=DB_HELP)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     agent = _agent(args, model_spec=args.model)
     try:
-        async with open_sqlite_store(args.db) as store:
+        async with open_store(args.db) as store:
             session = await agent.run(store, args.task)
             return await _report(store, session.id)
     finally:
@@ -90,7 +91,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    async with open_sqlite_store(args.db) as store:
+    async with open_store(args.db) as store:
         started = await _started(store, args.session)
         agent = _agent(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
@@ -101,14 +102,14 @@ async def _resume(args: argparse.Namespace) -> int:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
-    async with open_sqlite_store(args.db, readonly=True) as store:
+    async with open_store(args.db, readonly=True) as store:
         rows = await session_rows(store)
     if args.json:
         for row in rows:
             print(msgspec.json.encode(row).decode())
         return 0
     if not rows:
-        print(f"no sessions in {args.db}")
+        print(f"no sessions in {describe_db(args.db)}")
         return 0
     print(f"{'SESSION':<34} {'STARTED (UTC)':<20} {'MODEL':<28} {'TURNS':>5} {'EVENTS':>6}  STATUS")
     for r in rows:

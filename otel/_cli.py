@@ -7,23 +7,18 @@ not be used (the message says which and what to do); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import trio
 
-from eventlog import open_sqlite_store
+from eventlog import DB_HELP, default_db, describe_db, open_store
 
 from ._errors import OtelError
 from ._export import ExportOptions, export_sessions, follow_export, summarize_log
 from ._otlp import otlp_exporter, traces_url
 from ._state import default_state_path, load_state
 from ._summary import render_text, to_json
-
-
-def _default_db() -> str:
-    return os.environ.get("SKILLOG_DB") or "skillog.db"
 
 
 def _positive(value: str) -> float:
@@ -98,9 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="export progress file (default: DB.otel-state.json)",
     )
-    export.add_argument(
-        "--db", default=_default_db(), help="database (default $SKILLOG_DB or ./skillog.db)"
-    )
+    export.add_argument("--db", default=default_db(), help=DB_HELP)
 
     metrics = sub.add_parser(
         "metrics",
@@ -113,9 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     metrics.add_argument("sessions", nargs="*", metavar="SESSION", help="session ids")
     metrics.add_argument("--all", action="store_true", help="every session in the log")
     metrics.add_argument("--json", action="store_true", help="print JSON instead of text")
-    metrics.add_argument(
-        "--db", default=_default_db(), help="database (default $SKILLOG_DB or ./skillog.db)"
-    )
+    metrics.add_argument("--db", default=default_db(), help=DB_HELP)
 
 
 def _selection(args: argparse.Namespace) -> list[str] | None:
@@ -138,9 +129,9 @@ async def _export(args: argparse.Namespace) -> int:
     )
     exporter = otlp_exporter(url, timeout_s=args.timeout)
     try:
-        async with open_sqlite_store(args.db, readonly=True) as store:
+        async with open_store(args.db, readonly=True) as store:
             if args.follow:
-                print(f"following {args.db}; exporting sessions to {url} as they end")
+                print(f"following {describe_db(args.db)}; exporting sessions to {url} as they end")
 
                 def exported(session: str, spans: int) -> None:
                     print(f"exported session {session} ({spans} spans)", flush=True)
@@ -165,7 +156,7 @@ async def _export(args: argparse.Namespace) -> int:
 
 async def _metrics(args: argparse.Namespace) -> int:
     sessions = _selection(args)
-    async with open_sqlite_store(args.db, readonly=True) as store:
+    async with open_store(args.db, readonly=True) as store:
         summary = await summarize_log(store, sessions)
     if args.json:
         sys.stdout.write(to_json(summary).decode() + "\n")

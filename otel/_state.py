@@ -9,10 +9,13 @@ backends deduplicate.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import msgspec
+
+from eventlog import describe_db, is_postgres_url, sqlite_path
 
 from ._errors import OtelError
 
@@ -29,8 +32,13 @@ class ExportState(msgspec.Struct, kw_only=True):
 
 
 def default_state_path(db: str | os.PathLike[str]) -> Path:
-    """``<db>.otel-state.json``: the state file of the database ``db``."""
-    return Path(f"{os.fspath(db)}.otel-state.json")
+    """``<db>.otel-state.json``: the state file of the SQLite database ``db``; for a
+    PostgreSQL URL, ``skillog-pg-<digest>.otel-state.json`` in the current directory
+    (the digest of the URL without its password, so the name holds no secret)."""
+    if is_postgres_url(db):
+        digest = hashlib.sha256(describe_db(db).encode()).hexdigest()[:16]
+        return Path(f"skillog-pg-{digest}.otel-state.json")
+    return Path(f"{sqlite_path(db)}.otel-state.json")
 
 
 def load_state(path: Path) -> ExportState:

@@ -15,8 +15,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from eventlog import SkillogError
-from orchestrator._cli_session import db_default
+from eventlog import DB_HELP, SkillogError, default_db
 
 from ._errors import BrokenLogError
 from ._fork import fork_session
@@ -31,9 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the ``replay`` arguments on ``parser``."""
     parser.add_argument("session", help="the session id (see `skillog sessions`)")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--db", help="database file (default: $SKILLOG_DB or ./skillog.db); opened read-only"
-    )
+    source.add_argument("--db", help=f"{DB_HELP}; opened read-only")
     source.add_argument("--jsonl", help="replay from a JSON Lines export instead of a database")
     parser.add_argument(
         "--checkpoint",
@@ -102,7 +99,7 @@ def _conflict(args: argparse.Namespace) -> str | None:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    db = None if args.jsonl else (args.db or db_default())
+    db = None if args.jsonl else (args.db or default_db())
     writable = args.fork_at is not None
     async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
         recording = await load_recording(store, args.session)

@@ -21,7 +21,7 @@ from eventlog import (
     MemoryStore,
     SkillogError,
     import_jsonl,
-    open_sqlite_store,
+    open_store,
     read_checkpoints,
     verify,
     verify_stream,
@@ -53,7 +53,8 @@ async def open_log(
     writable: bool = False,
     session: str = "?",
 ) -> AsyncIterator[EventStore]:
-    """The store to replay from: the SQLite file ``db`` (read-only unless ``writable``)
+    """The store to replay from: the database ``db`` (a SQLite path or a PostgreSQL URL,
+    see :func:`eventlog.open_store`; read-only unless ``writable``)
     or a JSON Lines export ``jsonl`` loaded into memory (every chain in it checked on
     the way in). Unusable input raises a :class:`SkillogError` saying why; a damaged
     export raises :class:`BrokenLogError` for ``session`` (named in the message)."""
@@ -68,8 +69,8 @@ async def open_log(
         yield store
         return
     assert db is not None
-    async with open_sqlite_store(db, readonly=not writable) as sqlite:
-        yield sqlite
+    async with open_store(db, readonly=not writable) as durable:
+        yield durable
 
 
 async def load_recording(store: EventStore, session: str) -> Recording:

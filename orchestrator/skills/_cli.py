@@ -12,6 +12,8 @@ import sys
 
 import msgspec
 
+from eventlog import default_db, is_postgres_url, open_store, sqlite_path
+
 from ._catalog import Catalog, Status, build_catalog
 from ._config import SkillsConfig, config_path, load_config, save_config
 from ._discover import default_sources
@@ -32,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="skills config file (default: $SKILLOG_CONFIG or ~/.config/skillog/config.yaml)",
     )
     parser.add_argument(
-        "--db", help="database holding the skills index (default: $SKILLOG_DB or ./skillog.db)"
+        "--db",
+        help="the event log, whose SQLite file also holds the skills index "
+        "(default: $SKILLOG_DB or ./skillog.db; a postgresql:// log keeps no index)",
     )
     parser.add_argument(
         "--project",
@@ -112,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     catalog = _catalog(args, config)
     if action == "list":
         if args.record:
-            _record(catalog, args.db or os.environ.get("SKILLOG_DB") or "skillog.db")
+            _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
     if action == "show":
         return _show(catalog, args.name)
@@ -130,7 +134,11 @@ def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
     sources = default_sources(config, project=args.project)
     if args.no_index:
         return build_catalog(sources, config=config)
-    index = SkillIndex(args.db or os.environ.get("SKILLOG_DB") or "skillog.db")
+    db = args.db or default_db()
+    if is_postgres_url(db):
+        # The index is a local cache in the SQLite file; a PostgreSQL log has none.
+        return build_catalog(sources, config=config)
+    index = SkillIndex(sqlite_path(db))
     try:
         return build_catalog(sources, config=config, index=index)
     finally:
@@ -141,12 +149,10 @@ def _record(catalog: Catalog, db: str) -> None:
     # Imported here: the runtime's event catalog imports this package.
     import trio
 
-    from eventlog import open_sqlite_store
-
     from .._index_log import record_index_run
 
     async def record() -> None:
-        async with open_sqlite_store(db) as store:
+        async with open_store(db) as store:
             event = await record_index_run(store, catalog)
         print(f"recorded indexing run as {event.stream} seq {event.seq}", file=sys.stderr)
 

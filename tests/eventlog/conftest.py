@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from eventlog import EventStore, MemoryStore, NewEvent, open_sqlite_store
+from eventlog import EventStore, MemoryStore, NewEvent, open_postgres_store, open_sqlite_store
 
 
 def new(n: int = 1, *, type: str = "test.happened", start: int = 0) -> list[NewEvent]:
@@ -27,11 +27,15 @@ def make() -> NewEvents:
     return new
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
-    """Each store implementation, fresh."""
+    """Each store implementation, fresh (PostgreSQL: a new database on the test server)."""
     if request.param == "memory":
         yield MemoryStore()
-    else:
+    elif request.param == "sqlite":
         async with open_sqlite_store(tmp_path / "log.db", poll_interval=0.05) as s:
             yield s
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        async with open_postgres_store(dsn) as pg:
+            yield pg

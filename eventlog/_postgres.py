@@ -1,0 +1,501 @@
+"""The PostgreSQL event store: one writer thread, pooled readers, LISTEN/NOTIFY.
+
+psycopg 3's sync driver runs where it cannot block the trio loop: the writer's
+connection in its own thread (group commit, like the SQLite store), readers in trio's
+worker threads. ``follow`` needs no thread: it waits with ``trio.lowlevel.wait_readable``
+on the socket of a connection that LISTENs (docs/design-notes.md says why not psycopg's
+async connection).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, BinaryIO, TypeVar
+
+import psycopg
+import trio
+
+from ._errors import BlobNotFoundError, ReadOnlyDatabaseError
+from ._hashchain import (
+    GENESIS_HASH,
+    blob_digest,
+    check_blobs,
+    check_int,
+    check_name,
+    check_new_events,
+)
+from ._jsonl import ImportReport, import_lines
+from ._postgres_db import CHANNEL, check_readable, connect, migrate, redact, translate, where
+from ._postgres_writer import PgWriter, heads_of, insert_blobs, insert_events, lock_for_append
+from ._postgres_writer import notify as notify_followers
+from ._snapshot import Snapshot
+from ._types import Event, Head, NewEvent, StreamInfo
+from ._verify import ChainCheck
+from ._writer import AppendRequest, CallRequest, Request
+
+__all__ = ["PostgresStore", "open_postgres_store", "redact"]
+
+T = TypeVar("T")
+BATCH = 2000
+_COLS = "stream, seq, position, type, recorded_at, body, prev_hash, hash"
+Conn = psycopg.Connection[Any]
+
+
+def _events(rows: list[Any]) -> list[Event]:
+    return [
+        Event(
+            stream=r[0],
+            seq=r[1],
+            position=r[2],
+            type=r[3],
+            recorded_at=r[4],
+            body=r[5],
+            prev_hash=r[6],
+            hash=r[7],
+        )
+        for r in rows
+    ]
+
+
+class PostgresStore:
+    """An :class:`EventStore` in a PostgreSQL database; get one from
+    :func:`open_postgres_store`.
+
+    Appends go to the writer thread and are group-committed; ``append`` returns after
+    COMMIT (durable as the server's ``synchronous_commit`` promises: by default, after
+    the WAL is flushed). Any number of processes may write one database: the table lock
+    orders them and ``UNIQUE (stream, seq)`` makes a fork impossible. ``follow`` wakes on
+    NOTIFY from any writer, no polling.
+    """
+
+    def __init__(self, dsn: str, *, readonly: bool, connect_timeout: float) -> None:
+        self.dsn = dsn
+        self.where = where(dsn)
+        self.readonly = readonly
+        self._connect_timeout = connect_timeout
+        self._writer: PgWriter | None = None
+        self._idle: list[Conn] = []
+        self._lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _connect(self, role: str) -> Conn:
+        return connect(self.dsn, role=role, connect_timeout=self._connect_timeout)
+
+    def _reader(self) -> Conn:
+        conn = self._connect("reader")
+        # A reader never writes, whatever the caller's SQL.
+        conn.execute(b"SET default_transaction_read_only = on")
+        return conn
+
+    async def _submit(self, request: Request) -> Any:
+        if self._writer is None:
+            raise ReadOnlyDatabaseError(
+                f"{self.where}: opened read-only; open it without readonly=True to write"
+            )
+        return await self._writer.submit(request)
+
+    def _with_reader(self, fn: Callable[[Conn], T], doing: str) -> T:
+        """``fn(conn)`` on an idle reader; once more on a new connection if the first
+        one turns out to be dead (a server restart since it was last used)."""
+        for attempt in (1, 2):
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            fresh = conn is None
+            if conn is None:
+                conn = self._reader()
+            try:
+                return fn(conn)
+            except psycopg.Error as e:
+                if not conn.broken:
+                    raise translate(e, self.dsn, doing) from e
+                conn.close()
+                if attempt == 2 or fresh:
+                    raise translate(e, self.dsn, doing) from e
+            finally:
+                if not conn.closed:
+                    with self._lock:
+                        self._idle.append(conn)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _read(self, fn: Callable[[Conn], T], doing: str) -> T:
+        return await trio.to_thread.run_sync(self._with_reader, fn, doing)
+
+    def _close_readers(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # -- writing --------------------------------------------------------------------
+
+    async def append(
+        self,
+        stream: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int,
+        blobs: Sequence[bytes] = (),
+    ) -> tuple[Event, ...]:
+        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`)."""
+        check_new_events(stream, events, expected_seq)
+        check_blobs(blobs)
+        request = AppendRequest(
+            stream=stream, events=tuple(events), expected_seq=expected_seq, blobs=tuple(blobs)
+        )
+        result: tuple[Event, ...] = await self._submit(request)
+        return result
+
+    async def put_blob(self, data: bytes) -> str:
+        """Store ``data`` once under its sha256 (group-committed like appends)."""
+        check_blobs([data])
+        await self._submit(AppendRequest(blobs=(data,)))
+        return await trio.to_thread.run_sync(blob_digest, data)
+
+    async def call_in_writer(self, fn: Callable[[Conn], T], *, doing: str = "writing") -> T:
+        """Run ``fn(conn)`` in the writer thread inside one transaction (other appends
+        wait); for bulk work that must commit atomically."""
+        result: T = await self._submit(CallRequest(fn=fn, doing=doing))
+        return result
+
+    async def import_lines(
+        self, f: BinaryIO, source: str, progress: Callable[[int], None] | None
+    ) -> ImportReport:
+        """Import a JSON Lines export in one transaction (see :func:`import_jsonl`)."""
+
+        def run(conn: Conn) -> ImportReport:
+            last = lock_for_append(conn)
+            report, blobs, position = import_lines(
+                f,
+                source,
+                head_of=lambda s: heads_of(conn, [s]).get(s, (0, GENESIS_HASH)),
+                first_position=last + 1,
+                insert=lambda events: insert_events(conn, events),
+                progress=progress,
+            )
+            insert_blobs(conn, blobs)
+            if position > last + 1:
+                notify_followers(conn)
+            return report
+
+        return await self.call_in_writer(run, doing="importing")
+
+    async def save_snapshot(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot``, replacing the previous one of its stream and name."""
+        check_name("snapshot name", snapshot.name)
+
+        def save(conn: Conn) -> None:
+            conn.execute(
+                b"INSERT INTO eventlog_snapshots (stream, name, seq, hash, state) "
+                b"VALUES (%s, %s, %s, %s, %s) ON CONFLICT (stream, name) DO UPDATE SET "
+                b"seq = EXCLUDED.seq, hash = EXCLUDED.hash, state = EXCLUDED.state",
+                (snapshot.stream, snapshot.name, snapshot.seq, snapshot.hash, snapshot.state),
+            )
+
+        await self.call_in_writer(save, doing="saving a snapshot")
+
+    # -- reading --------------------------------------------------------------------
+
+    async def load_snapshot(self, stream: str, name: str) -> Snapshot | None:
+        """The stored snapshot of ``stream`` named ``name``, if any."""
+
+        def load(conn: Conn) -> Snapshot | None:
+            row = conn.execute(
+                b"SELECT seq, hash, state FROM eventlog_snapshots WHERE stream = %s AND name = %s",
+                (stream, name),
+            ).fetchone()
+            if row is None:
+                return None
+            return Snapshot(stream=stream, name=name, seq=row[0], hash=row[1], state=row[2])
+
+        return await self._read(load, "loading a snapshot")
+
+    async def head(self, stream: str) -> Head | None:
+        """The last event's seq and hash, or None for a stream with no events."""
+
+        def head(conn: Conn) -> Head | None:
+            row = conn.execute(
+                b"SELECT seq, hash FROM events WHERE stream = %s ORDER BY seq DESC LIMIT 1",
+                (stream,),
+            ).fetchone()
+            return None if row is None else Head(seq=row[0], hash=row[1])
+
+        return await self._read(head, f"reading the head of stream {stream!r}")
+
+    async def read(
+        self, stream: str, *, from_seq: int = 0, to_seq: int | None = None
+    ) -> AsyncIterator[Event]:
+        """Events of ``stream`` with ``from_seq <= seq < to_seq``, in seq order."""
+        check_int("from_seq", from_seq)
+        end = check_int("to_seq", to_seq) if to_seq is not None else 2**63 - 1
+        sql = f"SELECT {_COLS} FROM events WHERE stream = %s AND seq >= %s AND seq < %s "
+        sql += "ORDER BY seq LIMIT %s"
+        doing = f"reading stream {stream!r}"
+        seq = from_seq
+        while True:
+            params = (stream, seq, end, BATCH)
+
+            def fetch(c: Conn, p: tuple[object, ...] = params) -> list[Any]:
+                return c.execute(sql.encode(), p).fetchall()
+
+            rows = await self._read(fetch, doing)
+            for event in _events(rows):
+                yield event
+            if len(rows) < BATCH:
+                return
+            seq = rows[-1][1] + 1
+
+    async def read_all(self, *, from_position: int = 0) -> AsyncIterator[Event]:
+        """Every event with ``position >= from_position``, in position order."""
+        check_int("from_position", from_position)
+        position = from_position
+        while True:
+            rows = await self._fetch_from(position)
+            for event in _events(rows):
+                yield event
+            if len(rows) < BATCH:
+                return
+            position = rows[-1][2] + 1
+
+    async def _fetch_from(self, position: int) -> list[Any]:
+        sql = f"SELECT {_COLS} FROM events WHERE position >= %s ORDER BY position LIMIT %s"
+        return await self._read(
+            lambda c: c.execute(sql.encode(), (position, BATCH)).fetchall(), "reading all events"
+        )
+
+    async def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]:
+        """Like :meth:`read_all`, then yields events as they commit, until cancelled.
+
+        Woken by the NOTIFY of every append transaction, from any process. The LISTEN
+        starts before the first read, so a commit between a read and the wait is never
+        missed; a lost listening connection is reopened and the log re-read.
+        """
+        check_int("from_position", from_position)
+        listener: Conn | None = None
+        try:
+            position = from_position
+            while True:
+                if listener is None:
+                    listener = await trio.to_thread.run_sync(self._listen)
+                rows = await self._fetch_from(position)
+                for event in _events(rows):
+                    yield event
+                if rows:
+                    position = rows[-1][2] + 1
+                if len(rows) < BATCH and not await _notified(listener):
+                    listener.close()
+                    listener = None
+                    await trio.sleep(0.2)  # the server is restarting: reconnect shortly
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def _listen(self) -> Conn:
+        conn = self._connect("follower")
+        conn.execute(f"LISTEN {CHANNEL}".encode())
+        return conn
+
+    async def check_chain(
+        self, check: ChainCheck, progress: Callable[[int], None] | None = None
+    ) -> None:
+        """Feed ``check`` the stream's stored rows in seq order, in a worker thread."""
+        sql = (
+            b"SELECT seq, type, recorded_at, body, prev_hash, hash FROM events "
+            b"WHERE stream = %s AND seq >= %s ORDER BY seq LIMIT %s"
+        )
+
+        def run(conn: Conn) -> None:
+            seq = 0
+            while True:
+                rows = conn.execute(sql, (check.stream, seq, BATCH * 4)).fetchall()
+                if check.feed(rows) is not None:
+                    return
+                if progress is not None:
+                    progress(len(rows))
+                if len(rows) < BATCH * 4:
+                    return
+                seq = rows[-1][0] + 1
+
+        await self._read(run, f"verifying stream {check.stream!r}")
+
+    async def last_position(self) -> int:
+        """The highest position in the database (0 when empty); a cheap progress total."""
+
+        def last(conn: Conn) -> int:
+            row = conn.execute(b"SELECT COALESCE(MAX(position), 0) FROM events").fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._read(last, "reading the last position")
+
+    async def streams(self) -> list[StreamInfo]:
+        """One summary per stream, ordered by stream id (a skip-scan: no full scan)."""
+
+        def streams(conn: Conn) -> list[StreamInfo]:
+            rows = conn.execute(
+                b"""WITH RECURSIVE s(stream) AS (
+                    SELECT MIN(stream) FROM events
+                    UNION ALL
+                    SELECT (SELECT MIN(stream) FROM events WHERE stream > s.stream)
+                    FROM s WHERE s.stream IS NOT NULL
+                )
+                SELECT s.stream, h.seq, h.hash, f.recorded_at, h.recorded_at FROM s
+                CROSS JOIN LATERAL (SELECT seq, hash, recorded_at FROM events e
+                    WHERE e.stream = s.stream ORDER BY seq DESC LIMIT 1) h
+                CROSS JOIN LATERAL (SELECT recorded_at FROM events e
+                    WHERE e.stream = s.stream ORDER BY seq LIMIT 1) f
+                WHERE s.stream IS NOT NULL ORDER BY s.stream"""
+            ).fetchall()
+            return [
+                StreamInfo(
+                    stream=r[0],
+                    length=int(r[1]) + 1,
+                    head_hash=r[2],
+                    first_recorded_at=r[3],
+                    last_recorded_at=r[4],
+                )
+                for r in rows
+            ]
+
+        return await self._read(streams, "listing streams")
+
+    async def get_blob(self, digest: str) -> bytes:
+        """The bytes stored under ``digest``; :class:`BlobNotFoundError` if absent."""
+
+        def get(conn: Conn) -> bytes | None:
+            row = conn.execute(b"SELECT data FROM blobs WHERE digest = %s", (digest,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = await self._read(get, f"reading blob {digest}") if isinstance(digest, str) else None
+        if data is None:
+            raise BlobNotFoundError(str(digest))
+        return data
+
+    async def has_blob(self, digest: str) -> bool:
+        """Whether a blob with this digest is stored."""
+        if not isinstance(digest, str):
+            return False
+
+        def has(conn: Conn) -> bool:
+            sql = b"SELECT 1 FROM blobs WHERE digest = %s"
+            return conn.execute(sql, (digest,)).fetchone() is not None
+
+        return await self._read(has, f"looking up blob {digest}")
+
+    async def read_blobs(self) -> AsyncIterator[tuple[str, bytes]]:
+        """Every stored ``(digest, data)`` as stored, in digest order, a batch at a time."""
+        sql = b"SELECT digest, data FROM blobs WHERE digest > %s ORDER BY digest LIMIT %s"
+        after = ""
+        while True:
+
+            def fetch(c: Conn, a: str = after) -> list[Any]:
+                return c.execute(sql, (a, BATCH)).fetchall()
+
+            rows = await self._read(fetch, "reading blobs")
+            for digest, data in rows:
+                yield digest, data
+            if len(rows) < BATCH:
+                return
+            after = rows[-1][0]
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def _serve_writer(
+        self,
+        reconnect_timeout: float,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        token = trio.lowlevel.current_trio_token()
+
+        def started(writer: PgWriter) -> None:
+            self._writer = writer
+            task_status.started()
+
+        def body() -> None:
+            def connect_writer() -> Conn:
+                return self._connect("writer")
+
+            writer = PgWriter(
+                connect_writer,
+                self.dsn,
+                self.where,
+                token,
+                lambda: None,
+                reconnect_timeout=reconnect_timeout,
+            )
+            try:
+                migrate(writer._conn, self.dsn)
+            except BaseException:
+                writer.close()
+                raise
+            trio.from_thread.run_sync(started, writer)
+            writer.run()
+
+        await trio.to_thread.run_sync(body)
+
+
+async def _notified(conn: Conn) -> bool:
+    """Wait for a notification on a LISTENing connection: True when one (or more)
+    arrived, False when the connection was lost."""
+    pgconn = conn.pgconn
+    while True:
+        try:
+            pgconn.consume_input()
+        except psycopg.Error:
+            return False
+        got = False
+        while pgconn.notifies() is not None:
+            got = True
+        if got:
+            return True
+        if pgconn.status != psycopg.pq.ConnStatus.OK:
+            return False  # pragma: no cover - consume_input reports it first
+        await trio.lowlevel.wait_readable(pgconn.socket)
+
+
+@asynccontextmanager
+async def open_postgres_store(
+    dsn: str,
+    *,
+    readonly: bool = False,
+    connect_timeout: float = 10.0,
+    reconnect_timeout: float = 10.0,
+) -> AsyncIterator[PostgresStore]:
+    """Open (creating and migrating the schema if needed) the event log in the
+    PostgreSQL database ``dsn`` (``postgresql://USER:PASSWORD@HOST:PORT/DBNAME`` or
+    ``key=value`` form; libpq's environment variables and ~/.pgpass apply).
+
+    ``readonly=True`` never writes (not even the schema) and needs an existing log of
+    this version. A connection that cannot be made within ``connect_timeout`` seconds
+    raises :class:`StoreError` naming the DSN without its password. A writer that loses
+    its connection reconnects for up to ``reconnect_timeout`` seconds and finishes the
+    batch it was committing (exactly once). The writer thread runs as a service in a
+    nursery for the duration of the block.
+    """
+    store = PostgresStore(dsn, readonly=readonly, connect_timeout=connect_timeout)
+    try:
+        if readonly:
+
+            def probe(conn: Conn) -> None:
+                check_readable(conn, dsn)
+
+            await store._read(probe, "opening")
+            yield store
+            return
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(store._serve_writer, reconnect_timeout)
+                try:
+                    yield store
+                finally:
+                    if store._writer is not None:
+                        store._writer.stop()
+        except BaseExceptionGroup as group:
+            # The nursery only holds the writer service; callers want the error itself.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from group.exceptions[0].__cause__
+            raise
+    finally:
+        store._close_readers()
