@@ -1,8 +1,10 @@
 """One opener for every durable store, chosen by URL: what ``--db`` and $SKILLOG_DB take.
 
-``postgresql://...`` or ``postgres://...`` (and libpq's ``key=value`` form starting with
-``postgresql:``) open the PostgreSQL store; ``sqlite:PATH``, ``sqlite:///ABSOLUTE/PATH``
-or a plain file path open the SQLite store (the default, ``skillog.db``).
+``postgresql://...`` or ``postgres://...``, and libpq's ``key=value`` connection
+strings (``host=... dbname=...``), open the PostgreSQL store; ``sqlite:PATH``,
+``sqlite:///ABSOLUTE/PATH`` or a plain file path open the SQLite store (the default,
+``skillog.db``). A ``key=value`` string is never taken for a file name: opening one as
+a SQLite path would silently create a database named after the connection string.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ def default_db() -> str:
 
 
 _SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://")
+_CONNINFO = re.compile(r"\s*(host|hostaddr|dbname|user|port|service|password)\s*=")
 
 
 def is_postgres_url(url: str | os.PathLike[str]) -> bool:
-    """True for a ``postgresql://`` or ``postgres://`` URL."""
-    return isinstance(url, str) and url.startswith(_POSTGRES)
+    """True for a ``postgresql://`` or ``postgres://`` URL or a libpq ``key=value``
+    connection string."""
+    return isinstance(url, str) and (url.startswith(_POSTGRES) or bool(_CONNINFO.match(url)))
 
 
 def sqlite_path(url: str | os.PathLike[str]) -> str:

@@ -38,6 +38,15 @@ def test_postgres_urls_are_recognised_and_described_without_password() -> None:
         assert describe_db(url) == "postgresql://u@h/db"
 
 
+@pytest.mark.parametrize(
+    "conninfo",
+    ["host=127.0.0.1 port=5432 dbname=x", "user=skillog password=p dbname=bench host=/tmp"],
+)
+def test_a_libpq_connection_string_is_postgres_never_a_file_name(conninfo: str) -> None:
+    # Taken for a path, it would create a SQLite database named after the string.
+    assert is_postgres_url(conninfo)
+
+
 async def test_an_unknown_scheme_is_refused_clearly() -> None:
     with pytest.raises(StoreError, match=r"'mysql' is not supported.*postgresql://"):
         async with open_store("mysql://u:pw@h/db"):
