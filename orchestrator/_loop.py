@@ -97,8 +97,11 @@ class Agent:
             version=VERSION,
         )
 
-    async def start(self, store: EventStore, *, session_id: str | None = None) -> Session:
-        """Record a new session's start and catalog; returns it ready for a message."""
+    async def start(
+        self, store: EventStore, *, session_id: str | None = None, task: str | None = None
+    ) -> Session:
+        """Record a new session's start, catalog and (given) first message; returns it
+        ready for a message (or, with ``task``, for :func:`drive`)."""
         catalog = [skill_info(_as_skill(s), self.file_access) for s in self.skills]
         catalog.sort(key=lambda s: s.name)
         return await Session.create(
@@ -111,13 +114,13 @@ class Agent:
             clock=self.clock,
             observers=self.observers,
             reconcile=self.reconcile,
+            task=task,
         )
 
     async def run(self, store: EventStore, task: str, *, session_id: str | None = None) -> Session:
         """Start a session with ``task`` as the user's message and drive it to its end
         (or until it suspends for approvals)."""
-        session = await self.start(store, session_id=session_id)
-        await session.add_user_message(task)
+        session = await self.start(store, session_id=session_id, task=task)
         await drive(session, self.model, self.retry)
         return session
 

@@ -143,8 +143,11 @@ class Session:
         observers: Sequence[Observer] = (),
         preface: Sequence[Event] = (),
         reconcile: Reconciler | None = None,
+        task: str | None = None,
     ) -> Session:
-        """Start a new session: records ``session.started`` and the catalog it sees."""
+        """Start a new session: records ``session.started``, the catalog it sees and,
+        given a ``task``, the user's first message, all in one transaction (a session
+        is never in the log without what it was asked to do)."""
         session = cls(
             store,
             SessionState(session_id or uuid.uuid4().hex),
@@ -153,9 +156,12 @@ class Session:
             observers=observers,
             reconcile=reconcile,
         )
+        first = [UserMessage(text=task)] if task is not None else []
         await session.record(
-            *preface, config, CatalogSnapshot(skills=tuple(catalog), hidden=tuple(hidden))
+            *preface, config, CatalogSnapshot(skills=tuple(catalog), hidden=tuple(hidden)), *first
         )
+        if task is not None:
+            await session._activate_named(task)
         return session
 
     @classmethod
@@ -257,6 +263,9 @@ class Session:
         """Record a user message. ``/skill-name`` at the start of a line activates that
         skill (user-explicit activation) before the model sees the message."""
         await self.record(UserMessage(text=text))
+        await self._activate_named(text)
+
+    async def _activate_named(self, text: str) -> None:
         names = [
             line.split()[0][1:]
             for line in text.splitlines()

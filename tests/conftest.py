@@ -67,3 +67,10 @@ def pg_database(pg_cluster: PgCluster) -> Callable[[], str]:
 def pg_dsn(pg_database: Callable[[], str]) -> str:
     """A fresh, empty database for this test."""
     return pg_database()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The crash-point suite's counts (tests/orchestrator/test_crash_points.py)."""
+    crashpoints = sys.modules.get("crashpoints")
+    for tally in getattr(crashpoints, "RESULTS", ()):
+        terminalreporter.write_line(tally.line())

@@ -1,0 +1,40 @@
+"""The crash-point suite (docs/effects.md): SIGKILL a real process at every event
+boundary and inside every effect of three reference sessions, resume in a new process,
+and count duplicate effects, unrecorded effects and divergent prompts: all must be 0.
+
+CI runs every single crash point and a sample of double crashes (a crash, then a
+crash of the resuming process); ``bench/crash_points.py`` runs every pair."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _load():  # type: ignore[no-untyped-def]
+    # By path, as tests/conftest.py loads pgcluster: tests/ is not a package.
+    spec = importlib.util.spec_from_file_location(
+        "crashpoints", Path(__file__).with_name("crashpoints.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["crashpoints"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+crashpoints = _load()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_no_duplicate_unrecorded_or_divergent_at_any_crash_point(tmp_path: Path) -> None:
+    tally = crashpoints.run_suite(tmp_path)
+    tally.add(crashpoints.run_suite(tmp_path / "double", ["parallel"], double=True, sample=37))
+    crashpoints.RESULTS.append(tally)
+    assert not tally.failures, "\n".join(tally.failures[:20])
+    assert (tally.duplicates, tally.unrecorded, tally.divergent) == (0, 0, 0)
+    assert tally.scenarios > 100
