@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# bench/eventlog.py must not shadow the eventlog package when run as a script.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 
 def load_harness():  # type: ignore[no-untyped-def]

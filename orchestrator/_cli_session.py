@@ -21,7 +21,14 @@ from eventlog import (
 )
 
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
-from ._events import CODEC, Event, PolicyConfig, SessionEnded, SessionStarted
+from ._events import (
+    CODEC,
+    Event,
+    PolicyConfig,
+    SessionEnded,
+    SessionStarted,
+    SessionSuspended,
+)
 from ._loop import Agent
 from ._state import SessionState, apply
 from ._transcript import transcript
@@ -168,11 +175,18 @@ async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
 
 
 async def _report(store: EventStore, session_id: str) -> int:
-    """Print the transcript from the log; exit 0 when the session completed."""
+    """Print the transcript from the log; exit 0 when the session completed or waits
+    for approvals (a suspended session is not a failure), 1 otherwise."""
     bodies = await read_bodies(store, session_id)
     for line in transcript(bodies):
         print(line)
     last = bodies[-1]
+    if isinstance(last, SessionSuspended):
+        print(
+            f"\nsession {session_id} is waiting for approval: `skillog approvals`, then "
+            f"`skillog approve|deny {session_id} CALL` and `skillog resume {session_id}`"
+        )
+        return 0
     return 0 if isinstance(last, SessionEnded) and last.reason == "completed" else 1
 
 

@@ -13,13 +13,16 @@ from ._events import (
     PolicyDenied,
     ResourceRead,
     ScriptExecuted,
+    ScriptStarted,
     SessionEnded,
     SessionStarted,
+    SessionSuspended,
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
     ToolCompleted,
+    ToolInterrupted,
     UserMessage,
 )
 
@@ -80,7 +83,17 @@ def _lines(body: Event) -> Iterator[str]:
             yield _row("approval", f"? {body.action}")
         case ApprovalResolved():
             verdict = "approved" if body.approved else "denied"
-            yield _row("approval", f"{verdict} by {body.decided_by}")
+            reason = f": {body.reason}" if body.reason else ""
+            yield _row("approval", f"{verdict} by {body.decided_by}{reason}")
+        case ScriptStarted():
+            yield _row("script", f"{body.skill}/{body.path} {' '.join(body.args)} started".strip())
+        case ToolInterrupted():
+            yield _row("tool", f"✗ {body.tool}: interrupted by a restart (not run again)")
+        case SessionSuspended():
+            yield _row(
+                "suspended",
+                f"waiting for approval of {', '.join(body.call_ids)}: `skillog approvals`",
+            )
         case ToolCompleted():
             mark = "✗" if body.is_error else "✓"
             first = body.content.strip().splitlines()[0] if body.content.strip() else ""

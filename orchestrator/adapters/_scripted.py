@@ -66,6 +66,11 @@ class ScriptedModel:
     turn, ``when_exhausted="end"`` answers ``(end of script)`` with stop reason
     ``end_turn`` on every further call, so a loop always terminates; ``"raise"`` raises
     a non-retryable ``ModelError`` instead. One instance serves one session.
+
+    With ``follow_history`` (what :meth:`from_file` gives, so ``skillog resume`` of a
+    scripted session needs nothing more), the first call skips the turns whose answers
+    the request's history already holds: a resumed session continues the script where
+    it stopped instead of starting it again.
     """
 
     def __init__(
@@ -73,18 +78,20 @@ class ScriptedModel:
         turns: Sequence[ScriptTurn | Mapping[str, Any]],
         *,
         when_exhausted: WhenExhausted = "end",
+        follow_history: bool = False,
     ) -> None:
         """``turns`` are :class:`ScriptTurn` structs or mappings in the file format;
         invalid ones raise :class:`ScriptError` naming the turn."""
         self._turns = script_turns(turns)
         self._when_exhausted = when_exhausted
+        self._follow_history = follow_history
         self._next = 0
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         """Load a YAML or JSON script (see docs/adapters.md); reads the file now."""
         script = load_script(path)
-        return cls(script.turns, when_exhausted=script.when_exhausted)
+        return cls(script.turns, when_exhausted=script.when_exhausted, follow_history=True)
 
     @property
     def provider(self) -> str:
@@ -99,8 +106,20 @@ class ScriptedModel:
         """How many times :meth:`complete` has been called."""
         return self._next
 
+    def _answered(self, request: ModelRequest) -> int:
+        """The index of the first turn whose answer is not in the request's history:
+        each answered turn left one assistant message; a failure turn left none."""
+        answers = sum(1 for m in request.messages if m.role == "assistant")
+        index = 0
+        while index < len(self._turns) and answers > 0:
+            answers -= self._turns[index].error is None
+            index += 1
+        return index
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         await trio.lowlevel.checkpoint()
+        if self._follow_history and self._next == 0:
+            self._next = self._answered(request)
         index = self._next
         self._next += 1
         if index < len(self._turns):

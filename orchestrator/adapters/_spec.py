@@ -28,7 +28,7 @@ def adapter_from_spec(spec: str) -> ModelAdapter:
         return AnthropicAdapter(model=rest)
     if provider == "openai":
         return OpenAIAdapter(model=rest)
-    if provider == "scripted":
+    if provider in ("scripted", "skillog.scripted"):  # the latter as sessions record it
         return ScriptedModel.from_file(rest)
     raise AdapterConfigError(
         f"model spec {spec!r} names an unknown provider {provider!r}: use one of "
