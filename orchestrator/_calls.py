@@ -78,10 +78,13 @@ class View(ActiveSkills):
 @dataclass(frozen=True)
 class Recorded:
     """What the log held for a call when this process took it up (all None for a call
-    it has never seen). ``decided_while_suspended`` marks an approval recorded by
-    another process while the session was suspended: no process acted on it yet."""
+    it has never seen). ``fresh``: the intent was committed by this process (with the
+    model response) and nothing has acted on it yet. ``decided_while_suspended`` marks
+    an approval recorded by another process while the session was suspended: no
+    process acted on it yet."""
 
     called: ToolCalled | None = None
+    fresh: bool = False
     requested: ApprovalRequested | None = None
     decision: ApprovalResolved | None = None
     decided_while_suspended: bool = False

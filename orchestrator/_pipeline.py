@@ -23,7 +23,7 @@ results by call order, so timing never reaches the log's meaning or the prompt.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import trio
@@ -37,6 +37,7 @@ from ._events import (
     ToolCompleted,
     ToolInterrupted,
 )
+from ._model import ToolCall
 from ._state import SessionState
 from ._tools import Plan, PolicyError, _deny, plan_call
 
@@ -59,9 +60,13 @@ class Hooks:
     reconcile: Reconciler | None = None
 
 
-async def run_turn_tools(state: SessionState, make: MakeContext, hooks: Hooks) -> list[str]:
+async def run_turn_tools(
+    state: SessionState, make: MakeContext, hooks: Hooks, fresh: frozenset[str] = frozenset()
+) -> list[str]:
     """Run every call of the last model response that has no outcome yet; returns the
-    ids of the calls left waiting for an approval.
+    ids of the calls left waiting for an approval. ``fresh`` names the calls whose
+    intents this process committed itself (with the model response) and nothing has
+    acted on: unlike an intent found in the log, theirs says nothing has started.
 
     Consecutive calls that do not change the view form a group: their intents are
     committed together, in call order, and then they run concurrently. A load or
@@ -92,22 +97,33 @@ async def run_turn_tools(state: SessionState, make: MakeContext, hooks: Hooks) -
                     for change in progress.changes.get(call.id, ()):
                         view.change(change)
                 else:
-                    ctx = make(index, view, _recorded(state, call.id))
+                    ctx = make(index, view, _recorded(state, call.id, fresh))
                     plan = plan_call(ctx)
                     await commit_intents([(ctx, plan)])
                     await proceed(ctx, plan)
             elif not done:
-                ctx = make(index, view.copy(), _recorded(state, call.id))
+                ctx = make(index, view.copy(), _recorded(state, call.id, fresh))
                 group.append((ctx, plan_call(ctx)))
         await start_group()
     return waiting
 
 
-def _recorded(state: SessionState, call_id: str) -> Recorded:
+def first_group(calls: Sequence[ToolCall]) -> Sequence[ToolCall]:
+    """The calls a turn starts with: the first one if it changes the view, else every
+    call up to the first that does. Their intents can be committed together with the
+    model response that asks for them."""
+    if calls and calls[0].name in SEQUENTIAL:
+        return calls[:1]
+    end = next((i for i, c in enumerate(calls) if c.name in SEQUENTIAL), len(calls))
+    return calls[:end]
+
+
+def _recorded(state: SessionState, call_id: str, fresh: frozenset[str]) -> Recorded:
     progress = state.turn_progress
     assert progress is not None
     return Recorded(
         called=progress.called.get(call_id),
+        fresh=call_id in fresh,
         requested=state.pending_approvals.get(call_id),
         decision=progress.approvals.get(call_id),
         decided_while_suspended=call_id in progress.decided_while_suspended,
@@ -164,12 +180,13 @@ async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
 async def commit_intents(calls: list[tuple[CallContext, Plan]]) -> None:
     """Commit ``tool.called`` for each call the log does not have yet, in one
     transaction, in call order: the calls are taken up."""
-    intents = [_intent(ctx, plan) for ctx, plan in calls if ctx.recorded.called is None]
+    intents = [intent(ctx, plan) for ctx, plan in calls if ctx.recorded.called is None]
     if intents:
         await calls[0][0].commit(intents)
 
 
-def _intent(ctx: CallContext, plan: Plan) -> ToolCalled:
+def intent(ctx: CallContext, plan: Plan) -> ToolCalled:
+    """The ``tool.called`` event of a planned call."""
     call = ctx.call
     return ToolCalled(
         turn=ctx.turn,
@@ -193,7 +210,7 @@ def _may_have_started(ctx: CallContext, plan: Plan) -> bool:
     recorded = ctx.recorded
     if plan.script is not None:
         return recorded.started is not None
-    if recorded.called is None:
+    if recorded.called is None or recorded.fresh:
         return False
     if plan.approval is None:
         return True

@@ -36,13 +36,14 @@ from ._events import (
     SessionSuspended,
     SkillActivated,
     SkillInfo,
+    ToolCalled,
     UserMessage,
 )
 from ._model import Message, ModelRequest, ToolCall
-from ._pipeline import Hooks, run_turn_tools
+from ._pipeline import Hooks, first_group, intent, run_turn_tools
 from ._prompt import compose, message_line, tail_line
 from ._state import SessionState, apply
-from ._tools import activate
+from ._tools import activate, plan_call
 
 Observer = Callable[[StoredEvent], None]
 Clock = Callable[[], int]
@@ -122,6 +123,7 @@ class Session:
         # A prompt the log holds unanswered when the session is opened was being sent
         # (or waited on) by a process that stopped.
         self._interrupted_prompt = state.open_prompt is not None
+        self._fresh_intents: frozenset[str] = frozenset()
 
     @property
     def id(self) -> str:
@@ -335,8 +337,18 @@ class Session:
         return self.state.turn
 
     async def record_outcome(self, outcome: ModelResponded | ModelFailed) -> None:
-        """Record the answer to (or failure of) the last composed request."""
-        await self.record(outcome)
+        """Record the answer to (or failure of) the last composed request. A response
+        that asks for tools is committed with the intents of the calls the turn starts
+        with (one transaction instead of two; nothing has run yet either way)."""
+        intents: list[ToolCalled] = []
+        if isinstance(outcome, ModelResponded):
+            view = View.of(self.state)  # the response does not change catalog or skills
+            for call in first_group(outcome.response.tool_calls):
+                ctx = self._context(call, view.copy())
+                ctx.turn = outcome.turn
+                intents.append(intent(ctx, plan_call(ctx)))
+        await self.record(outcome, *intents)
+        self._fresh_intents = frozenset(i.call_id for i in intents)
 
     async def run_tools(self) -> list[str]:
         """Run the tool calls of the last model response through the write-ahead
@@ -346,7 +358,8 @@ class Session:
         holds for it."""
         hooks = Hooks(clock=self.clock, reconcile=self.reconcile)
         before = self.state.seq
-        waiting = await run_turn_tools(self.state, self._call_context, hooks)
+        fresh, self._fresh_intents = self._fresh_intents, frozenset()
+        waiting = await run_turn_tools(self.state, self._call_context, hooks, fresh)
         if waiting and not (self.state.status == "awaiting_approval" and self.state.seq == before):
             await self.record(
                 SessionSuspended(reason="awaiting_approval", call_ids=tuple(sorted(waiting)))
