@@ -27,15 +27,18 @@ from orchestrator._events import (
     PromptRendered,
     ResourceRead,
     ScriptExecuted,
+    ScriptStarted,
     SessionEnded,
     SessionForked,
     SessionStarted,
+    SessionSuspended,
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
     ToolCalled,
     ToolCompleted,
+    ToolInterrupted,
 )
 from orchestrator._model import Message
 
@@ -494,6 +497,34 @@ class SessionMapper:
         description = body.content[:256] if body.is_error else None
         self._close(span, event.recorded_at, self._root_id(), error, description)
 
+    def _tool_interrupted(self, body: ToolInterrupted, event: Event) -> None:
+        """An at-most-once call resolved after a restart: its span ends in error."""
+        if self._metrics:
+            self._measure(
+                sc.M_TOOL_CALLS, 1, {sc.TOOL_NAME: body.tool, sc.ERROR_TYPE: "interrupted"}
+            )
+        span = self._tools.pop(body.call_id, None)
+        if span is not None:
+            self._close(span, event.recorded_at, self._root_id(), "interrupted", body.content)
+
+    def _script_started(self, body: ScriptStarted, event: Event) -> None:
+        """A span event on the (still open) tool span: live export shows the script
+        running before it ends."""
+        attrs = self._skill_attrs(body.skill)
+        attrs["skillog.script.path"] = body.path
+        attrs["skillog.script.sandbox"] = body.sandbox
+        attrs["skillog.script.network"] = body.network
+        attrs["skillog.script.timeout_ms"] = body.timeout_ms
+        self._annotate(body.call_id, "skillog.script.started", event, attrs, skill=body.skill)
+
+    def _session_suspended(self, body: SessionSuspended, event: Event) -> None:
+        self._annotate(
+            None,
+            "skillog.session.suspended",
+            event,
+            {"skillog.suspended.reason": body.reason, "skillog.suspended.calls": body.call_ids},
+        )
+
     def _policy_denied(self, body: PolicyDenied, event: Event) -> None:
         attrs: Attributes = {
             "skillog.policy.rule": body.rule,
@@ -601,6 +632,9 @@ _HANDLERS: dict[type[Any], Callable[[SessionMapper, Any, Event], None]] = {
     ModelFailed: SessionMapper._model_failed,
     ToolCalled: SessionMapper._tool_called,
     ToolCompleted: SessionMapper._tool_completed,
+    ToolInterrupted: SessionMapper._tool_interrupted,
+    ScriptStarted: SessionMapper._script_started,
+    SessionSuspended: SessionMapper._session_suspended,
     PolicyDenied: SessionMapper._policy_denied,
     ApprovalRequested: SessionMapper._approval_requested,
     ApprovalResolved: SessionMapper._approval_resolved,

@@ -274,3 +274,40 @@ def test_span_data_is_plain() -> None:
         attributes={"a": ("b",)},
     )
     assert msgspec.json.decode(msgspec.json.encode(span), type=SpanData) == span
+
+
+async def test_write_ahead_events_map_to_spans() -> None:
+    """A running script is a span event on its open tool span; an interrupted call's
+    span ends in error; a suspension is an event on the root."""
+    from orchestrator import Agent, HostTool, PolicyConfig
+    from orchestrator._events import CODEC, SessionEnded, ToolInterrupted
+    from orchestrator.adapters import ScriptedModel
+
+    store = MemoryStore()
+
+    def send() -> str:
+        """Send."""
+        return "sent"
+
+    turns = [{"tool_calls": [{"id": "c1", "name": "send", "arguments": {}}]}, {"text": "ok"}]
+    agent = Agent(
+        model=ScriptedModel(turns),
+        model_name="m",
+        host_tools=[HostTool.from_function(send)],
+        policy=PolicyConfig(approve_host_tools=("send",)),
+    )
+    session = await agent.run(store, "go", session_id="s9")
+    assert session.state.status == "awaiting_approval"
+    # The outcome a restart records for an at-most-once call that may have run.
+    interrupted = ToolInterrupted(call_id="c1", tool="send", content="x")
+    ended = SessionEnded(reason="cancelled", turns=1)
+    await store.append(
+        "s9",
+        [CODEC.encode(b, recorded_at=2**62) for b in (interrupted, ended)],
+        expected_seq=len(await _events(store, "s9")),
+    )
+    spans, _ = map_session(await _events(store, "s9"))
+    root = next(s for s in spans if s.name.startswith("invoke_agent"))
+    assert "skillog.session.suspended" in [e.name for e in root.events]
+    (tool,) = [s for s in spans if s.name == "execute_tool send"]
+    assert tool.status == "error" and tool.attributes["error.type"] == "interrupted"
