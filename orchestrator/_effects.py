@@ -209,10 +209,29 @@ class LiveEffects:
         if root.is_dir():
             return str(root)
         files = {f.path: (f.executable, await get_blob(f.sha256)) for f in skill.files}
-        staging = Path(self._workdir) / f".{skill.hash}.partial"
-        await trio.to_thread.run_sync(_write_tree, staging, files)
-        await trio.to_thread.run_sync(os.replace, staging, root)
+        await trio.to_thread.run_sync(_materialize_tree, root, files)
         return str(root)
+
+
+def _materialize_tree(root: Path, files: Mapping[str, tuple[bool, bytes]]) -> None:
+    """Write ``files`` at ``root`` atomically: into a staging directory of its own (any
+    number of calls, threads or processes may materialize the same skill at once), then
+    renamed into place. Content-addressed, so whichever rename wins, the tree is the
+    same; the losers discard their copy."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        for rel, (executable, data) in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            path.chmod(0o555 if executable else 0o444)
+        try:
+            os.rename(staging, root)
+        except OSError:
+            if not root.is_dir():  # not a lost race: a real failure
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _reload(source: Skill) -> Skill:
@@ -221,15 +240,6 @@ def _reload(source: Skill) -> Skill:
         return load_skill(Path(source.root), tier=source.tier, source=source.source)
     except SkillogError as e:
         raise SkillUnavailableError(f"skill {source.name!r} can no longer be loaded: {e}") from e
-
-
-def _write_tree(root: Path, files: Mapping[str, tuple[bool, bytes]]) -> None:
-    shutil.rmtree(root, ignore_errors=True)
-    for rel, (executable, data) in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        path.chmod(0o555 if executable else 0o444)
 
 
 def _host_tools(skill: InlineSkill) -> tuple[HostTool, ...]:

@@ -10,6 +10,13 @@ cannot have been reused by an unrelated process when we signal it.
 
 A process that leaves the group (``setsid``) escapes a group kill; inside the sandbox
 the PID namespace catches those too (see ``docs/scripts.md``).
+
+The child is forked from the thread that runs the event loop, not from a worker thread:
+bubblewrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) fires when the *thread* that
+forked it ends, and trio retires idle worker threads after 10 seconds, which killed
+every sandboxed script at about 10 s. The loop's thread lives as long as the runtime,
+so the sandbox still dies with a crashed runtime and never before. The fork and exec
+(``vfork``, about a millisecond) is the only blocking step.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import IO
 
 import trio
 
@@ -55,11 +63,11 @@ class _Group:
         except (AttributeError, OSError):  # kernel < 5.3: fall back to reaping waits
             self.pidfd = None
 
-    async def wait_exit(self, proc: trio.Process) -> None:
+    async def wait_exit(self, proc: subprocess.Popen[bytes]) -> None:
         if self.pidfd is not None:
             await trio.lowlevel.wait_readable(self.pidfd)
-        else:
-            await proc.wait()
+        else:  # waiting (not forking) on a worker thread is harmless
+            await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
         self.exited = True
 
     def kill(self) -> None:
@@ -103,6 +111,14 @@ async def _pump(stream: trio.abc.ReceiveStream, sink: list[bytes], capture: _Cap
             return
 
 
+def _stream(pipe: IO[bytes] | None) -> trio.lowlevel.FdStream:
+    """A pipe of the child as a trio stream that owns the file descriptor."""
+    assert pipe is not None
+    stream = trio.lowlevel.FdStream(os.dup(pipe.fileno()))
+    pipe.close()
+    return stream
+
+
 async def supervise(
     argv: Sequence[str],
     *,
@@ -118,7 +134,10 @@ async def supervise(
     (cancellation included). Raises ``OSError`` when the process cannot be started.
     """
     start = clock()
-    proc = await trio.lowlevel.open_process(
+    await trio.lowlevel.checkpoint()
+    # On the loop's thread (see the module docstring): a worker thread would take the
+    # sandbox down with it when trio retires the thread.
+    proc = subprocess.Popen(  # noqa: ASYNC220
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -127,7 +146,7 @@ async def supervise(
         cwd=cwd,
         start_new_session=True,
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    stdout, stderr = _stream(proc.stdout), _stream(proc.stderr)
     group = _Group(proc.pid)
     capture = _Capture(max_output_bytes, group.kill)
     out: list[bytes] = []
@@ -135,8 +154,8 @@ async def supervise(
     try:
         with trio.move_on_after(timeout_ms / 1000) as deadline:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_pump, proc.stdout, out, capture)
-                nursery.start_soon(_pump, proc.stderr, err, capture)
+                nursery.start_soon(_pump, stdout, out, capture)
+                nursery.start_soon(_pump, stderr, err, capture)
                 await group.wait_exit(proc)
                 # Background children would hold the pipes open: end them now.
                 group.kill()
@@ -144,9 +163,10 @@ async def supervise(
         group.kill()
         proc.kill()  # the leader too, should the group signal not have reached it
         with trio.CancelScope(shield=True):
-            await proc.stdout.aclose()
-            await proc.stderr.aclose()
-            await proc.wait()  # reaps; it was just SIGKILLed, so this is prompt
+            await stdout.aclose()
+            await stderr.aclose()
+            await group.wait_exit(proc)
+            proc.wait()  # reaps: it has exited, so this does not block
         group.close()
     duration = clock() - start
     code = proc.returncode

@@ -1,0 +1,96 @@
+"""Scripts live exactly as long as policy says, and any number run in parallel."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator import Agent, PolicyConfig
+from orchestrator._effects import _materialize_tree
+from orchestrator._events import ScriptExecuted
+from orchestrator.adapters import ScriptedModel
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing")
+
+
+@needs_bwrap
+async def test_a_sandboxed_script_outlives_trios_idle_worker_threads(
+    kit, store, make_skill
+) -> None:
+    """trio retires idle worker threads after 10 s; a sandbox forked from one died
+    with it (--die-with-parent), so every script was killed at ~10 s."""
+    skill = make_skill("long", files={"scripts/long.py": "import time\ntime.sleep(15)\n"})
+    agent = kit.agent(
+        [kit.turn(kit.call("skills.load", names=["long"])),
+         kit.turn(kit.call("skills.run_script", path="scripts/long.py"))],
+        [skill],
+        policy=PolicyConfig(script_timeout_ms=60_000),
+    )  # fmt: skip
+    session = await agent.run(store, "wait")
+    agent.close()
+    (run,) = kit.of_type(await kit.bodies(store, session.id), ScriptExecuted)
+    assert (run.exit_code, run.timed_out, run.sandbox) == (0, False, "bwrap")
+    assert run.duration_ms >= 15_000
+
+
+@needs_bwrap
+async def test_eight_parallel_scripts_in_one_turn_then_a_resume(kit, store, make_skill) -> None:
+    skill = make_skill(
+        "par", files={"scripts/nap.py": "import sys, time\ntime.sleep(0.5)\nprint(sys.argv[1])\n"}
+    )
+    calls = [
+        {"id": f"r{i}", "name": "skills.run_script",
+         "arguments": {"path": "scripts/nap.py", "args": [str(i)]}}
+        for i in range(8)
+    ]  # fmt: skip
+    turns = [
+        {"tool_calls": [{"id": "l", "name": "skills.load", "arguments": {"names": ["par"]}}]},
+        {"tool_calls": calls},
+        {"text": "done"},
+    ]
+
+    def agent(skip: int) -> Agent:
+        return Agent(model=ScriptedModel(turns[skip:]), model_name="m", skills=[skill])
+
+    first = agent(0)
+    with trio.move_on_after(0.3 + 2):  # mid-turn: some scripts may be done, some not
+        await first.run(store, "go", session_id="s")
+    first.close()
+    answered = sum(type(b).__name__ == "ModelResponded" for b in await kit.bodies(store, "s"))
+    again = agent(answered)
+    resumed = await again.resume(store, "s")
+    again.close()
+    assert resumed.state.status == "ended"
+    bodies = await kit.bodies(store, "s")
+    runs = {b.call_id: b for b in kit.of_type(bodies, ScriptExecuted)}
+    assert sorted(runs) == [f"r{i}" for i in range(8)]
+    assert all(r.exit_code == 0 for r in runs.values())
+    results = [m for m in resumed.state.messages if m.role == "tool"][-1].parts
+    assert [r.content.split('"stdout":"')[1][0] for r in results] == [str(i) for i in range(8)]  # type: ignore[union-attr]
+
+
+def test_two_processes_materialize_one_skill_at_once(tmp_path: Path) -> None:
+    files = {f"scripts/f{i}.py": (i % 2 == 0, f"print({i})\n".encode() * 500) for i in range(50)}
+    root = tmp_path / "cache" / "abc123"
+    root.parent.mkdir()
+    pids = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 0
+            try:
+                for _ in range(20):
+                    _materialize_tree(root, files)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        pids.append(pid)
+    assert [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids] == [0, 0]
+    assert sorted(p.name for p in root.parent.iterdir()) == ["abc123"]  # no staging left
+    for rel, (executable, data) in files.items():
+        assert (root / rel).read_bytes() == data
+        assert os.access(root / rel, os.X_OK) == executable
