@@ -108,13 +108,13 @@ def install_dir(config: SkillsConfig, env: Mapping[str, str] | None = None) -> s
 def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[str], list[str]]:
     """Skill directories under ``root`` (itself included), and notes on what was cut.
 
-    A directory holding ``SKILL.md`` (or ``skill.md``) is a skill and is not searched
-    further. Others are searched breadth-first, hidden category folders
-    (``.curated``) included, ``.git``/``node_modules`` and friends skipped, symlinked
-    directories followed once (cycles cut by device+inode), down to ``max_depth``
-    levels below ``root`` and across at most ``max_dirs`` directories. Returned paths
-    are sorted by their path relative to ``root``, which is the order of precedence
-    within one source.
+    A directory holding ``SKILL.md`` (or ``skill.md``) that is not itself a directory is
+    a skill and is not searched further (a broken one is rejected with its reason).
+    Others are searched breadth-first, hidden category folders (``.curated``) included,
+    ``.git``/``node_modules`` and friends skipped, symlinked directories followed once
+    (cycles cut by device+inode), down to ``max_depth`` levels below ``root`` and across
+    at most ``max_dirs`` directories. Returned paths are sorted by their path relative
+    to ``root``, which is the order of precedence within one source.
     """
     found: list[str] = []
     notes: list[str] = []
@@ -175,9 +175,11 @@ def _ordered(found: list[str], root: str) -> list[str]:
 
 
 def _has_skill_md(directory: str) -> bool:
+    # Any entry but a directory: a FIFO or a bad symlink named SKILL.md makes a skill
+    # that is rejected with the reason, not a folder silently searched further.
     for name in SKILL_FILES:
         try:
-            if stat.S_ISREG(os.stat(f"{directory}/{name}").st_mode):
+            if not stat.S_ISDIR(os.lstat(f"{directory}/{name}").st_mode):
                 return True
         except OSError:
             continue

@@ -1,11 +1,14 @@
 """Split a ``SKILL.md`` into frontmatter and body, and read the frontmatter's YAML.
 
-Pure functions over text. The YAML is read from libyaml's event stream (the C parser
-when available) into plain ``str``/``list``/``dict`` values: every scalar stays the text
-the author wrote (``version: 1.10`` is ``"1.10"``, not ``1.1``), as the reference
-validator's strictyaml does. Reading events rather than constructing objects is also
-what makes hostile YAML harmless: aliases (billion-laughs bombs, merge keys) and tags
-(``!!python/object``) are refused, nesting is bounded, duplicate keys are reported.
+Pure functions over text. Lines end with LF, CRLF or a lone CR (classic Mac OS), as
+in YAML itself. The YAML is read from libyaml's event stream (the C parser when
+available) into plain ``str``/``list``/``dict`` values: every scalar stays the text the
+author wrote (``version: 1.10`` is ``"1.10"``, not ``1.1``), as the reference
+validator's strictyaml does, except YAML's null (an empty plain value, ``~``, ``null``,
+``Null``, ``NULL``), which is ``None``: the author wrote "no value". Reading events
+rather than constructing objects is also what makes hostile YAML harmless: aliases
+(billion-laughs bombs, merge keys) and tags (``!!python/object``) are refused, nesting
+is bounded, duplicate keys are reported.
 """
 
 from __future__ import annotations
@@ -23,13 +26,17 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 MAX_DEPTH = 16
 """Deepest nesting of YAML collections accepted in a frontmatter."""
 
-_CLOSING = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+_BREAK = re.compile(r"\r\n?|\n")
+# A line of its own that is exactly ``---`` (trailing blanks allowed), with its line break.
+_CLOSING = re.compile(r"(?<![^\r\n])---[ \t]*(?:\r\n?|\n|\Z)")
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _PLAIN_TAGS = frozenset(
     {None, "!", "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
 )
-# A top-level ``key: value`` line whose plain value holds ``: `` (invalid YAML that other
-# clients' parsers accept, per the client guide); used only by the lenient fallback.
-_COLON_LINE = re.compile(r"^([A-Za-z0-9_-]+):[ \t]+([^'\"|>\[{&*!%@`#\s].*?)[ \t]*\r?$")
+# A top-level ``key: value`` line with a plain value; used only by the lenient fallback,
+# which quotes such values when they hold ``: `` (invalid YAML that other clients'
+# parsers accept, per the client guide).
+_COLON_LINE = re.compile(r"^([A-Za-z0-9_-]+):[ \t]+([^'\"|>\[{&*!%@`#\s].*?)[ \t]*$")
 
 
 class Finding(Exception):
@@ -46,21 +53,24 @@ def split_frontmatter(text: str) -> tuple[str, str]:
     """Return ``(yaml_text, body)``; the body is everything after the closing line.
 
     The frontmatter opens with a first line of exactly ``---`` and closes at the next
-    line that is exactly ``---`` (trailing blanks and CR allowed). A ``---`` inside a
-    value cannot close it: YAML forbids a document marker at column 0 inside a scalar,
-    and ``a --- b`` on one line is not a line of its own. A UTF-8 BOM is ignored.
+    line that is exactly ``---`` (trailing blanks allowed). Lines may end with LF, CRLF
+    or a lone CR; ``yaml_text`` comes back with LF line ends, the body exactly as
+    written. A ``---`` inside a value cannot close it: YAML forbids a document marker at
+    column 0 inside a scalar, and ``a --- b`` on one line is not a line of its own. A
+    UTF-8 BOM is ignored.
     """
     if text.startswith("\ufeff"):
         text = text[1:]
-    first, newline, _ = text.partition("\n")
-    if first.rstrip(" \t\r") != "---":
+    newline = _BREAK.search(text)
+    first = text[: newline.start()] if newline else text
+    if first.rstrip(" \t") != "---":
         raise Finding(
             "frontmatter-missing",
             "frontmatter",
             "the file must start with a line '---' opening the YAML frontmatter "
             "(name, description), closed by another '---' line",
         )
-    start = len(first) + len(newline)
+    start = newline.end() if newline else len(text)
     match = _CLOSING.search(text, start) if newline else None
     if match is None:
         raise Finding(
@@ -68,8 +78,7 @@ def split_frontmatter(text: str) -> tuple[str, str]:
             "frontmatter",
             "the YAML frontmatter is never closed: add a line '---' after the last field",
         )
-    end = match.end()
-    return text[start : match.start()], text[end + 1 :] if end < len(text) else ""
+    return _BREAK.sub("\n", text[start : match.start()]), text[match.end() :]
 
 
 def load_frontmatter(yaml_text: str, *, first_line: int = 2) -> dict[str, object]:
@@ -120,15 +129,33 @@ def quote_colon_values(yaml_text: str) -> tuple[str, list[str]]:
 
     The client guide's fallback for frontmatter written for lax parsers, e.g.
     ``description: Use when: the user asks`` becomes ``description: 'Use when: ...'``.
+    A value continued on more indented lines is quoted whole, from its first line to
+    its last; a single-quoted scalar folds its lines exactly as the plain one would.
     """
     fixed: list[str] = []
     lines = yaml_text.split("\n")
-    for i, line in enumerate(lines):
-        m = _COLON_LINE.match(line)
-        if m and ": " in m.group(2):
-            value = m.group(2).replace("'", "''")
-            lines[i] = f"{m.group(1)}: '{value}'"
+    i = 0
+    while i < len(lines):
+        m = _COLON_LINE.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        last = i  # the value's last line; continuations are indented, blank lines may sit between
+        j = i + 1
+        while j < len(lines) and (not lines[j].strip(" \t") or lines[j][0] in " \t"):
+            if lines[j].lstrip(" \t").startswith("#"):
+                break  # a comment ends a plain scalar
+            if lines[j].strip(" \t"):  # YAML's blanks; U+00A0 is text
+                last = j
+            j += 1
+        value = [m.group(2)] + [line.rstrip(" \t") for line in lines[i + 1 : last + 1]]
+        if any(": " in v or v.endswith(":") for v in value):
+            quoted = [v.replace("'", "''") for v in value]
+            quoted[0] = f"{m.group(1)}: '{quoted[0]}"
+            quoted[-1] += "'"
+            lines[i : last + 1] = quoted
             fixed.append(m.group(1))
+        i = last + 1
     return "\n".join(lines), fixed
 
 
@@ -139,7 +166,7 @@ def _events(loader: _Loader) -> Iterator[yaml.Event]:
             yield ev
 
 
-def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int) -> object:
+def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int, key: bool = False) -> object:
     if isinstance(ev, yaml.AliasEvent):
         raise Finding(
             "yaml-alias",
@@ -153,6 +180,8 @@ def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int) -> object:
             f"YAML tags ({getattr(ev, 'tag', '')}) are not allowed; remove the tag",
         )
     if isinstance(ev, yaml.ScalarEvent):
+        if not key and ev.tag is None and not ev.style and ev.value in _NULLS:
+            return None
         try:
             ev.value.encode()
         except UnicodeEncodeError:
@@ -175,18 +204,18 @@ def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int) -> object:
         return items
     mapping: dict[str, object] = {}
     while not isinstance(ev := next(events), yaml.MappingEndEvent):
-        key = _node(events, ev, depth + 1)
-        if not isinstance(key, str):
+        name = _node(events, ev, depth + 1, key=True)
+        if not isinstance(name, str):
             raise Finding(
                 "yaml-complex-key",
                 "frontmatter",
                 "a mapping key is a list or mapping; keys must be plain text",
             )
-        if key in mapping:
+        if name in mapping:
             raise Finding(
                 "yaml-duplicate-key",
-                key,
-                f"the key '{key}' appears twice in the same mapping; keep one",
+                name,
+                f"the key '{name}' appears twice in the same mapping; keep one",
             )
-        mapping[key] = _node(events, next(events), depth + 1)
+        mapping[name] = _node(events, next(events), depth + 1)
     return mapping

@@ -127,16 +127,7 @@ def load_skill(
     """
     root = os.path.abspath(directory)
     if not os.path.isdir(root):
-        raise SkillValidationError(
-            [
-                Problem(
-                    file=root,
-                    field="file",
-                    rule="skill-dir",
-                    message="is not a directory; give the skill's folder",
-                )
-            ]
-        )
+        raise SkillValidationError([_not_a_dir(root)])
     files, problems = walk_tree(root)
     return skill_from_tree(root, files, problems, tier=tier, source=source, strict=strict)
 
@@ -156,27 +147,30 @@ def skill_from_tree(
     rel = next((n for n in SKILL_MD_NAMES if any(f.rel == n for f in files)), None)
     location = os.path.join(root, rel or "SKILL.md")
     parsed: ParsedSkillMd | None = None
+    said = {p.file for p in problems}  # a SKILL.md the walk refused or could not read
     if rel is None:
-        what = "is a directory, not a file" if os.path.isdir(location) else "is missing"
-        problems.append(
-            Problem(
-                file=location,
-                field="file",
-                rule="skill-md-missing",
-                message=f"{what}; a skill needs a SKILL.md with name and description",
+        if not said & {os.path.join(root, n) for n in SKILL_MD_NAMES}:
+            what = "is a directory, not a file" if os.path.isdir(location) else "is missing"
+            problems.append(
+                Problem(
+                    file=location,
+                    field="file",
+                    rule="skill-md-missing",
+                    message=f"{what}; a skill needs a SKILL.md with name and description",
+                )
             )
-        )
     elif rel not in kept:
-        size = next(f.size for f in files if f.rel == rel)
-        problems.append(
-            Problem(
-                file=location,
-                field="file",
-                rule="skill-md-too-large",
-                message=f"is {size} bytes; the limit is {MAX_SKILL_MD_BYTES} - "
-                "move details into references/",
+        if location not in said:
+            size = next(f.size for f in files if f.rel == rel)
+            problems.append(
+                Problem(
+                    file=location,
+                    field="file",
+                    rule="skill-md-too-large",
+                    message=f"is {size} bytes; the limit is {MAX_SKILL_MD_BYTES} - "
+                    "move details into references/",
+                )
             )
-        )
     else:
         try:
             parsed = parse_skill_md(
@@ -187,3 +181,13 @@ def skill_from_tree(
     if problems or parsed is None:
         raise SkillValidationError(problems)
     return parsed.skill(hash=manifest.hash, tier=tier, source=source, root=root, location=location)
+
+
+def _not_a_dir(path: str) -> Problem:
+    if not os.path.lexists(path):
+        rule, what = "skill-dir-missing", "does not exist; give the path of the skill's folder"
+    elif not os.path.exists(path):
+        rule, what = "skill-dir-missing", "is a symlink to nothing; give the skill's folder"
+    else:
+        rule, what = "skill-dir", "is not a directory; give the skill's folder (or its SKILL.md)"
+    return Problem(file=path, field="file", rule=rule, message=what)

@@ -25,6 +25,7 @@ MAX_NAME = 64
 MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
 ALLOWED_FIELDS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
+_OPTIONAL = frozenset(ALLOWED_FIELDS) - {"name", "description"}
 
 # Rules that lenient mode turns into warnings (the client guide: "warn, load anyway").
 LENIENT_RULES = frozenset(
@@ -50,7 +51,7 @@ LENIENT_RULES = frozenset(
 
 
 def normalize_name(name: str) -> str:
-    """The canonical form of a skill or directory name: stripped, NFKC-normalized."""
+    """The canonical form of a skill's ``name`` field: stripped, NFKC-normalized."""
     return unicodedata.normalize("NFKC", name.strip())
 
 
@@ -64,7 +65,13 @@ def is_safe_dir_name(name: str) -> bool:
 
 
 def name_problems(raw: object, dir_name: str | None) -> list[tuple[str, str]]:
-    """``(rule, message)`` for every way ``raw`` breaks the name rules."""
+    """``(rule, message)`` for every way ``raw`` breaks the name rules.
+
+    The directory name is NFKC-normalized but never stripped, as in skills-ref: a
+    directory ``my-skill `` (trailing space) is not the skill ``my-skill``.
+    """
+    if raw is None:
+        return [("name-empty", "the name is empty; give the skill a name like 'pdf-tools'")]
     if not isinstance(raw, str):
         return [("name-type", "the name must be text, not a list or mapping")]
     if not raw.strip():
@@ -93,11 +100,11 @@ def name_problems(raw: object, dir_name: str | None) -> list[tuple[str, str]]:
                 f"the name '{name}' contains {shown}; only letters, digits and '-' are allowed",
             )
         )
-    if dir_name is not None and normalize_name(dir_name) != name:
+    if dir_name is not None and unicodedata.normalize("NFKC", dir_name) != name:
         out.append(
             (
                 "name-matches-dir",
-                f"the name '{name}' differs from its directory '{dir_name}'; "
+                f"the name '{name}' differs from its directory {dir_name!r}; "
                 "rename one so they match",
             )
         )
@@ -105,6 +112,8 @@ def name_problems(raw: object, dir_name: str | None) -> list[tuple[str, str]]:
 
 
 def _text_problems(field: str, raw: object, limit: int, *, required: bool) -> list[tuple[str, str]]:
+    if raw is None:
+        return [(f"{field}-empty", f"the {field} is empty; it is required")]
     if not isinstance(raw, str):
         return [(f"{field}-type", f"the {field} must be text, not a list or mapping")]
     text = raw.strip()
@@ -128,7 +137,11 @@ def validate_fields(
 
     ``properties`` is ``None`` exactly when ``errors`` is non-empty. In lenient mode a
     field that fails a warned rule is dropped (or coerced, for an allowed-tools list).
+    A YAML null (``None``: ``license:``, ``license: null``, ``~``) means "no value": an
+    optional field or metadata entry given so is absent, in both modes; a required
+    field given so is empty.
     """
+    data = {k: v for k, v in data.items() if v is not None or k not in _OPTIONAL}
     found: list[tuple[str, str, str]] = []  # (field, rule, message)
     for key in data:
         if key not in ALLOWED_FIELDS:
@@ -162,8 +175,7 @@ def validate_fields(
     license_ = data.get("license")
     if license_ is not None and not isinstance(license_, str):
         found.append(("license", "license-type", "the license must be text (a name or a file)"))
-    # An empty ``metadata:`` line reads as "" - the author meant "no metadata".
-    metadata, meta_found = _metadata(data.get("metadata") or {})
+    metadata, meta_found = _metadata(data.get("metadata", {}))
     found += meta_found
     tools = data.get("allowed-tools")
     if tools is not None and not isinstance(tools, str):
@@ -220,6 +232,8 @@ def _metadata(raw: object) -> tuple[dict[str, str], list[tuple[str, str, str]]]:
     good: dict[str, str] = {}
     found: list[tuple[str, str, str]] = []
     for key, value in raw.items():
+        if value is None:
+            continue
         if isinstance(value, str):
             good[key] = value
         else:

@@ -211,3 +211,27 @@ def test_builtin_and_org_sources_and_tiers(tmp_path: Path, write_skill: WriteSki
     )
     cat = build_catalog(sources, config=cfg)
     assert cat.entry("same").tier is Tier.BUILTIN and cat.entry("org-only").tier is Tier.ORG
+
+
+def test_a_broken_skill_md_is_rejected_with_its_one_reason(
+    tmp_path: Path, write_skill: WriteSkill
+) -> None:
+    """A FIFO or a bad symlink named SKILL.md makes a rejected skill, never a folder that
+    is silently searched further (and never a hang on the FIFO)."""
+    base = tmp_path / "proj/.agents/skills"
+    for name, make in (
+        ("fifo", lambda p: os.mkfifo(p)),
+        ("escape", lambda p: p.symlink_to("/etc/hostname")),
+        ("dangling", lambda p: p.symlink_to("nowhere")),
+    ):
+        (base / name).mkdir(parents=True)
+        make(base / name / "SKILL.md")
+        write_skill(base / name, "nested")  # would be found if the folder were searched
+    sources, cfg = sources_for(tmp_path)
+    cat = build_catalog(sources, config=cfg)
+    assert cat.entries == ()
+    assert {os.path.basename(r.path): [p.rule for p in r.problems] for r in cat.rejected} == {
+        "fifo": ["tree-special-file"],
+        "escape": ["symlink-escape"],
+        "dangling": ["symlink-dangling"],
+    }

@@ -7,8 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.skills import (
+    ParsedSkillMd,
     SkillValidationError,
     Tier,
     load_skill,
@@ -27,6 +30,10 @@ def rules(text: str | bytes, *, dir_name: str | None = "my-skill", strict: bool 
 
 def md(front: str, body: str = "Body\n") -> str:
     return f"---\n{front}---\n{body}"
+
+
+def lenient(front: str, dir_name: str = "my-skill") -> ParsedSkillMd:
+    return parse_skill_md(md(front), path="x", dir_name=dir_name, strict=False)
 
 
 def test_valid_minimal_and_all_fields() -> None:
@@ -216,14 +223,9 @@ def test_body_is_exactly_as_on_disk_crlf_and_bom() -> None:
 
 
 def test_lenient_warns_and_loads_cosmetic_issues() -> None:
-    parsed = parse_skill_md(
-        md(
-            f"name: Other_Name\ndescription: {'x' * 1100}\nextra: 1\n"
-            "allowed-tools: [Read, Bash]\nmetadata:\n  a: [1]\n  b: ok\n"
-        ),
-        path="x",
-        dir_name="my-skill",
-        strict=False,
+    parsed = lenient(
+        f"name: Other_Name\ndescription: {'x' * 1100}\nextra: 1\n"
+        "allowed-tools: [Read, Bash]\nmetadata:\n  a: [1]\n  b: ok\n"
     )
     assert parsed.properties.name == "Other_Name"
     assert parsed.properties.allowed_tools == "Read Bash"
@@ -291,7 +293,9 @@ def load_rules(root: Path) -> set[str]:
 
 
 def test_load_hostile_directories(tmp_path: Path) -> None:
-    assert load_rules(tmp_path / "nope") == {"skill-dir"}
+    assert load_rules(tmp_path / "nope") == {"skill-dir-missing"}
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert load_rules(tmp_path / "dangling") == {"skill-dir-missing"}
     (tmp_path / "file").write_text("x")
     assert load_rules(tmp_path / "file") == {"skill-dir"}
     empty = tmp_path / "empty"
@@ -345,3 +349,215 @@ def test_corpus_verdicts(corpus: Path) -> None:
         corpus / "anthropics-skills" / "claude-api", tier=Tier.USER, source="c", strict=False
     )
     assert [w.rule for w in lenient.warnings] == ["description-max-length"]
+
+
+# --- spec conformance at the edges (issue 19) -------------------------------------------
+
+
+def test_directory_name_must_equal_the_name_exactly(tmp_path: Path) -> None:
+    """skills-ref NFKC-normalizes the directory name but never strips it."""
+    assert rules(md("name: my-skill\ndescription: d\n"), dir_name="my-skill ") == {
+        "name-matches-dir"
+    }
+    assert rules(md("name: my-skill\ndescription: d\n"), dir_name=" my-skill") == {
+        "name-matches-dir"
+    }
+    root = tmp_path / "my-skill "
+    root.mkdir()
+    (root / "SKILL.md").write_text(md("name: my-skill\ndescription: d\n"))
+    with pytest.raises(SkillValidationError) as info:
+        load_skill(root, tier=Tier.USER, source="t")
+    assert [p.rule for p in info.value.problems] == ["name-matches-dir"]
+    assert "directory 'my-skill '" in info.value.problems[0].message
+    # Lenient: a warning, and the skill loads under its name.
+    assert load_skill(root, tier=Tier.USER, source="t", strict=False).name == "my-skill"
+
+
+@pytest.mark.parametrize("null", ["", " null", " ~", " Null", " NULL"])
+@pytest.mark.parametrize("field", ["license", "compatibility", "metadata", "allowed-tools"])
+def test_yaml_null_is_an_absent_optional_field(field: str, null: str) -> None:
+    for strict in (True, False):
+        parsed = parse_skill_md(
+            md(f"name: my-skill\ndescription: d\n{field}:{null}\n"),
+            path="x",
+            dir_name="my-skill",
+            strict=strict,
+        )
+        assert (
+            parsed.properties
+            == parse_skill_md(
+                md("name: my-skill\ndescription: d\n"), path="x", dir_name="my-skill"
+            ).properties
+        )
+        assert parsed.warnings == ()
+
+
+def test_yaml_null_in_metadata_is_an_absent_entry_and_quoted_null_is_text() -> None:
+    parsed = parse_skill_md(
+        md(
+            "name: my-skill\ndescription: d\nlicense: 'null'\ncompatibility: \"~\"\n"
+            "metadata:\n  gone: null\n  empty:\n  kept: 'null'\n  tagged: !!str null\n"
+        ),
+        path="x",
+        dir_name="my-skill",
+    )
+    p = parsed.properties
+    assert (p.license, p.compatibility) == ("null", "~")
+    assert p.metadata == {"kept": "null", "tagged": "null"}
+
+
+@pytest.mark.parametrize("front", ["name: null\ndescription: d\n", "name: ~\ndescription: d\n"])
+def test_yaml_null_name_is_empty(front: str) -> None:
+    assert rules(md(front)) == {"name-empty"}
+    assert rules(md(front), strict=False) == {"name-empty"}
+
+
+@pytest.mark.parametrize("null", ["", " null", " ~"])
+def test_yaml_null_description_is_empty_in_both_modes(null: str) -> None:
+    front = f"name: my-skill\ndescription:{null}\n"
+    assert rules(md(front)) == {"description-empty"}
+    assert rules(md(front), strict=False) == {"description-empty"}
+
+
+def test_a_quoted_empty_metadata_is_not_a_mapping() -> None:
+    assert rules(md("name: my-skill\ndescription: d\nmetadata: ''\n")) == {"metadata-type"}
+
+
+def test_a_null_key_is_text_not_a_complex_key() -> None:
+    assert rules(md("name: my-skill\ndescription: d\nnull: x\n")) == {"unknown-field"}
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_cr_only_and_crlf_line_ends_are_line_breaks(newline: str) -> None:
+    lines = [
+        "---",
+        "name: my-skill",
+        "description: first line",
+        "  folded on",
+        "compatibility: |",
+        "  block",
+        "  text",
+        "metadata:",
+        "  a: b",
+        "---",
+        "# Body",
+        "",
+    ]
+    parsed = parse_skill_md(newline.join(lines), path="x", dir_name="my-skill")
+    p = parsed.properties
+    assert p.description == "first line folded on"
+    assert p.compatibility == "block\ntext"
+    assert p.metadata == {"a": "b"}
+    assert parsed.body == f"# Body{newline}"
+
+
+def test_cr_only_errors_point_at_the_right_line() -> None:
+    with pytest.raises(SkillValidationError) as info:
+        parse_skill_md("---\rname: x\rdescription: [broken\r---\r", path="x", dir_name="x")
+    assert "line 3" in info.value.problems[0].message or "line 4" in info.value.problems[0].message
+    assert rules("---\rname: my-skill\rdescription: d\r") == {"frontmatter-unclosed"}
+
+
+line_end = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+@given(ends=st.lists(line_end, min_size=7, max_size=7), body=st.text(max_size=40))
+def test_any_mix_of_line_ends_gives_the_same_skill(ends: list[str], body: str) -> None:
+    lines = ["---", "name: my-skill", "description: one", "  two", "metadata:", "  k: v", "---"]
+    text = "".join(line + end for line, end in zip(lines, ends, strict=True)) + body
+    if "\0" in text:
+        return
+    parsed = parse_skill_md(text, path="x", dir_name="my-skill")
+    assert parsed.properties.description == "one two"
+    assert parsed.properties.metadata == {"k": "v"}
+    assert parsed.body == body
+
+
+@given(
+    field=st.sampled_from(["license", "compatibility", "metadata", "allowed-tools"]),
+    null=st.sampled_from(["", "null", "~", "Null", "NULL"]),
+    comment=st.sampled_from(["", "  # none"]),
+)
+def test_null_optional_fields_never_change_the_properties(
+    field: str, null: str, comment: str
+) -> None:
+    base = md("name: my-skill\ndescription: d\n")
+    parsed = parse_skill_md(
+        md(f"name: my-skill\ndescription: d\n{field}: {null}{comment}\n"),
+        path="x",
+        dir_name="my-skill",
+    )
+    assert parsed.properties == parse_skill_md(base, path="x", dir_name="my-skill").properties
+
+
+def test_a_fifo_in_place_of_skill_md_is_one_problem(tmp_path: Path) -> None:
+    root = tmp_path / "my-skill"
+    root.mkdir()
+    os.mkfifo(root / "SKILL.md")
+    with pytest.raises(SkillValidationError) as info:
+        load_skill(root, tier=Tier.USER, source="t")
+    assert [(p.file, p.rule) for p in info.value.problems] == [
+        (str(root / "SKILL.md"), "tree-special-file")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("target", "rule"), [("/etc/hostname", "symlink-escape"), ("nowhere", "symlink-dangling")]
+)
+def test_a_bad_symlink_in_place_of_skill_md_is_one_problem(
+    tmp_path: Path, target: str, rule: str
+) -> None:
+    root = tmp_path / "my-skill"
+    root.mkdir()
+    (root / "SKILL.md").symlink_to(target)
+    assert load_rules(root) == {rule}
+
+
+def test_lenient_quotes_multi_line_values_with_colons() -> None:
+    text = md(
+        "name: my-skill\n"
+        "description: Use this skill when: the user asks\n"
+        "  about PDFs, it's handy\n"
+        "\n"
+        "  and forms\n"
+        "compatibility: Needs\n"
+        "  python: 3.11 or later\n"
+        "license: MIT\n"
+    )
+    assert rules(text) == {"yaml-syntax"}
+    parsed = parse_skill_md(text, path="x", dir_name="my-skill", strict=False)
+    p = parsed.properties
+    assert p.description == "Use this skill when: the user asks about PDFs, it's handy\nand forms"
+    assert p.compatibility == "Needs python: 3.11 or later"
+    assert p.license == "MIT"
+    assert [(w.rule, w.field) for w in parsed.warnings] == [
+        ("yaml-lenient-fix", "description, compatibility")
+    ]
+
+
+def test_lenient_repair_keeps_values_that_parse_as_they_are() -> None:
+    parsed = lenient(
+        "name: my-skill\ndescription: a: b\n  # a comment ends it\n"
+        "allowed-tools: Bash(git:*) Read\nmetadata:\n  url: http://x/y\n"
+    )
+    assert parsed.properties.description == "a: b"
+    assert parsed.properties.allowed_tools == "Bash(git:*) Read"
+    assert parsed.properties.metadata == {"url": "http://x/y"}
+
+
+word = st.text(
+    st.characters(codec="utf-8", categories=("L", "N", "P", "Zs"), exclude_characters="#"),
+    min_size=1,
+    max_size=12,
+).map(lambda w: w.strip(" \t"))
+
+
+@given(first=word.filter(lambda w: w[:1].isalnum()), rest=st.lists(word, min_size=1, max_size=5))
+def test_colon_repair_reads_the_value_a_lax_parser_would(first: str, rest: list[str]) -> None:
+    """Whatever the words, quoting a plain value with ': ' spread over lines gives back
+    the words as written, joined by the folding of plain YAML lines."""
+    tokens = [t for t in f"{first}: {' '.join(rest)}".split(" ") if t]
+    lines = [f"description: {tokens[0]}"] + [f"  {t}" for t in tokens[1:]]
+    text = md("name: my-skill\n" + "\n".join(lines) + "\n")
+    parsed = parse_skill_md(text, path="x", dir_name="my-skill", strict=False)
+    assert parsed.properties.description == " ".join(tokens).strip()
