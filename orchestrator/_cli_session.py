@@ -32,7 +32,15 @@ from ._events import (
 from ._loop import Agent
 from ._state import SessionState, apply
 from ._transcript import transcript
-from .skills import Skill, Tier, build_catalog, config_path, default_sources, load_config
+from .skills import (
+    Skill,
+    Tier,
+    build_catalog,
+    config_path,
+    default_sources,
+    load_config,
+    split_skill_dirs,
+)
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -231,8 +239,12 @@ def discover(
     """The configured and conventional sources plus ``dirs``: the visible skills and the
     (name, reason) of those hidden from the model."""
     config = load_config(config_path())
+    refs, folders = split_skill_dirs(dirs, tier)
     catalog = build_catalog(
-        default_sources(config, project=project), config=config, refs=list(dirs), ref_tier=tier
+        [*folders, *default_sources(config, project=project)],
+        config=config,
+        refs=refs,
+        ref_tier=tier,
     )
     for rejected in catalog.rejected:
         print(f"skipped {rejected.path}: {rejected.problems[0]}", file=sys.stderr)

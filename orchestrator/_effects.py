@@ -237,7 +237,10 @@ def _materialize_tree(root: Path, files: Mapping[str, tuple[bool, bytes]]) -> No
 def _reload(source: Skill) -> Skill:
     assert source.root is not None
     try:
-        return load_skill(Path(source.root), tier=source.tier, source=source.source)
+        # As leniently as it was discovered: a skill loaded with warnings was lenient.
+        return load_skill(
+            Path(source.root), tier=source.tier, source=source.source, strict=not source.warnings
+        )
     except SkillogError as e:
         raise SkillUnavailableError(f"skill {source.name!r} can no longer be loaded: {e}") from e
 

@@ -23,6 +23,7 @@ from ._discover import SkillSource as SkillSource
 from ._discover import default_sources as default_sources
 from ._discover import find_skill_dirs as find_skill_dirs
 from ._discover import install_dir as install_dir
+from ._discover import split_skill_dirs as split_skill_dirs
 from ._errors import ConfigError as ConfigError
 from ._errors import DuplicateSkillError as DuplicateSkillError
 from ._errors import InstallError as InstallError
@@ -113,5 +114,6 @@ __all__ = [
     "skill_hash",
     "snapshot_skill",
     "source_kind",
+    "split_skill_dirs",
     "update",
 ]

@@ -30,7 +30,7 @@ from ._errors import (
 from ._index import RACY_NS, IndexedSkill, SkillIndex, fingerprint
 from ._inline import InlineSkill
 from ._model import Skill, SkillProperties, Tier
-from ._parse import load_skill, skill_from_tree
+from ._parse import dir_problem, load_skill, skill_from_tree
 from ._requires import CommandChecker, required_commands
 from ._tree import TreeDir, TreeFile, stamps, stat_known, walk_tree
 
@@ -223,7 +223,12 @@ def build_catalog(
         _claim(origins, s.name, f"inline skill {s.name!r}")
         candidates.append(_inline_entry(s))
     for i, ref in enumerate(refs):
-        rec = scan(os.path.abspath(ref))
+        path = os.path.abspath(ref)
+        problem = dir_problem(path)
+        if problem is not None:
+            rejected.append(Rejected(path=path, source="ref", problems=(problem,)))
+            continue
+        rec = scan(path)
         if rec.properties is None:
             rejected.append(Rejected(path=rec.root, source="ref", problems=rec.problems))
             continue

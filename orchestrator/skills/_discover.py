@@ -98,6 +98,25 @@ def default_sources(
     return out
 
 
+def split_skill_dirs(dirs: Sequence[str], tier: Tier) -> tuple[list[str], list[SkillSource]]:
+    """Directories named by a user (``run --skills DIR``): ``(skill dirs, folders)``.
+
+    A directory holding ``SKILL.md`` is one skill (a ref); any other existing directory
+    is a folder of skills, a source labelled ``arg<i>:<basename>``. Anything else is
+    returned as a ref, so loading it reports what is wrong with it.
+    """
+    refs: list[str] = []
+    folders: list[SkillSource] = []
+    for i, d in enumerate(dirs):
+        path = os.path.abspath(d)
+        if os.path.isdir(path) and not _has_skill_md(path):
+            label = f"arg{i}:{os.path.basename(path.rstrip('/')) or 'root'}"
+            folders.append(SkillSource(path=path, tier=tier, label=label))
+        else:
+            refs.append(path)
+    return refs, folders
+
+
 def install_dir(config: SkillsConfig, env: Mapping[str, str] | None = None) -> str:
     """The directory installed skills live in."""
     if config.install_dir:

@@ -126,8 +126,9 @@ def load_skill(
     symlinks, special files, unreadable files), of ``SKILL.md`` and of its fields.
     """
     root = os.path.abspath(directory)
-    if not os.path.isdir(root):
-        raise SkillValidationError([_not_a_dir(root)])
+    problem = dir_problem(root)
+    if problem is not None:
+        raise SkillValidationError([problem])
     files, problems = walk_tree(root)
     return skill_from_tree(root, files, problems, tier=tier, source=source, strict=strict)
 
@@ -183,7 +184,10 @@ def skill_from_tree(
     return parsed.skill(hash=manifest.hash, tier=tier, source=source, root=root, location=location)
 
 
-def _not_a_dir(path: str) -> Problem:
+def dir_problem(path: str) -> Problem | None:
+    """Why ``path`` cannot be a skill directory (missing, dangling, a file), or ``None``."""
+    if os.path.isdir(path):
+        return None
     if not os.path.lexists(path):
         rule, what = "skill-dir-missing", "does not exist; give the path of the skill's folder"
     elif not os.path.exists(path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -115,3 +116,28 @@ def test_bad_config_and_db_are_clean_errors(
     (tmp_path / "skillog.db").write_bytes(b"garbage" * 1000)
     assert main(["skills", "list"]) == 2
     assert "skills index" in capsys.readouterr().err
+
+
+def test_run_with_a_folder_of_skills_and_lenient_config(
+    project: Path, tmp_path: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --skills FOLDER` loads every skill in it, with no false "skipped" warning;
+    a skill loaded leniently (config lenient: true) also activates leniently."""
+    folder = tmp_path / "my-skills"
+    write_skill(folder, "alpha")
+    write_skill(folder, "beta", frontmatter="name: beta\ndescription: d\nextra: 1\n")
+    (tmp_path / "config.yaml").write_text("skills:\n  lenient: true\n")
+    script = tmp_path / "turns.yaml"
+    load = "  - tool_calls: [{name: skills.load, arguments: {names: [%s]}}]\n"
+    script.write_text("turns:\n" + load % "alpha, beta" + "  - text: done\n")
+    assert main(shlex.split(f"run go --model scripted:{script} --skills {folder}")) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "✓ alpha activated" in out and "✓ beta activated" in out
+    # A single skill directory still works, and a missing one says it does not exist.
+    script.write_text("turns:\n" + load % "alpha")
+    command = f"run go --model scripted:{script} --skills {folder}/alpha --skills {tmp_path}/nope"
+    assert main(shlex.split(command)) == 0
+    out, err = capsys.readouterr()
+    assert "✓ alpha activated" in out
+    assert f"skipped {tmp_path}/nope: {tmp_path}/nope: file: does not exist" in err
