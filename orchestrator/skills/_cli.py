@@ -14,10 +14,10 @@ import msgspec
 
 from eventlog import default_db, is_postgres_url, open_store, sqlite_path
 
-from ._catalog import Catalog, Status, build_catalog
+from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
 from ._config import SkillsConfig, config_path, load_config, save_config
 from ._discover import default_sources
-from ._errors import SkillValidationError
+from ._errors import SkillNotFoundError, SkillValidationError
 from ._index import SkillIndex
 from ._install import install, remove, update
 from ._materialize import materialize
@@ -111,9 +111,9 @@ def run(args: argparse.Namespace) -> int:
         r = remove(args.name, config=config, config_file=cfg_file)
         print(f"removed {r.name}")
         return 0
-    if action in ("enable", "disable"):
-        return _toggle(args.name, action == "enable", config, cfg_file)
     catalog = _catalog(args, config)
+    if action in ("enable", "disable"):
+        return _toggle(args.name, action == "enable", catalog, config, cfg_file)
     if action == "list":
         if args.record:
             _record(catalog, args.db or default_db())
@@ -188,6 +188,8 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         print(f"    {e.description[:100]}{'…' if len(e.description) > 100 else ''}")
         if e.reason:
             print(f"    {e.status}: {e.reason}")
+        for w in e.warnings:
+            print(f"    warning: {w}")
     for s in catalog.shadowed:
         print(f"shadowed: {s.name} from {s.source} (by {s.by})")
     for r in catalog.rejected:
@@ -204,22 +206,52 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
 
 
 def _show(catalog: Catalog, name: str) -> int:
-    e = catalog.entry(name)
+    try:
+        e = catalog.entry(name)
+    except SkillNotFoundError:
+        rejected = _rejected(catalog, name)
+        if not rejected:
+            raise
+        for r in rejected:
+            count = f"{len(r.problems)} problem{'s' if len(r.problems) != 1 else ''}"
+            print(f"✗ {name} (rejected: {count})\nsource: {r.source}\npath: {r.path}")
+            for problem in r.problems:
+                print(f"  {problem}")
+        return 1
     print(f"{_SYMBOL[e.status]} {e.name} ({e.status}{f': {e.reason}' if e.reason else ''})")
     print(f"id: {e.id}\nsource: {e.source}\ntier: {e.tier}\npath: {e.path}\nhash: sha256:{e.hash}")
     if e.provenance:
         p = e.provenance
         print(f"origin: {p.origin} ({p.kind}{f' @ {p.ref}' if p.ref else ''})")
+    for w in e.warnings:
+        print(f"warning: {w}")
     print(f"description: {e.description}\n")
     if e.status is Status.ENABLED:
         print(catalog.get(name).body, end="")
     return 0
 
 
-def _toggle(name: str, enable: bool, config: SkillsConfig, cfg_file: str) -> int:
+def _rejected(catalog: Catalog, name: str) -> list[Rejected]:
+    """The rejected skill directories named ``name`` (a rejected skill has no valid name)."""
+    return [r for r in catalog.rejected if os.path.basename(r.path.rstrip("/")) == name]
+
+
+def _toggle(name: str, enable: bool, catalog: Catalog, config: SkillsConfig, cfg_file: str) -> int:
+    # Enabling a name the config disables is always allowed: it cleans up a stale entry.
+    if not (enable and name in config.disabled):
+        if _rejected(catalog, name) and name not in {e.name for e in catalog.entries}:
+            raise SkillNotFoundError(
+                f"the skill {name!r} was rejected, so there is nothing to "
+                f"{'enable' if enable else 'disable'}; `skillog skills show {name}` says why"
+            )
+        catalog.entry(name)  # SkillNotFoundError (exit 2) for a name no source has
     disabled = [n for n in config.disabled if n != name]
     if not enable:
         disabled.append(name)
-    save_config(cfg_file, msgspec.structs.replace(config, disabled=tuple(disabled)))
+    new = msgspec.structs.replace(config, disabled=tuple(disabled))
+    save_config(cfg_file, new)
     print(f"{'enabled' if enable else 'disabled'} {name}")
+    reason = filter_reason(name, new)
+    if enable and reason is not None:
+        print(f"note: {name} is still disabled: {reason}", file=sys.stderr)
     return 0

@@ -141,3 +141,57 @@ def test_run_with_a_folder_of_skills_and_lenient_config(
     out, err = capsys.readouterr()
     assert "✓ alpha activated" in out
     assert f"skipped {tmp_path}/nope: {tmp_path}/nope: file: does not exist" in err
+
+
+def skills(command: str) -> int:
+    """``skillog skills ...`` exactly as typed on a shell."""
+    return main(["skills", *shlex.split(command)])
+
+
+def test_enable_disable_a_name_no_source_has_exits_2(
+    project: Path, tmp_path: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(project / ".agents/skills", "alpha")
+    write_skill(project / ".agents/skills", "broken", frontmatter="name: broken\n")
+    config = tmp_path / "config.yaml"
+    for action in ("disable", "enable"):
+        assert skills(f"{action} nosuch") == 2
+        err = capsys.readouterr().err
+        assert err.startswith("skillog skills: error: no skill named 'nosuch'"), err
+        assert skills(f"{action} broken") == 2
+        assert "was rejected" in capsys.readouterr().err
+    assert not config.exists()  # nothing was written
+    # A stale name (its skill deleted) can still be enabled, to clean the config up.
+    config.write_text("skills:\n  disabled: [gone]\n")
+    assert skills("enable gone") == 0
+    assert "gone" not in config.read_text()
+    # Enabling a skill a deny pattern hides says so.
+    config.write_text("skills:\n  deny: ['al*']\n")
+    assert skills("enable alpha") == 0
+    assert "alpha is still disabled: matches the deny pattern 'al*'" in capsys.readouterr().err
+
+
+def test_show_of_a_rejected_skill_says_why(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(project / ".agents/skills", "broken", frontmatter="name: broken\n")
+    assert skills("show broken") == 1
+    out = capsys.readouterr().out
+    assert out.startswith("✗ broken (rejected: 1 problem)\nsource: project:.agents/skills\n")
+    assert "the required field 'description' is missing (description-required)" in out
+
+
+def test_list_and_show_print_lenient_warnings(
+    project: Path, tmp_path: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(
+        project / ".agents/skills", "loose", frontmatter="name: loose\ndescription: d\nx: 1\n"
+    )
+    (tmp_path / "config.yaml").write_text("skills:\n  lenient: true\n")
+    assert skills("list") == 0
+    out = capsys.readouterr().out
+    assert "✓ loose  [project:.agents/skills, user]" in out
+    assert "    warning: " in out and "'x' is not a frontmatter field" in out
+    assert "(unknown-field)" in out
+    assert skills("show loose") == 0
+    assert "\nwarning: " in capsys.readouterr().out
