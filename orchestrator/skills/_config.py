@@ -2,19 +2,25 @@
 
 One YAML file (shape modelled on seed 003's ``config.yaml``), found at ``--config``,
 else ``$SKILLOG_CONFIG``, else ``$XDG_CONFIG_HOME/skillog/config.yaml``, else
-``~/.config/skillog/config.yaml``. A missing file is the default configuration. Writes
-are atomic (temporary file + rename) so a crash never leaves half a file.
+``~/.config/skillog/config.yaml``. A missing file is the default configuration; a key
+the format does not have is an error naming the nearest valid one. Writes change only
+the keys whose value changed, in place, so the user's comments, order and quoting stay
+(``_config_edit``), and are atomic (temporary file + rename): a crash never leaves half
+a file.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tempfile
 from collections.abc import Mapping
 
 import msgspec
+import msgspec.inspect as mi
 import yaml
 
+from ._config_edit import set_skills_keys
 from ._errors import ConfigError
 from ._model import Tier
 
@@ -58,7 +64,7 @@ class SkillsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     installed: tuple[InstalledSkill, ...] = ()
 
 
-class _File(msgspec.Struct, frozen=True, kw_only=True):
+class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
 
 
@@ -80,38 +86,34 @@ def default_install_dir(env: Mapping[str, str] | None = None) -> str:
 
 def load_config(path: str) -> SkillsConfig:
     """Read the configuration at ``path``; a missing file gives the defaults."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        return SkillsConfig()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the skills configuration ({e.strerror})") from e
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: the configuration is over {MAX_CONFIG_BYTES} bytes")
-    try:
-        raw = yaml.load(
-            data, Loader=yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
-        )
-        return msgspec.convert(raw or {}, _File, str_keys=True).skills
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: the configuration is not valid YAML: {e}") from e
-    except (msgspec.ValidationError, RecursionError) as e:
-        raise ConfigError(f"{path}: {e} - see docs/skills.md for the format") from e
+    text = _read(path)
+    return SkillsConfig() if text is None else _parse(path, text)
 
 
 def save_config(path: str, config: SkillsConfig) -> None:
-    """Write ``config`` to ``path`` atomically, creating its directory."""
-    text = yaml.safe_dump(
-        {"skills": msgspec.to_builtins(config)}, sort_keys=False, allow_unicode=True
-    )
+    """Write ``config`` to ``path`` atomically, creating its directory.
+
+    Only the keys whose value differs from the file's are rewritten, where they are;
+    the rest of the file is kept byte for byte. Should the edited text not read back as
+    ``config`` (a layout the editor does not handle), the section is written afresh.
+    """
+    text = _read(path) or ""
+    old = _plain(_parse(path, text) if text else SkillsConfig())
+    new = _plain(config)
+    edited = set_skills_keys(text, {k: v for k, v in new.items() if old.get(k) != v})
+    try:
+        ok = _parse(path, edited) == config
+    except ConfigError:
+        ok = False
+    if not ok:  # a safety net: the data matters more than the comments
+        edited = yaml.safe_dump({"skills": new}, sort_keys=False, allow_unicode=True)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".config-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
+                f.write(edited)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -120,6 +122,74 @@ def save_config(path: str, config: SkillsConfig) -> None:
             raise
     except OSError as e:
         raise ConfigError(f"{path}: cannot write the skills configuration ({e.strerror})") from e
+
+
+def _plain(config: SkillsConfig) -> dict[str, object]:
+    """The configuration as YAML-ready data (lists, not tuples)."""
+    data: dict[str, object] = msgspec.json.decode(msgspec.json.encode(config))
+    return data
+
+
+def _drop_nulls(raw: object) -> object:
+    """YAML null (``key:``, ``~``, ``null``) is "no value": the key takes its default."""
+    if isinstance(raw, dict):
+        return {k: _drop_nulls(v) for k, v in raw.items() if v is not None}
+    if isinstance(raw, list):
+        return [_drop_nulls(v) for v in raw]
+    return raw
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the skills configuration ({e.strerror})") from e
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: the configuration is over {MAX_CONFIG_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: the configuration is not UTF-8 (byte {e.start})") from e
+
+
+def _parse(path: str, text: str) -> SkillsConfig:
+    try:
+        raw = yaml.load(
+            text, Loader=yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
+        )
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: the configuration is not valid YAML: {e}") from e
+    unknown = _unknown_key(raw, mi.type_info(_File), "")
+    if unknown is not None:
+        raise ConfigError(f"{path}: {unknown} - see docs/skills.md for the format")
+    try:
+        return msgspec.convert(_drop_nulls(raw) or {}, _File, str_keys=True).skills
+    except (msgspec.ValidationError, RecursionError) as e:
+        raise ConfigError(f"{path}: {e} - see docs/skills.md for the format") from e
+
+
+def _unknown_key(raw: object, info: mi.Type, where: str) -> str | None:
+    """The first key of ``raw`` the format has no place for, with the nearest valid key."""
+    if isinstance(info, mi.StructType) and isinstance(raw, dict):
+        fields = {f.encode_name: f.type for f in info.fields}
+        for key, value in raw.items():
+            at = f"{where}.{key}" if where else str(key)
+            if key not in fields:
+                close = difflib.get_close_matches(str(key), fields, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"valid: {', '.join(fields)}"
+                return f"unknown key '{at}'; {hint}"
+            found = _unknown_key(value, fields[key], at)
+            if found is not None:
+                return found
+    elif isinstance(info, mi.VarTupleType) and isinstance(raw, list):
+        for i, item in enumerate(raw):
+            found = _unknown_key(item, info.item_type, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def _home(env: Mapping[str, str]) -> str:
