@@ -32,10 +32,8 @@ def _set(text: str, key: str, value: object) -> str:
     if not isinstance(root, yaml.MappingNode):  # empty, or only comments
         return text + _entry("skills", {key: value}, 0)
     skills = _find(root, "skills")
-    if skills is None:
-        if root.flow_style:
-            return _replace(text, root, {**yaml.load(text, Loader=_Loader), "skills": {key: value}})
-        return text + _entry("skills", {key: value}, root.value[0][0].start_mark.column)
+    if skills is None:  # "{}": the format has no other top-level key
+        return _replace(text, root, {"skills": {key: value}})
     skills_key, section = skills
     if isinstance(section, yaml.ScalarNode):  # "skills:" with no value, or null
         head = text[: section.start_mark.index].rstrip(" \t")

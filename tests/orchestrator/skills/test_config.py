@@ -117,6 +117,7 @@ def test_install_and_remove_keep_comments(tmp_path: Path, write_skill: WriteSkil
     [
         "",
         "# only a comment\n",
+        "{}  # nothing\n",
         "skills:\n",
         "skills: ~  # none yet\n",
         "skills: {lenient: true}\n",
