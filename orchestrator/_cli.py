@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("orchestrator._cli_session", "run a real session against a model provider"),
     "sessions": ("orchestrator._cli_session", "list the sessions in a database with their status"),
     "resume": ("orchestrator._cli_session", "resume a session from its log where it stopped"),
+    "submit": ("orchestrator._cli_fleet", "queue a session for the workers of a database"),
+    "worker": ("orchestrator._cli_fleet", "claim and drive queued or orphaned sessions"),
     "approvals": ("orchestrator._cli_approvals", "list the approval requests sessions wait for"),
     "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
     "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),

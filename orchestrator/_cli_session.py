@@ -29,6 +29,7 @@ from ._events import (
     SessionStarted,
     SessionSuspended,
 )
+from ._fleet import LEASE_PREFIX, lease_history
 from ._loop import Agent
 from ._state import SessionState, apply
 from ._transcript import transcript
@@ -54,13 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     if command == "sessions":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
         return
-    if command == "run":
+    if command in ("run", "submit"):
         parser.add_argument("task", help="what to ask the agent")
     else:
         parser.add_argument("session", help="the session id (see `skillog sessions`)")
     parser.add_argument(
         "--model",
-        required=command == "run",
+        required=command in ("run", "submit"),
         help="anthropic:MODEL, openai:MODEL or scripted:FILE (API keys from the environment); "
         "resume defaults to the session's provider and model",
     )
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    agent = _agent(args, model_spec=args.model)
+    agent = agent_for(args, model_spec=args.model)
     try:
         async with open_store(args.db) as store:
             session = await agent.run(store, args.task)
@@ -108,7 +109,7 @@ async def _run(args: argparse.Namespace) -> int:
 async def _resume(args: argparse.Namespace) -> int:
     async with open_store(args.db) as store:
         started = await _started(store, args.session)
-        agent = _agent(args, model_spec=args.model or f"{started.provider}:{started.model}")
+        agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
             session = await agent.resume(store, args.session)
             return await _report(store, session.id)
@@ -130,7 +131,7 @@ async def _sessions(args: argparse.Namespace) -> int:
     for r in rows:
         print(
             f"{r.session:<34} {r.started:<20} {r.model[:28]:<28} {r.turns:>5} {r.events:>6}  "
-            f"{r.status}"
+            f"{r.status}" + (f"  by {', '.join(r.workers)}" if r.workers else "")
         )
     return 0
 
@@ -142,30 +143,33 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     turns: int
     events: int
     status: str
+    workers: tuple[str, ...] = ()
 
 
 async def session_rows(store: EventStore) -> list[SessionRow]:
     """Every session, most recent first: who, when, how far, where it stands (folded
     from its log, so the status is the runtime's own)."""
-    rows = []
+    rows: list[tuple[int, str, SessionRow]] = []
     for info in await store.streams():
+        if info.stream.startswith(LEASE_PREFIX):
+            continue
         state = SessionState(info.stream)
         async for event in store.read(info.stream):
             apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
         if state.config is None:
             continue
-        rows.append(
-            SessionRow(
-                session=info.stream,
-                started=when(info.first_recorded_at),
-                model=f"{state.config.provider}:{state.config.model}",
-                turns=state.turn,
-                events=info.length,
-                status=status_text(state),
-            )
+        row = SessionRow(
+            session=info.stream,
+            started=when(info.first_recorded_at),
+            model=f"{state.config.provider}:{state.config.model}",
+            turns=state.turn,
+            events=info.length,
+            status=status_text(state),
+            workers=tuple(await lease_history(store, info.stream)),
         )
-    rows.sort(key=lambda r: r.started, reverse=True)
-    return rows
+        rows.append((info.first_recorded_at, info.stream, row))
+    rows.sort(reverse=True)
+    return [row for _, _, row in rows]
 
 
 def status_text(state: SessionState) -> str:
@@ -216,7 +220,8 @@ async def _started(store: EventStore, session_id: str) -> SessionStarted:
     return first
 
 
-def _agent(args: argparse.Namespace, *, model_spec: str) -> Agent:
+def agent_for(args: argparse.Namespace, *, model_spec: str) -> Agent:
+    """The agent the session commands (and workers) build from their arguments."""
     from .adapters import adapter_from_spec
 
     model = adapter_from_spec(model_spec)

@@ -329,6 +329,33 @@ class SessionSuspended(Event, frozen=True, kw_only=True):
     call_ids: tuple[str, ...]
 
 
+class LeaseAcquired(Event, frozen=True, kw_only=True):
+    """A worker took a session (stream ``lease/<session>``, not the session's own):
+    it may act on the session until ``until`` (ns), renewing before then."""
+
+    event_type: ClassVar[str] = "lease.acquired"
+    session: str
+    worker: str
+    until: int
+
+
+class LeaseRenewed(Event, frozen=True, kw_only=True):
+    """The holder's heartbeat: its lease now runs until ``until`` (ns)."""
+
+    event_type: ClassVar[str] = "lease.renewed"
+    worker: str
+    until: int
+
+
+class LeaseReleased(Event, frozen=True, kw_only=True):
+    """The holder let the session go: ``ended``, ``suspended`` (awaiting approval),
+    ``handed back`` (shutdown), or ``failed: ...``."""
+
+    event_type: ClassVar[str] = "lease.released"
+    worker: str
+    outcome: str
+
+
 class SessionEnded(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "session.ended"
     reason: Literal["completed", "max_turns", "error", "cancelled"]
@@ -359,6 +386,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SkillChanged,
     CatalogIndexed,
     SessionSuspended,
+    LeaseAcquired,
+    LeaseRenewed,
+    LeaseReleased,
     SessionEnded,
 )
 

@@ -1,0 +1,108 @@
+"""``skillog submit`` and ``skillog worker``: queue sessions, and drive them from any
+number of worker processes on one database (docs/fleet.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from eventlog import open_store
+
+from ._cli_session import add_arguments as add_session_arguments
+from ._cli_session import add_db, agent_for
+from ._events import SessionStarted
+from ._fleet import Worker, describe
+from ._loop import Agent
+from .skills import Tier
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    if parser.prog.split()[-1] == "submit":
+        add_session_arguments(parser)  # the same as `skillog run`: the session to queue
+        return
+    add_db(parser)
+    parser.add_argument(
+        "--skills", action="append", default=[], metavar="DIR",
+        help="a skill directory or a folder of skills (repeatable), as for `skillog run`",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tier", default="user", choices=[t.value for t in Tier],
+        help="trust tier of --skills directories (default: user)",
+    )  # fmt: skip
+    parser.add_argument("--project", default=".", help="project directory for .agents/skills")
+    parser.add_argument("--concurrency", type=int, default=4, help="sessions at once (4)")
+    parser.add_argument(
+        "--lease-ms", type=int, default=15_000,
+        help="how long a claim lasts without renewal; another worker may take a session over "
+        "this long after its worker died (default: 15000)",
+    )  # fmt: skip
+    parser.add_argument("--poll-ms", type=int, default=500, help="queue poll interval (500)")
+    parser.add_argument(
+        "--drain-s", type=float, default=30.0,
+        help="on SIGTERM, how long in-flight sessions may take to finish before they are "
+        "handed back (default: 30)",
+    )  # fmt: skip
+    parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--name", default="", help="worker name in leases (default: host:pid:id)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return trio.run(_submit if args.command == "submit" else _work, args)
+
+
+async def _submit(args: argparse.Namespace) -> int:
+    agent = agent_for(args, model_spec=args.model)
+    try:
+        async with open_store(args.db) as store:
+            session = await agent.start(store, task=args.task)
+    finally:
+        agent.close()
+    print(session.id)
+    return 0
+
+
+async def _work(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+    def make_agent(started: SessionStarted) -> Agent:
+        session_args = argparse.Namespace(
+            **vars(args),
+            approve=False,
+            deny=False,
+            max_turns=started.max_turns,
+            file_access=started.file_access,
+        )
+        return agent_for(session_args, model_spec=f"{started.provider}:{started.model}")
+
+    stop = trio.Event()
+    async with open_store(args.db) as store, trio.open_nursery() as nursery:
+        worker = Worker(
+            store,
+            make_agent,
+            name=args.name,
+            concurrency=args.concurrency,
+            lease_ms=args.lease_ms,
+            poll_ms=args.poll_ms,
+        )
+        nursery.start_soon(_stop_on_signals, stop, worker.name)
+        print(f"worker {worker.name} on {args.db}", file=sys.stderr, flush=True)
+        await worker.run(stop, drain_s=args.drain_s, once=args.once)
+        nursery.cancel_scope.cancel()
+    print(f"worker {worker.name}: {describe(worker.finished)}")
+    return 0
+
+
+async def _stop_on_signals(stop: trio.Event, name: str) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            print(
+                f"worker {name}: {signal.Signals(signum).name}: no new claims; finishing "
+                "or handing back in-flight sessions",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
