@@ -357,7 +357,10 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
         env = {"PATH": SYSTEM_PATH}
         return _Plan([*outer, *argv], env, None, None, group, enforced)
     tmpdir = tempfile.mkdtemp(prefix="skillog-script-")
-    argv = [*outer, *inner, *prefix, str(script), *request.args]
+    # No sandbox to die with the runtime: the kernel kills the script when it goes.
+    setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
+    deathsig = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    argv = [*outer, *deathsig, *inner, *prefix, str(script), *request.args]
     return _Plan(argv, base_env(tmpdir, request.env), str(workdir), tmpdir, group, enforced)
 
 
