@@ -8,9 +8,13 @@ the plain subprocess:
 - ``bwrap bare``: ``trio.run_process`` of the same argv wrapped by ``build_bwrap_argv``;
 - ``run_script off``: :func:`run_script` without the sandbox (validation, path gate,
   scrubbed env, private tmp, supervision);
-- ``run_script bwrap``: :func:`run_script` inside bubblewrap.
+- ``run_script bwrap``: :func:`run_script` inside bubblewrap, with the default limits
+  (prlimit, cgroups where the host has them, a size-capped /tmp).
 
-Usage: ``.venv/bin/python bench/scripts.py [--runs N]``
+Then N scripts at once (``--parallel``): N plain subprocesses side by side against N
+sandboxed :func:`run_script` calls side by side, as scripts per second.
+
+Usage: ``.venv/bin/python bench/scripts.py [--runs N] [--parallel N]``
 """
 
 from __future__ import annotations
@@ -91,7 +95,22 @@ async def measure(ways: dict[str, Way], runs: int) -> dict[str, float]:
     return {name: statistics.median(s) / 1e6 for name, s in samples.items()}
 
 
-async def bench(runs: int) -> None:
+async def throughput(ways: dict[str, Way], n: int, rounds: int) -> dict[str, float]:
+    """Scripts per second with ``n`` at once, for the plain and the sandboxed way."""
+    rates: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for name in ("plain", "run_script bwrap"):
+            if name not in ways:
+                continue
+            start = time.perf_counter_ns()
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(ways[name])
+            rates.setdefault(name, []).append(n / ((time.perf_counter_ns() - start) / 1e9))
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
+async def bench(runs: int, parallel: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bench-skill"
         (root / "scripts").mkdir(parents=True)
@@ -104,12 +123,19 @@ async def bench(runs: int) -> None:
             medians = await measure(ways_for(root, f"scripts/{name}", have_bwrap), runs)
             for way, ms in medians.items():
                 print(f"{name:<8} {way:<17} {ms:>10.2f} {ms / medians['plain']:>8.2f}")
+        if have_bwrap:
+            rates = await throughput(ways_for(root, "scripts/noop.py", True), parallel, 5)
+            print(f"\n{parallel} noop.py at once (median of 5 rounds), scripts per second:")
+            for way, rate in rates.items():
+                print(f"  {way:<17} {rate:>8.1f} {rate / rates['plain']:>6.2f}x plain")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="runs per figure (default 50)")
-    trio.run(bench, parser.parse_args().runs)
+    parser.add_argument("--parallel", type=int, default=8, help="scripts at once (default 8)")
+    args = parser.parse_args()
+    trio.run(bench, args.runs, args.parallel)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,9 @@ runs both.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -27,6 +26,7 @@ from ._events import SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
 from ._scripts import ScriptRequest, ScriptResult, run_script
 from ._state import ActiveSkill
+from ._workdir import WorkdirError, materialize
 from .skills import InlineSkill, Skill, SkillManifest, load_skill, snapshot_skill
 
 
@@ -154,6 +154,7 @@ class LiveEffects:
         host_tools: Sequence[HostTool] = (),
         approver: Approver | None = None,
         bwrap: str | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
         self.tools: dict[str, HostTool] = {t.name: t for t in host_tools}
@@ -165,6 +166,9 @@ class LiveEffects:
             self.tools.update((t.name, t) for t in tools)
         self.approver = approver
         self.bwrap = bwrap
+        # Private copies of skills for scripts: a shared cache_dir is safe across tasks
+        # and processes (and kept); without one, a temporary directory removed on close.
+        self.cache_dir = cache_dir
         self._workdir: str | None = None
 
     async def load_skill(self, name: str) -> LoadedSkill:
@@ -188,7 +192,10 @@ class LiveEffects:
     async def run_script(
         self, skill: ActiveSkill, request: ScriptRequest, get_blob: GetBlob
     ) -> ScriptResult:
-        root = await self._materialize(skill, get_blob)
+        try:
+            root = await self._materialize(skill, get_blob)
+        except WorkdirError as e:
+            return ScriptResult.refusal(request.path, str(e))
         return await run_script(msgspec.structs.replace(request, root=root), bwrap=self.bwrap)
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
@@ -203,35 +210,13 @@ class LiveEffects:
             self._workdir = None
 
     async def _materialize(self, skill: ActiveSkill, get_blob: GetBlob) -> str:
-        if self._workdir is None:
-            self._workdir = tempfile.mkdtemp(prefix="skillog-run-")
-        root = Path(self._workdir) / skill.hash
-        if root.is_dir():
-            return str(root)
+        cache = self.cache_dir
+        if cache is None:
+            if self._workdir is None:
+                self._workdir = tempfile.mkdtemp(prefix="skillog-run-")
+            cache = self._workdir
         files = {f.path: (f.executable, await get_blob(f.sha256)) for f in skill.files}
-        await trio.to_thread.run_sync(_materialize_tree, root, files)
-        return str(root)
-
-
-def _materialize_tree(root: Path, files: Mapping[str, tuple[bool, bytes]]) -> None:
-    """Write ``files`` at ``root`` atomically: into a staging directory of its own (any
-    number of calls, threads or processes may materialize the same skill at once), then
-    renamed into place. Content-addressed, so whichever rename wins, the tree is the
-    same; the losers discard their copy."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
-        for rel, (executable, data) in files.items():
-            path = staging / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            path.chmod(0o555 if executable else 0o444)
-        try:
-            os.rename(staging, root)
-        except OSError:
-            if not root.is_dir():  # not a lost race: a real failure
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        return await trio.to_thread.run_sync(materialize, cache, skill.hash, files)
 
 
 def _reload(source: Skill) -> Skill:

@@ -17,6 +17,7 @@ import msgspec
 
 from eventlog import Codec
 
+from ._limits import Enforcement, ScriptLimits
 from ._model import ModelResponse
 from .skills import CatalogRecord, ManifestEntry
 
@@ -43,6 +44,9 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     (``references/a/b.md``); seed 000 R5 recommends one level deep unless enabled.
     ``approval_timeout_ms`` makes approval requests expire: a request still undecided
     that long after it was recorded resolves as denied (``decided_by`` ``expired``).
+    ``output_cap_bytes`` caps the tool result the model reads (after JSON encoding);
+    ``script_limits`` are the scripts' resource limits (a session recorded before they
+    existed reads as the defaults).
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -54,6 +58,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     approve_host_tools: tuple[str, ...] = ()
     nested_paths: bool = False
     approval_timeout_ms: int | None = None
+    script_limits: ScriptLimits = ScriptLimits()
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -282,6 +287,11 @@ class ScriptStarted(Event, frozen=True, kw_only=True):
 
 
 class ScriptExecuted(Event, frozen=True, kw_only=True):
+    """A script ran (or was refused). ``network`` says whether it could reach a network;
+    ``killed`` names the limit that stopped it; ``enforced`` is what was really in force
+    (sandbox, network and PID isolation, limits); None in events recorded before it
+    existed. Its stdout and stderr blobs hold all it printed, up to the storage cap."""
+
     event_type: ClassVar[str] = "script.executed"
     call_id: str
     skill: str
@@ -296,6 +306,8 @@ class ScriptExecuted(Event, frozen=True, kw_only=True):
     timed_out: bool
     truncated: bool
     refused: str | None = None
+    killed: str | None = None
+    enforced: Enforcement | None = None
 
 
 class SkillChanged(Event, frozen=True, kw_only=True):

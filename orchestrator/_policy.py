@@ -142,12 +142,16 @@ class ScriptGate(msgspec.Struct, frozen=True, kw_only=True):
 
 def script_gate(config: PolicyConfig, tier: str) -> ScriptGate:
     """Trust tiers (seed 000): builtin/org run in the sandbox; user scripts need an
-    approval; third-party scripts need an approval and never get network. An unknown
-    tier is treated as third-party."""
+    approval; third-party scripts need an approval and run only inside the sandbox,
+    without network, whatever ``config.sandbox`` says (fail closed: no bubblewrap, no
+    run). An unknown tier is treated as third-party."""
     tier = tier if tier in TIERS else "third-party"
-    needs_approval = tier in config.approve or tier == "third-party"
-    network = tier in config.network and tier != "third-party"
-    return ScriptGate(needs_approval=needs_approval, network=network, sandbox=config.sandbox)
+    third_party = tier == "third-party"
+    return ScriptGate(
+        needs_approval=tier in config.approve or third_party,
+        network=tier in config.network and not third_party,
+        sandbox="required" if third_party else config.sandbox,
+    )
 
 
 def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:

@@ -111,6 +111,7 @@ def build_bwrap_argv(
     env: Mapping[str, str],
     network: bool,
     disable_userns: bool = True,
+    tmp_bytes: int | None = None,
 ) -> list[str]:
     """The full ``bwrap`` command line running ``command`` in the sandbox (pure).
 
@@ -119,7 +120,7 @@ def build_bwrap_argv(
     sandbox. ``env`` replaces the environment entirely (``--clearenv``). With
     ``network=False`` the sandbox has its own network namespace with only a loopback
     interface; with ``network=True`` it shares the host's network and sees the ``/etc``
-    files needed for name resolution and TLS.
+    files needed for name resolution and TLS. ``tmp_bytes`` caps the private ``/tmp``.
     """
     argv = [bwrap, "--unshare-all", "--unshare-user"]
     if disable_userns:
@@ -139,7 +140,10 @@ def build_bwrap_argv(
     ]
     # The private /tmp first: binds below land on top of it, so an interpreter prefix or
     # virtualenv that lives under /tmp on the host (a CI checkout) stays visible.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", SANDBOX_TMP]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    if tmp_bytes is not None:
+        argv += ["--size", str(tmp_bytes)]
+    argv += ["--tmpfs", SANDBOX_TMP]
     for path in layout.binds:
         argv += ["--ro-bind", path, path]
     for path, target in layout.links:

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -21,6 +22,15 @@ import trio
 
 from eventlog import SkillogError
 
+from . import _cgroup
+from ._limits import (
+    Enforcement,
+    ScriptLimits,
+    check_limits,
+    find_prlimit,
+    killed_by_signal,
+    rlimit_argv,
+)
 from ._paths import PathRefusedError, check_relative_path, is_inside, resolve_in_root, show_path
 from ._sandbox import SANDBOX_TMP, SKILL_MOUNT, SYSTEM_PATH, build_bwrap_argv, probe_sandbox
 from ._supervise import supervise
@@ -74,7 +84,10 @@ class ScriptRequest(msgspec.Struct, frozen=True, kw_only=True):
     (never through a shell); ``env`` is added to the scrubbed environment; ``workdir`` is
     relative to the root. ``sandbox``: ``"required"`` runs only inside bubblewrap (fail
     closed), ``"preferred"`` falls back to an unsandboxed run, ``"off"`` never sandboxes.
-    ``network`` is only enforceable inside the sandbox.
+    ``network`` is only enforceable inside the sandbox. ``max_output_bytes`` is what
+    the script may print in all (more kills it, ``killed="output"``); how much of it
+    the model reads is the caller's business (``_tools.run``). ``limits`` are the
+    resource limits (``docs/scripts.md``).
     """
 
     root: str
@@ -86,6 +99,7 @@ class ScriptRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_output_bytes: int = 1024 * 1024
     sandbox: SandboxPolicy = "required"
     network: bool = False
+    limits: ScriptLimits = ScriptLimits()
 
 
 class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -94,6 +108,8 @@ class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
     reports ``128 + signal`` (as shells and bubblewrap do). ``stdout``/``stderr`` are UTF-8
     decoded with replacement and together hold at most ``max_output_bytes`` bytes;
     ``truncated`` says the script wrote more. ``refused`` is the reason it did not run.
+    ``killed`` names the limit that stopped it (``timeout``, ``output``, ``cpu``,
+    ``memory``, ``pids``, ``file-size``); ``enforced`` is what was really in force.
     """
 
     path: str
@@ -105,6 +121,8 @@ class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool
     sandbox: SandboxUsed
     refused: str | None = None
+    killed: str | None = None
+    enforced: Enforcement | None = None
 
     @classmethod
     def refusal(cls, path: str, reason: str) -> ScriptResult:
@@ -190,6 +208,9 @@ def validate_request(request: ScriptRequest) -> None:
         raise ScriptRefusedError("sandbox must be 'required', 'preferred' or 'off'")
     if not isinstance(request.network, bool):
         raise ScriptRefusedError("network must be true or false")
+    problem = check_limits(request.limits)
+    if problem is not None:
+        raise ScriptRefusedError(problem)
     segments = check_relative_path(request.path)
     if len(segments) < 2 or segments[0] != SCRIPTS_DIR:
         raise PathRefusedError(
@@ -252,8 +273,44 @@ class _Plan:
     argv: list[str]
     env: dict[str, str]
     cwd: str | None
-    sandbox: SandboxUsed
     tmpdir: str | None
+    cgroup: _cgroup.ScriptCgroup | None
+    enforced: Enforcement
+
+
+def _confine(
+    request: ScriptRequest, *, sandboxed: bool
+) -> tuple[list[str], list[str], _cgroup.ScriptCgroup | None, Enforcement]:
+    """The wrappers that apply the limits: the cgroup join (outside the sandbox), the
+    ``prlimit`` (just before the script), the cgroup made, and what they enforce."""
+    limits = request.limits
+    parents = _cgroup.detect()
+    group = None
+    if (limits.pids is not None and "pids" in parents) or (
+        limits.memory_bytes is not None and "memory" in parents
+    ):
+        group = _cgroup.create(limits.pids, limits.memory_bytes, parents)
+    in_group = group.dirs if group is not None else {}
+    prlimit = find_prlimit()
+    memory_by_rlimit = "memory" not in in_group and prlimit is not None
+    outer = group.join_argv(shutil.which("sh", path=SYSTEM_PATH) or "/bin/sh") if group else []
+    inner = rlimit_argv(prlimit, limits, memory_by_rlimit=memory_by_rlimit) if prlimit else []
+    applied = ScriptLimits(
+        cpu_s=limits.cpu_s if prlimit else None,
+        memory_bytes=limits.memory_bytes if "memory" in in_group or memory_by_rlimit else None,
+        pids=limits.pids if "pids" in in_group else None,
+        file_bytes=limits.file_bytes if prlimit else None,
+        open_files=limits.open_files if prlimit else None,
+        stored_output_bytes=request.max_output_bytes,
+    )
+    enforced = Enforcement(
+        sandbox="bwrap" if sandboxed else "none",
+        network_isolated=sandboxed and not request.network,
+        pid_namespace=sandboxed,
+        limits=applied,
+        cgroup=group.version if group else None,
+    )
+    return outer, inner, group, enforced
 
 
 def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
@@ -269,6 +326,8 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
         )
     workdir = resolve_in_root(request.root, request.workdir, kind="dir")
     prefix = interpreter_command(request.path, executable=os.access(script, os.X_OK))
+    if not prefix:
+        _check_startable(script)
     sandboxed = False
     if request.sandbox != "off":
         probe = probe_sandbox(bwrap)
@@ -279,6 +338,7 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
                 f"{SANDBOX_UNAVAILABLE}: {probe.reason}; "
                 "install bubblewrap (apt-get install bubblewrap) and allow user namespaces"
             )
+    outer, inner, group, enforced = _confine(request, sandboxed=sandboxed)
     if sandboxed:
         assert probe.bwrap is not None and probe.layout is not None
         script_in = _inside_path(root_real, str(script))
@@ -288,20 +348,39 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
             layout=probe.layout,
             skill_root=root_real,
             chdir=workdir_in,
-            command=[*prefix, script_in, *request.args],
+            command=[*inner, *prefix, script_in, *request.args],
             env=base_env(SANDBOX_TMP, request.env),
             network=request.network,
             disable_userns=probe.disable_userns,
+            tmp_bytes=request.limits.file_bytes,
         )
-        return _Plan(argv=argv, env={"PATH": SYSTEM_PATH}, cwd=None, sandbox="bwrap", tmpdir=None)
+        env = {"PATH": SYSTEM_PATH}
+        return _Plan([*outer, *argv], env, None, None, group, enforced)
     tmpdir = tempfile.mkdtemp(prefix="skillog-script-")
-    return _Plan(
-        argv=[*prefix, str(script), *request.args],
-        env=base_env(tmpdir, request.env),
-        cwd=str(workdir),
-        sandbox="none",
-        tmpdir=tmpdir,
-    )
+    # No sandbox to die with the runtime: the kernel kills the script when it goes.
+    setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
+    deathsig = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    argv = [*outer, *deathsig, *inner, *prefix, str(script), *request.args]
+    return _Plan(argv, base_env(tmpdir, request.env), str(workdir), tmpdir, group, enforced)
+
+
+def _cleanup(plan: _Plan) -> None:
+    if plan.cgroup is not None:
+        plan.cgroup.remove()
+    if plan.tmpdir is not None:
+        shutil.rmtree(plan.tmpdir, ignore_errors=True)
+
+
+def _check_startable(script: Path) -> None:
+    """A file run directly must be a ``#!`` script or an ELF binary: the wrappers that
+    apply the limits exec it, so a failed exec would otherwise look like exit 126/127."""
+    with open(script, "rb") as f:
+        magic = f.read(4)
+    if not (magic.startswith(b"#!") or magic == b"\x7fELF"):
+        raise ScriptRefusedError(
+            f"the script could not be started: {show_path(str(script.name))} is executable "
+            "but neither a #! script nor an ELF binary; add a #! line"
+        )
 
 
 def _refused(request: ScriptRequest, reason: str) -> ScriptResult:
@@ -327,6 +406,7 @@ async def run_script(request: ScriptRequest, *, bwrap: str | None = None) -> Scr
         return _refused(request, str(e))
     except OSError as e:  # e.g. no space left for the private tmp
         return _refused(request, f"the script could not be prepared: {e}")
+    group = plan.cgroup
     try:
         outcome = await supervise(
             plan.argv,
@@ -334,20 +414,30 @@ async def run_script(request: ScriptRequest, *, bwrap: str | None = None) -> Scr
             cwd=plan.cwd,
             timeout_ms=request.timeout_ms,
             max_output_bytes=request.max_output_bytes,
+            # A cgroup's counters are in memory (cgroupfs): reading them does not block.
+            check=group.exceeded if group is not None else None,
         )
+        # A limit met in the last moments (an OOM kill that ended the script) shows in
+        # the counters only now.
+        late = group.exceeded() if group is not None else None
     except OSError as e:
         return _refused(request, f"the script could not be started: {e.strerror or e}")
     finally:
-        if plan.tmpdir is not None:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(shutil.rmtree, plan.tmpdir, True)
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(_cleanup, plan)
+    code = outcome.returncode
+    killed = outcome.killed or late
+    if killed is None and code is not None:
+        killed = killed_by_signal(code, plan.enforced.limits, outcome.cpu_ns)
     return ScriptResult(
         path=request.path,
-        exit_code=outcome.returncode,
+        exit_code=code,
         stdout=outcome.stdout.decode("utf-8", "replace"),
         stderr=outcome.stderr.decode("utf-8", "replace"),
         duration_ms=outcome.duration_ns // 1_000_000,
         timed_out=outcome.timed_out,
         truncated=outcome.truncated,
-        sandbox=plan.sandbox,
+        sandbox="bwrap" if plan.enforced.sandbox == "bwrap" else "none",
+        killed=killed,
+        enforced=plan.enforced,
     )

@@ -28,11 +28,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import IO
 
 import trio
 
 _READ_CHUNK = 1 << 16
+_WATCH_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,9 @@ class Outcome:
     """How a supervised process ended.
 
     ``returncode`` is ``None`` when we killed it before it exited on its own; otherwise
-    its exit status, with death by signal N reported as ``128 + N``.
+    its exit status, with death by signal N reported as ``128 + N``. ``killed`` names
+    why we killed it (``timeout``, ``output`` or what the ``check`` reported);
+    ``cpu_ns`` is the CPU time of the child and the descendants it reaped.
     """
 
     returncode: int | None
@@ -49,26 +51,33 @@ class Outcome:
     timed_out: bool
     truncated: bool
     duration_ns: int
+    killed: str | None = None
+    cpu_ns: int = 0
 
 
 class _Group:
     """The child's process group, and whether we killed it before it exited."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, pidfd: int) -> None:
         self.pid = pid
+        self.pidfd: int | None = pidfd
         self.exited = False
         self.killed_early = False
-        try:
-            self.pidfd: int | None = os.pidfd_open(pid)
-        except (AttributeError, OSError):  # kernel < 5.3: fall back to reaping waits
-            self.pidfd = None
 
-    async def wait_exit(self, proc: subprocess.Popen[bytes]) -> None:
-        if self.pidfd is not None:
-            await trio.lowlevel.wait_readable(self.pidfd)
-        else:  # waiting (not forking) on a worker thread is harmless
-            await trio.to_thread.run_sync(proc.wait, abandon_on_cancel=True)
+    async def wait_exit(self) -> None:
+        """Wait until the child exits, without reaping it."""
+        assert self.pidfd is not None
+        await trio.lowlevel.wait_readable(self.pidfd)
         self.exited = True
+
+    async def reap(self, popen: subprocess.Popen[bytes]) -> tuple[int, int]:
+        """Reap the (SIGKILLed or exited) child: its status as ``128 + signal`` or exit
+        code, and the CPU time it and the descendants it reaped used."""
+        self.kill()
+        await self.wait_exit()
+        code, cpu_ns = _reap_exited(self.pid)
+        popen.returncode = code  # reaped here; tell Popen so it does not warn
+        return (code if code >= 0 else 128 - code), cpu_ns
 
     def kill(self) -> None:
         if not self.exited:
@@ -111,12 +120,52 @@ async def _pump(stream: trio.abc.ReceiveStream, sink: list[bytes], capture: _Cap
             return
 
 
-def _stream(pipe: IO[bytes] | None) -> trio.lowlevel.FdStream:
-    """A pipe of the child as a trio stream that owns the file descriptor."""
-    assert pipe is not None
-    stream = trio.lowlevel.FdStream(os.dup(pipe.fileno()))
-    pipe.close()
-    return stream
+def _reap_exited(pid: int) -> tuple[int, int]:
+    """Reap a child known to have exited (so this does not block)."""
+    _, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), round((usage.ru_utime + usage.ru_stime) * 1e9)
+
+
+def _spawn(
+    argv: Sequence[str], env: Mapping[str, str], cwd: str | None
+) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """Start the child from the calling (trio) thread; return it and the read ends.
+
+    Deliberately not ``trio.lowlevel.open_process``: that forks on a worker thread, and
+    the parent-death signal (bubblewrap's ``--die-with-parent``) fires when the *thread*
+    that forked exits, which trio does to idle workers after 10 s, killing every script
+    at about 10 s. The trio thread lives as long as the runtime, so a crashed or killed
+    runtime still takes its scripts with it. A fork/exec without ``preexec_fn`` uses
+    vfork and takes well under a millisecond, short enough to do on the loop.
+    """
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    try:
+        pidfd = os.pidfd_open(popen.pid)  # Linux >= 5.3: exit seen without reaping
+    except OSError:
+        popen.kill()
+        popen.wait()
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    return popen, out_r, err_r, pidfd
 
 
 async def supervise(
@@ -126,57 +175,71 @@ async def supervise(
     cwd: str | None,
     timeout_ms: int,
     max_output_bytes: int,
+    check: Callable[[], str | None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> Outcome:
     """Run ``argv`` to completion or death and report how it ended.
 
-    Never leaves a process of the child's group running when it returns or raises
-    (cancellation included). Raises ``OSError`` when the process cannot be started.
+    ``check`` is polled while the child runs; a non-None answer names a limit the child
+    broke, and it is killed (``killed`` says which). Never leaves a process of the
+    child's group running when it returns or raises (cancellation included). Raises
+    ``OSError`` when the process cannot be started.
     """
     start = clock()
-    await trio.lowlevel.checkpoint()
-    # On the loop's thread (see the module docstring): a worker thread would take the
-    # sandbox down with it when trio retires the thread.
-    proc = subprocess.Popen(  # noqa: ASYNC220
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
-    stdout, stderr = _stream(proc.stdout), _stream(proc.stderr)
-    group = _Group(proc.pid)
+    popen, out_fd, err_fd, pidfd = _spawn(argv, env, cwd)
+    group = _Group(popen.pid, pidfd)
     capture = _Capture(max_output_bytes, group.kill)
     out: list[bytes] = []
     err: list[bytes] = []
+    broken: list[str] = []
+    stdout = trio.lowlevel.FdStream(out_fd)
+    stderr = trio.lowlevel.FdStream(err_fd)
     try:
         with trio.move_on_after(timeout_ms / 1000) as deadline:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_pump, stdout, out, capture)
                 nursery.start_soon(_pump, stderr, err, capture)
-                await group.wait_exit(proc)
+                async with trio.open_nursery() as watching:
+                    if check is not None:
+                        watching.start_soon(_watch, check, group, broken)
+                    await group.wait_exit()
+                    watching.cancel_scope.cancel()
                 # Background children would hold the pipes open: end them now.
                 group.kill()
     finally:
         group.kill()
-        proc.kill()  # the leader too, should the group signal not have reached it
         with trio.CancelScope(shield=True):
             await stdout.aclose()
             await stderr.aclose()
-            await group.wait_exit(proc)
-            proc.wait()  # reaps: it has exited, so this does not block
+            code, cpu_ns = await group.reap(popen)
         group.close()
     duration = clock() - start
-    code = proc.returncode
-    assert code is not None
-    returncode = None if group.killed_early else (code if code >= 0 else 128 - code)
+    killed = (
+        "timeout"
+        if deadline.cancelled_caught
+        else "output"
+        if capture.truncated
+        else broken[0]
+        if broken
+        else None
+    )
     return Outcome(
-        returncode=returncode,
+        returncode=None if group.killed_early else code,
         stdout=b"".join(out),
         stderr=b"".join(err),
         timed_out=deadline.cancelled_caught,
         truncated=capture.truncated,
         duration_ns=duration,
+        killed=killed,
+        cpu_ns=cpu_ns,
     )
+
+
+async def _watch(check: Callable[[], str | None], group: _Group, broken: list[str]) -> None:
+    while True:
+        await trio.sleep(_WATCH_INTERVAL_S)
+        reason = check()
+        if reason is not None:
+            broken.append(reason)
+            group.kill()
+            return

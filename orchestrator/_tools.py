@@ -38,6 +38,7 @@ from ._events import (
 )
 from ._host_tools import ToolContext
 from ._model import encode_canonical
+from ._output import model_view
 from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
     allowlist,
@@ -384,9 +385,10 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
         env=dict(args.env),
         workdir=args.workdir,
         timeout_ms=policy.script_timeout_ms,
-        max_output_bytes=policy.output_cap_bytes,
+        max_output_bytes=policy.script_limits.stored_output_bytes,
         sandbox=gate.sandbox,
         network=gate.network,
+        limits=policy.script_limits,
     )
     started = ScriptStarted(
         call_id=ctx.call.id,
@@ -411,6 +413,7 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
 
 async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> str:
     result = await ctx.effects.run_script(skill, request, ctx.get_blob)
+    enforced = result.enforced
     ctx.rec.add(
         ScriptExecuted(
             call_id=ctx.call.id,
@@ -422,26 +425,29 @@ async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> s
             stdout_digest=ctx.rec.blob(result.stdout.encode()),
             stderr_digest=ctx.rec.blob(result.stderr.encode()),
             sandbox=result.sandbox,
-            network=request.network,
+            # What the script could reach, not what was asked for.
+            network=request.network if enforced is None else not enforced.network_isolated,
             timed_out=result.timed_out,
             truncated=result.truncated,
             refused=result.refused,
+            killed=result.killed,
+            enforced=enforced,
         )
     )
     if result.refused is not None:
         rule = "sandbox" if result.refused.startswith(SANDBOX_UNAVAILABLE) else "script"
         raise _deny(ctx, rule, result.refused, skill)
-    return encode_canonical(
-        {
-            "path": request.path,
-            "exit_code": result.exit_code,
-            "stdout": result.stdout,
-            "stderr": result.stderr,
-            "duration_ms": result.duration_ms,
-            "timed_out": result.timed_out,
-            "truncated": result.truncated,
-        }
-    ).decode()
+    fields: dict[str, object] = {
+        "path": request.path,
+        "exit_code": result.exit_code,
+        "duration_ms": result.duration_ms,
+        "timed_out": result.timed_out,
+        "truncated": result.truncated,
+    }
+    if result.killed is not None:
+        fields["killed"] = result.killed
+    cap = ctx.view.config.policy.output_cap_bytes
+    return model_view(fields, result.stdout, result.stderr, cap)
 
 
 # -- host tools -----------------------------------------------------------------------

@@ -148,6 +148,8 @@ class RecordedEffects:
                     truncated=body.truncated,
                     sandbox=cast(SandboxUsed, body.sandbox),
                     refused=body.refused,
+                    killed=body.killed,
+                    enforced=body.enforced,
                 )
         return ScriptResult.refusal(
             request.path, f"{NO_RECORDING} run of {skill.name}/{request.path} at seq {start}"

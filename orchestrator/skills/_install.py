@@ -9,8 +9,10 @@ configuration exactly as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -26,8 +28,10 @@ from ._hash import manifest_of
 from ._materialize import copy_skill_tree
 from ._model import Tier
 from ._parse import load_skill
+from ._tree import MAX_FILES, MAX_TOTAL_BYTES
 
 GIT_TIMEOUT_S = 300
+_STDERR_KEEP = 16 * 1024
 # Transports git may use; ``ext::`` (runs commands) and friends are refused.
 _GIT_PROTOCOLS = "file:git:http:https:ssh"
 
@@ -70,49 +74,69 @@ def install(
     os.makedirs(target_dir, exist_ok=True)
     staging = tempfile.mkdtemp(dir=target_dir, prefix=".staging-")
     try:
-        skill_root, renamable = _stage(kind, origin, ref, name, staging)
-        strict = not config.lenient
-        if renamable:
-            # A repository root is named after the repo, not the skill: publish it under
-            # the skill's own name (seed 003), then validate exactly what is published.
-            peek = load_skill(skill_root, tier=Tier.USER, source="installed", strict=False)
-            clean = os.path.join(staging, "clean", peek.name)
-            copy_skill_tree(skill_root, clean)
-            skill = load_skill(clean, tier=Tier.USER, source="installed", strict=strict)
-        else:
-            skill = load_skill(skill_root, tier=Tier.USER, source="installed", strict=strict)
-            clean = os.path.join(staging, "clean", skill.name)
-            copy_skill_tree(skill_root, clean)  # drops .git and anything refused
-            if manifest_of(clean).hash != skill.hash:
-                raise InstallError(f"{origin} changed while it was being installed; try again")
-        if name is not None and skill.name != name:
-            raise InstallError(f"{origin}: the skill is named {skill.name!r}, not {name!r}")
-        if skill.name in {r.name for r in config.installed} or os.path.lexists(
-            os.path.join(target_dir, skill.name)
-        ):
-            raise InstallError(
-                f"a skill named {skill.name!r} is already installed in {target_dir}; "
-                f"use `skillog skills update {skill.name}` or remove it first"
-            )
-        record = InstalledSkill(
-            name=skill.name,
-            origin=origin,
-            kind=kind,
-            ref=ref,
-            tier=tier or (Tier.USER if kind == "folder" else Tier.THIRD_PARTY),
-            installed_at=clock(),
-            hash=skill.hash,
-        )
-        final = os.path.join(target_dir, skill.name)
-        os.replace(clean, final)
-        try:
-            save_config(config_file, _with(config, installed=(*config.installed, record)))
-        except BaseException:
-            shutil.rmtree(final, ignore_errors=True)
-            raise
-        return record
+        return _install(kind, origin, config, config_file, ref, name, tier, clock, staging)
+    except OSError as e:
+        # A file that vanished or changed under the copy, an unreadable one, a full disk.
+        raise InstallError(
+            f"could not install {origin}: {e}; if the source was being changed, try again"
+        ) from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _install(
+    kind: str,
+    origin: str,
+    config: SkillsConfig,
+    config_file: str,
+    ref: str | None,
+    name: str | None,
+    tier: Tier | None,
+    clock: Callable[[], int],
+    staging: str,
+) -> InstalledSkill:
+    target_dir = install_dir(config)
+    skill_root, renamable = _stage(kind, origin, ref, name, staging)
+    strict = not config.lenient
+    if renamable:
+        # A repository root is named after the repo, not the skill: publish it under
+        # the skill's own name (seed 003), then validate exactly what is published.
+        peek = load_skill(skill_root, tier=Tier.USER, source="installed", strict=False)
+        clean = os.path.join(staging, "clean", peek.name)
+        copy_skill_tree(skill_root, clean)
+        skill = load_skill(clean, tier=Tier.USER, source="installed", strict=strict)
+    else:
+        skill = load_skill(skill_root, tier=Tier.USER, source="installed", strict=strict)
+        clean = os.path.join(staging, "clean", skill.name)
+        copy_skill_tree(skill_root, clean)  # drops .git and anything refused
+        if manifest_of(clean).hash != skill.hash:
+            raise InstallError(f"{origin} changed while it was being installed; try again")
+    if name is not None and skill.name != name:
+        raise InstallError(f"{origin}: the skill is named {skill.name!r}, not {name!r}")
+    if skill.name in {r.name for r in config.installed} or os.path.lexists(
+        os.path.join(target_dir, skill.name)
+    ):
+        raise InstallError(
+            f"a skill named {skill.name!r} is already installed in {target_dir}; "
+            f"use `skillog skills update {skill.name}` or remove it first"
+        )
+    record = InstalledSkill(
+        name=skill.name,
+        origin=origin,
+        kind=kind,
+        ref=ref,
+        tier=tier or (Tier.USER if kind == "folder" else Tier.THIRD_PARTY),
+        installed_at=clock(),
+        hash=skill.hash,
+    )
+    final = os.path.join(target_dir, skill.name)
+    os.replace(clean, final)
+    try:
+        save_config(config_file, _with(config, installed=(*config.installed, record)))
+    except BaseException:
+        shutil.rmtree(final, ignore_errors=True)
+        raise
+    return record
 
 
 def update(
@@ -183,9 +207,19 @@ def _stage(
 
 
 def _git_clone(url: str, ref: str | None, dest: str) -> None:
+    """A shallow clone of one branch, bounded: no hooks, submodules or LFS downloads;
+    no file over, and no clone much over, the skill size limit; a time limit. The full
+    stderr of a failed clone is in the error."""
     if url.startswith("-") or (ref is not None and ref.startswith("-")):
         raise InstallError(f"refusing git URL/ref starting with '-': {url!r} {ref!r}")
-    cmd = ["git", "clone", "--quiet", "--depth", "1", "--no-tags"]
+    cmd = [
+        *_git_limits(),
+        "git",
+        "-c", "core.hooksPath=/dev/null",
+        "-c", "filter.lfs.smudge=", "-c", "filter.lfs.process=", "-c", "filter.lfs.required=false",
+        "clone", "--quiet", "--depth", "1", "--no-tags", "--single-branch",
+        "--no-recurse-submodules",
+    ]  # fmt: skip
     if ref is not None:
         cmd += ["--branch", ref]
     cmd += ["--", url, dest]
@@ -194,18 +228,65 @@ def _git_clone(url: str, ref: str | None, dest: str) -> None:
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_ALLOW_PROTOCOL": _GIT_PROTOCOLS,
         "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_LFS_SKIP_SMUDGE": "1",
     }
+    where = f"{url}{f' at {ref}' if ref else ''}"
     try:
-        done = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, env=env, check=False
-        )
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+            start_new_session=True,
+        )  # fmt: skip
     except FileNotFoundError as e:
         raise InstallError("git is not installed; install git or use a folder or ZIP") from e
-    except subprocess.TimeoutExpired as e:
-        raise InstallError(f"git clone of {url} took over {GIT_TIMEOUT_S}s; giving up") from e
-    if done.returncode != 0:
-        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InstallError(f"git clone of {url}{f' at {ref}' if ref else ''} failed: {detail}")
+    with proc:
+        problem = _watch_clone(proc, dest)
+        stderr = proc.stderr.read() if proc.stderr else b""
+    text = stderr.decode("utf-8", "replace").strip()[-_STDERR_KEEP:] or "no output"
+    if problem is not None:
+        raise InstallError(f"git clone of {where} stopped: {problem}")
+    if proc.returncode != 0:
+        raise InstallError(
+            f"git clone of {where} failed (exit {proc.returncode}; no file may exceed "
+            f"{MAX_TOTAL_BYTES} bytes, the skill size limit):\n{text}"
+        )
+
+
+def _git_limits() -> list[str]:
+    """``prlimit`` bounding each file git writes, when util-linux has it."""
+    prlimit = shutil.which("prlimit", path="/usr/local/bin:/usr/bin:/bin")
+    return [prlimit, f"--fsize={MAX_TOTAL_BYTES}", "--"] if prlimit else []
+
+
+def _watch_clone(proc: subprocess.Popen[bytes], dest: str) -> str | None:
+    """Wait for the clone; stop it (its whole group) when it takes too long or writes
+    too much, and say why."""
+    deadline = time.monotonic() + GIT_TIMEOUT_S
+    problem = None
+    while proc.poll() is None:
+        files, size = _du(dest)
+        if time.monotonic() > deadline:
+            problem = f"took over {GIT_TIMEOUT_S}s"
+        elif size > 2 * MAX_TOTAL_BYTES:  # the pack and the checkout, each within limits
+            problem = f"wrote over {2 * MAX_TOTAL_BYTES} bytes"
+        elif files > 2 * MAX_FILES:
+            problem = f"wrote over {2 * MAX_FILES} files"
+        if problem is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return problem
+        time.sleep(0.05)
+    return None
+
+
+def _du(root: str) -> tuple[int, int]:
+    files = size = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(dirpath, name)).st_size
+                files += 1
+    return files, size
 
 
 def _record(config: SkillsConfig, name: str) -> InstalledSkill:

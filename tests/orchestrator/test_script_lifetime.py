@@ -10,8 +10,8 @@ import pytest
 import trio
 
 from orchestrator import Agent, PolicyConfig
-from orchestrator._effects import _materialize_tree
 from orchestrator._events import ScriptExecuted
+from orchestrator._workdir import materialize
 from orchestrator.adapters import ScriptedModel
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing")
@@ -84,7 +84,7 @@ def test_two_processes_materialize_one_skill_at_once(tmp_path: Path) -> None:
             code = 0
             try:
                 for _ in range(20):
-                    _materialize_tree(root, files)
+                    materialize(root.parent, root.name, files)
             except BaseException:
                 code = 1
             os._exit(code)
