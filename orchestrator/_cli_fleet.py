@@ -55,13 +55,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _submit(args: argparse.Namespace) -> int:
+    """Queue one session per task (recorded as started, with its task); print the ids."""
     agent = agent_for(args, model_spec=args.model)
     try:
         async with open_store(args.db) as store:
-            session = await agent.start(store, task=args.task)
+            for task in args.tasks:
+                session = await agent.start(store, task=task)
+                print(session.id)
     finally:
         agent.close()
-    print(session.id)
     return 0
 
 

@@ -55,8 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     if command == "sessions":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
         return
-    if command in ("run", "submit"):
+    if command == "run":
         parser.add_argument("task", help="what to ask the agent")
+    elif command == "submit":
+        parser.add_argument("tasks", nargs="+", metavar="TASK", help="one session per task")
     else:
         parser.add_argument("session", help="the session id (see `skillog sessions`)")
     parser.add_argument(
