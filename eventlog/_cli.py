@@ -155,7 +155,10 @@ async def _verify(args: argparse.Namespace) -> int:
         finally:
             progress.close()
     if report.fault is not None:
-        print(f"FAULT {report.fault}", file=sys.stdout)
+        for fault in report.faults:
+            _out(f"FAULT {fault}\n")
+        if report.unlisted:
+            _out(f"... and {report.unlisted} more faults\n")
         return 1
     signed = f", against {report.checkpoints} signed checkpoint(s)" if checkpoints else ""
     _out(

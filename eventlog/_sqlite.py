@@ -20,11 +20,21 @@ from ._hashchain import (
     check_int,
     check_name,
     check_new_events,
+    in_log,
 )
 from ._jsonl import ImportReport, import_lines
 from ._snapshot import Snapshot
-from ._sqlite_db import SYNCHRONOUS, check_file, check_readable, connect, migrate, translate
-from ._sqlite_writer import INSERT_BLOB, INSERT_EVENT, Writer
+from ._sqlite_db import (
+    IN_LOG,
+    SEQ_IN_LOG,
+    SYNCHRONOUS,
+    check_file,
+    check_readable,
+    connect,
+    migrate,
+    translate,
+)
+from ._sqlite_writer import HEAD, INSERT_BLOB, INSERT_EVENT, Writer
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -48,6 +58,20 @@ def _events(rows: list[Any]) -> list[Event]:
         )
         for r in rows
     ]
+
+
+def _stored(kind: str, raw: bytes | None) -> object:
+    """A column value read as ``typeof(x), CAST(x AS BLOB)``: text that is not UTF-8
+    cannot make the reading fail."""
+    if raw is None:
+        return None
+    if kind == "integer":
+        return int(raw)
+    if kind == "real":
+        return float(raw)
+    if kind == "text":
+        return raw.decode(errors="replace")
+    return bytes(raw)
 
 
 def _row(e: Event) -> tuple[object, ...]:
@@ -154,8 +178,7 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> ImportReport:
             def head_of(stream: str) -> tuple[int, str]:
-                sql = "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1"
-                row = conn.execute(sql, (stream,)).fetchone()
+                row = conn.execute(HEAD, (stream,)).fetchone()
                 return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
 
             def insert(events: list[Event]) -> None:
@@ -209,12 +232,11 @@ class SqliteStore:
         """The last event's seq and hash, or None for a stream with no events."""
 
         def head(conn: sqlite3.Connection) -> Head | None:
-            row = conn.execute(
-                "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
-                (stream,),
-            ).fetchone()
+            row = conn.execute(HEAD, (stream,)).fetchone()
             return None if row is None else Head(seq=row[0], hash=row[1])
 
+        if not in_log(stream, 0):
+            return None
         return await self._read(head, f"reading the head of stream {stream!r}")
 
     async def read(
@@ -223,8 +245,10 @@ class SqliteStore:
         """Events of ``stream`` with ``from_seq <= seq < to_seq``, in seq order."""
         check_int("from_seq", from_seq)
         end = check_int("to_seq", to_seq) if to_seq is not None else 2**63 - 1
+        if not in_log(stream, 0):
+            return
         sql = f"SELECT {_COLS} FROM events WHERE stream = ? AND seq >= ? AND seq < ? "
-        sql += "ORDER BY seq LIMIT ?"
+        sql += f"AND {SEQ_IN_LOG} ORDER BY seq LIMIT ?"
         doing = f"reading stream {stream!r}"
         seq = from_seq
         while True:
@@ -253,7 +277,8 @@ class SqliteStore:
             position = rows[-1][2] + 1
 
     async def _fetch_from(self, position: int) -> list[Any]:
-        sql = f"SELECT {_COLS} FROM events WHERE position >= ? ORDER BY position LIMIT ?"
+        sql = f"SELECT {_COLS} FROM events WHERE position >= ? AND {IN_LOG} "
+        sql += "ORDER BY position LIMIT ?"
         return await self._read(
             lambda c: c.execute(sql, (position, BATCH)).fetchall(), "reading all events"
         )
@@ -287,7 +312,7 @@ class SqliteStore:
         """
         sql = (
             "SELECT seq, type, recorded_at, body, prev_hash, hash FROM events "
-            "WHERE stream = ? AND seq >= ? ORDER BY seq LIMIT ?"
+            f"WHERE stream = ? AND seq >= ? AND {SEQ_IN_LOG} ORDER BY seq LIMIT ?"
         )
 
         def run(conn: sqlite3.Connection) -> None:
@@ -304,6 +329,34 @@ class SqliteStore:
 
         await self._read(run, f"verifying stream {check.stream!r}")
 
+    async def row_count(self) -> int:
+        """Every row of the events table, in the log or not (verify compares counts)."""
+
+        def count(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+
+        return await self._read(count, "counting events")
+
+    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row outside the log, as stored."""
+        sql = (
+            "SELECT position, typeof(stream), CAST(stream AS BLOB), typeof(seq), "
+            f"CAST(seq AS BLOB) FROM events WHERE position > ? AND NOT ({IN_LOG}) "
+            "ORDER BY position LIMIT ?"
+        )
+        after = -(2**63)
+        while True:
+
+            def fetch(c: sqlite3.Connection, a: int = after) -> list[Any]:
+                return c.execute(sql, (a, BATCH)).fetchall()
+
+            rows = await self._read(fetch, "looking for rows outside the log")
+            for position, stype, stream, qtype, seq in rows:
+                yield position, _stored(stype, stream), _stored(qtype, seq)
+            if len(rows) < BATCH:
+                return
+            after = rows[-1][0]
+
     async def last_position(self) -> int:
         """The highest position in the database (0 when empty); a cheap progress total."""
 
@@ -313,37 +366,37 @@ class SqliteStore:
         return await self._read(last, "reading the last position")
 
     async def streams(self) -> list[StreamInfo]:
-        """One summary per stream, ordered by stream id (a skip-scan: no full scan)."""
+        """One summary per stream, ordered by stream id (a skip-scan: no full scan).
+
+        Only streams with rows in the log (see :func:`in_log`); the length is the head's
+        seq + 1, whatever lies below it (verify reports gaps and duplicates)."""
 
         def streams(conn: sqlite3.Connection) -> list[StreamInfo]:
             rows = conn.execute(
-                """WITH RECURSIVE s(stream) AS (
+                f"""WITH RECURSIVE s(stream) AS (
                     SELECT MIN(stream) FROM events
                     UNION ALL
                     SELECT (SELECT MIN(stream) FROM events WHERE stream > s.stream)
                     FROM s WHERE s.stream IS NOT NULL
                 )
-                SELECT s.stream,
-                    (SELECT MAX(seq) FROM events
-                     WHERE stream = s.stream AND typeof(seq) = 'integer'),
-                    (SELECT hash FROM events WHERE stream = s.stream AND typeof(seq) = 'integer'
-                     ORDER BY seq DESC LIMIT 1),
-                    (SELECT recorded_at FROM events WHERE stream = s.stream ORDER BY seq LIMIT 1),
-                    (SELECT recorded_at FROM events WHERE stream = s.stream
-                     AND typeof(seq) = 'integer' ORDER BY seq DESC LIMIT 1)
-                FROM s WHERE s.stream IS NOT NULL"""
+                SELECT s.stream, h.seq, h.hash, h.recorded_at,
+                    (SELECT recorded_at FROM events WHERE stream = s.stream AND {SEQ_IN_LOG}
+                     ORDER BY seq LIMIT 1)
+                FROM s JOIN events h ON h.position = (
+                    SELECT position FROM events WHERE stream = s.stream AND {SEQ_IN_LOG}
+                    ORDER BY seq DESC LIMIT 1)
+                WHERE s.stream IS NOT NULL ORDER BY s.stream"""
             ).fetchall()
             return [
                 StreamInfo(
                     stream=r[0],
-                    # A stream whose rows all have a corrupted seq counts as empty;
-                    # verify reports it.
-                    length=0 if r[1] is None else int(r[1]) + 1,
-                    head_hash=r[2] or "",
-                    first_recorded_at=r[3] or 0,
-                    last_recorded_at=r[4] or 0,
+                    length=r[1] + 1,
+                    head_hash=r[2],
+                    first_recorded_at=r[4],
+                    last_recorded_at=r[3],
                 )
                 for r in rows
+                if in_log(r[0], r[1])
             ]
 
         return await self._read(streams, "listing streams")

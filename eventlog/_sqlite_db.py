@@ -34,6 +34,17 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 migrations = Migrations(_MIGRATION_SET)
 
+#: :func:`eventlog._hashchain.in_log` in SQLite's SQL, for a query that already names a
+#: valid stream: the row's seq is an integer >= 0 (a REAL, TEXT or BLOB seq is not).
+SEQ_IN_LOG = "typeof(seq) = 'integer' AND seq >= 0"
+#: The whole rule, for queries over every stream: the stream id is text of 1..256
+#: characters without a control character (NUL is looked for in the bytes, because
+#: SQLite's text functions stop at one).
+IN_LOG = (
+    f"{SEQ_IN_LOG} AND typeof(stream) = 'text' AND length(stream) BETWEEN 1 AND 256 "
+    "AND instr(CAST(stream AS BLOB), x'00') = 0 AND stream NOT GLOB '*[\x01-\x1f\x7f]*'"
+)
+
 
 @migrations(name="0001_events_blobs")
 def _m0001(db: sqlite_utils.Database) -> None:

@@ -184,3 +184,79 @@ def test_a_truncated_import_commits_nothing(
     assert code == 2 and "garbled.jsonl:2:" in err
     code, out, _ = cli(capsys, "sessions", "--db", str(b))
     assert code == 0 and out == ""
+
+
+# Rows written by hand that no chain can hold: each is invisible to every reader and a
+# fault for verify, with where it is (issue 14, hole 1).
+HAND_WRITTEN = [
+    ("'sess-1', -1", "stream 'sess-1' seq -1 position 4: stray: seq -1 is not"),
+    ("'sess-9', 'zero'", "stream 'sess-9' position 4: stray: seq 'zero' is not"),
+    ("'sess-1', 0.5", "stream 'sess-1' position 4: stray: seq 0.5 is not"),
+    ("x'00ff', 0", r"""stream "b'\\x00\\xff'" seq 0 position 4: stray: stream b'\x00\xff' is"""),
+    ("'a' || char(10) || 'b', 0", "stream 'a\\nb' seq 0 position 4: stray: stream 'a\\nb' is"),
+    ("'', 0", "stream '' seq 0 position 4: stray: stream '' is not a stream id"),
+]
+
+
+@pytest.mark.parametrize(("values", "fault"), HAND_WRITTEN)
+def test_a_hand_written_row_outside_the_chains_is_shown_nowhere_and_fails_verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], values: str, fault: str
+) -> None:
+    db = tmp_path / "x.db"
+    make_db(db)
+    shown = {cmd: cli(capsys, cmd, "--db", str(db)) for cmd in ("sessions", "export")}
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(
+            "INSERT INTO events (stream, seq, type, recorded_at, body, prev_hash, hash) "
+            f"VALUES ({values}, 'forged', 1, x'7b7d', '{'0' * 64}', '{'0' * 64}')"
+        )
+    conn.close()
+    for cmd, before in shown.items():
+        assert cli(capsys, cmd, "--db", str(db)) == before
+    code, out, _ = cli(capsys, "show", "sess-1", "--db", str(db))
+    assert code == 0 and "forged" not in out
+    code, out, _ = cli(capsys, "verify", "--db", str(db))
+    assert code == 1 and out.startswith(f"FAULT {fault}"), out
+
+
+def test_a_duplicate_seq_in_a_table_without_its_key_fails_verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "x.db"
+    make_db(db)
+    conn = sqlite3.connect(db)
+    with conn:  # rebuild the table without UNIQUE (stream, seq), then copy a row
+        conn.execute("CREATE TABLE e2 AS SELECT * FROM events")
+        conn.execute("DROP TABLE events")
+        conn.execute("ALTER TABLE e2 RENAME TO events")
+        conn.execute(
+            "INSERT INTO events SELECT 9, stream, seq, type, recorded_at, body, prev_hash, hash "
+            "FROM events WHERE stream = 'sess-1' AND seq = 0"
+        )
+    conn.close()
+    code, out, _ = cli(capsys, "verify", "--db", str(db))
+    assert code == 1 and out.startswith("FAULT stream 'sess-1' seq 0: duplicate:"), out
+
+
+def test_verify_lists_every_fault(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "x.db"
+    make_db(db)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE events SET body = x'00' WHERE stream = 'sess-1' AND seq = 1")
+        conn.execute("UPDATE events SET type = 'z' WHERE stream = 'sess-2'")
+        for seq in (-1, -2):
+            conn.execute(
+                "INSERT INTO events (stream, seq, type, recorded_at, body, prev_hash, hash) "
+                f"VALUES ('sess-1', {seq}, 't', 1, x'', '{'0' * 64}', '{'0' * 64}')"
+            )
+    conn.close()
+    code, out, _ = cli(capsys, "verify", "--db", str(db))
+    assert code == 1
+    assert [line.split(":")[0] for line in out.splitlines()] == [
+        "FAULT stream 'sess-1' seq 1",
+        "FAULT stream 'sess-2' seq 0",
+        "FAULT stream 'sess-1' seq -1 position 4",
+        "FAULT stream 'sess-1' seq -2 position 5",
+    ]
