@@ -62,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = cmd("export", "write streams as JSON Lines (all events in position order)")
     p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
     p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    p = cmd(
+        "snapshot",
+        "copy a SQLite log, live or not, into one new self-contained file for auditors",
+    )
+    p.add_argument("out", type=Path, metavar="OUT.db", help="the file to create (never replaced)")
     p = cmd("import", "import a JSON Lines export; all or nothing")
     p.add_argument("file", type=Path, help="the .jsonl file")
 
@@ -218,6 +223,19 @@ async def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _snapshot(args: argparse.Namespace) -> int:
+    async with open_store(args.db, readonly=True) as store:
+        copy = getattr(store, "snapshot_to", None)
+        if copy is None:
+            raise StoreError(
+                f"database {describe_db(args.db)}: snapshot copies SQLite logs; for "
+                "PostgreSQL use pg_dump, or `skillog log export` for a portable copy"
+            )
+        await copy(args.out)
+    _out(f"snapshot of {describe_db(args.db)} written to {args.out} (one file)\n")
+    return 0
+
+
 async def _import(args: argparse.Namespace) -> int:
     async with open_store(args.db) as store:
         progress = _Progress("imported", 0)
@@ -238,5 +256,6 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "checkpoint": _checkpoint,
     "keygen": _keygen,
     "export": _export,
+    "snapshot": _snapshot,
     "import": _import,
 }

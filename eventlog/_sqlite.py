@@ -357,6 +357,35 @@ class SqliteStore:
                 return
             after = rows[-1][0]
 
+    async def snapshot_to(self, out: str | os.PathLike[str]) -> None:
+        """Copy the whole database, as of one moment, into the new single file ``out``.
+
+        SQLite's online backup copies every page in one read transaction, so the copy is
+        consistent while writers go on; it is written next to ``out`` and renamed into
+        place, and never overwrites a file.
+        """
+        target = Path(out)
+
+        def copy(conn: sqlite3.Connection) -> None:
+            if target.exists():
+                raise StoreError(f"{target}: already exists; choose a new file name")
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                dest = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    conn.backup(dest)
+                    # One file, no -wal: what an auditor copies is the whole log.
+                    dest.execute("PRAGMA journal_mode=DELETE")
+                finally:
+                    dest.close()
+                os.link(tmp, target)  # fails if target appeared meanwhile
+            except OSError as e:
+                raise StoreError(f"{target}: cannot write the snapshot: {e.strerror}") from e
+            finally:
+                tmp.unlink(missing_ok=True)
+
+        await self._read(copy, f"copying the log to {target}")
+
     async def last_position(self) -> int:
         """The highest position in the database (0 when empty); a cheap progress total."""
 

@@ -143,21 +143,28 @@ def connect(
     synchronous: str = "FULL",
     busy_timeout: float = 5.0,
 ) -> sqlite3.Connection:
-    """A configured connection. Transactions are explicit (isolation_level=None)."""
+    """A configured connection. Transactions are explicit (isolation_level=None).
+
+    Read-only connections open the file with ``mode=ro``; when that cannot work because
+    the file's directory is not writable (read-only media: SQLite needs the ``-shm``
+    file), and no ``-wal`` file holds commits the main file lacks, they open it with
+    ``immutable=1`` instead, which takes no lock and writes nothing. A connection whose
+    setup fails is closed (no descriptor outlives a failed open).
+    """
+    conn = _open(path, "mode=ro" if readonly else None, busy_timeout)
     try:
         if readonly:
-            conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro",
-                uri=True,
-                timeout=busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
             conn.execute("PRAGMA query_only=1")
+            try:
+                # The first read opens the file (and its -shm): errors surface here.
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as e:
+                if getattr(e, "sqlite_errorcode", 0) & 0xFF not in (8, 14):  # READONLY, CANTOPEN
+                    raise
+                conn.close()
+                conn = _open(path, _immutable(path, e), busy_timeout)
+                conn.execute("PRAGMA query_only=1")
         else:
-            conn = sqlite3.connect(
-                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
             # WAL: readers never block the writer and a commit is one append + fsync.
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -168,8 +175,37 @@ def connect(
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+    except BaseException as e:
+        conn.close()
+        if isinstance(e, sqlite3.Error):
+            raise translate(e, path, "opening") from e
+        raise
+
+
+def _open(path: Path, mode: str | None, busy_timeout: float) -> sqlite3.Connection:
+    target: str | Path = path if mode is None else f"{path.resolve().as_uri()}?{mode}"
+    try:
+        return sqlite3.connect(
+            target,
+            uri=mode is not None,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
     except sqlite3.Error as e:
         raise translate(e, path, "opening") from e
+
+
+def _immutable(path: Path, e: sqlite3.Error) -> str:
+    """``immutable=1`` for a log on read-only media, if no commit waits in its WAL."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ReadOnlyDatabaseError(
+            f"database {path}: cannot be opened where it is ({e}) and {wal.name} holds "
+            "commits the main file lacks; copy the file with its -wal to writable media, "
+            "or take `skillog log snapshot` where it was written"
+        ) from e
+    return "immutable=1"
 
 
 def immediate(conn: sqlite3.Connection, path: Path, doing: str, fn: Callable[[], T]) -> T:

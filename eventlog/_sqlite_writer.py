@@ -58,7 +58,16 @@ class Writer(BatchWriter):
         self._data_version = -1
 
     def close(self) -> None:
-        self._conn.close()
+        try:
+            # Fold the WAL into the main file and empty it, so that the file users and
+            # auditors copy (skillog.db alone) holds the whole log. A reader in another
+            # process can keep part of the WAL alive; `skillog log snapshot` copies a
+            # live log whole.
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass  # nothing is lost: the WAL still holds what the main file does not
+        finally:
+            self._conn.close()
 
     def call(self, request: CallRequest) -> None:
         assert request.fn is not None
