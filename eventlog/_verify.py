@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import msgspec
@@ -72,6 +72,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     blobs: int = 0
     faults: tuple[Fault, ...] = ()
     unlisted: int = 0
+    tofu_key: str | None = None  # the key trusted on first use, not chosen by the caller
 
     @property
     def ok(self) -> bool:
@@ -258,16 +259,19 @@ async def verify(
     store: EventStore,
     *,
     checkpoints: list[Checkpoint] | None = None,
-    public_key: str | None = None,
+    keys: Collection[str] = (),
+    tofu: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> VerifyReport:
     """Verify every stream's chain and, with ``checkpoints``, the log against them.
 
     Without checkpoints this detects any in-place change, deletion, insertion or
     reordering inside a chain, and every stored row that is not part of the log (which
-    no reader shows; see :class:`EventStore`). With a checkpoint chain (whose signatures
-    are checked against ``public_key`` if given, else the key in the first checkpoint)
-    it also detects tail truncation, deleted streams and consistently rewritten chains.
+    no reader shows; see :class:`EventStore`). With a checkpoint chain signed by one of
+    ``keys`` (hex public keys the caller trusts) it also detects tail truncation,
+    deleted streams and consistently rewritten chains. ``tofu=True`` trusts the key of
+    the first checkpoint instead (trust on first use: the report's ``tofu_key`` says
+    so); a checkpoint signed by any other key is a fault.
     Then every blob is rehashed against its digest (events reference blobs by digest,
     so a changed blob is a changed record). Chains are checked in stream-id order, each
     up to its first fault; ``progress(n)`` is called as events are done.
@@ -275,11 +279,18 @@ async def verify(
     cps = checkpoints or []
     signed: dict[str, dict[int, str]] = {}
     if cps:
-        problem = check_chain(cps, public_key)
+        if tofu:
+            keys = {cps[0].key}
+        problem = check_chain(cps, keys)
         if problem:
             fault = Fault(kind="checkpoint", stream=None, seq=None, detail=problem)
             return VerifyReport(
-                streams=0, events=0, checkpoints=len(cps), fault=fault, faults=(fault,)
+                streams=0,
+                events=0,
+                checkpoints=len(cps),
+                fault=fault,
+                faults=(fault,),
+                tofu_key=cps[0].key if tofu else None,
             )
         for cp in cps:
             for h in cp.heads:
@@ -309,4 +320,5 @@ async def verify(
         blobs=blobs,
         faults=tuple(faults[:MAX_LISTED]),
         unlisted=unlisted + max(len(faults) - MAX_LISTED, 0),
+        tofu_key=cps[0].key if cps and tofu else None,
     )

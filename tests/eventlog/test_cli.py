@@ -122,6 +122,67 @@ def test_checkpoint_chain_catches_truncation(
     assert code == 1 and "signature does not verify" in out
 
 
+def test_verify_trusts_only_keys_the_auditor_chose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, cps = tmp_path / "x.db", tmp_path / "cp.jsonl"
+    mine, attacker = tmp_path / "mine.pem", tmp_path / "attacker.pem"
+    make_db(db)
+    for key in (mine, attacker):
+        assert cli(capsys, "keygen", "--out", str(key))[0] == 0
+    sign = ["checkpoint", "--db", str(db), "--key", str(attacker), "--out", str(cps)]
+    assert cli(capsys, *sign)[0] == 0
+    base = ["verify", "--db", str(db), "--checkpoint", str(cps)]
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "no-config.yaml"))
+    code, _, err = cli(capsys, *base)
+    assert code == 2 and "no trusted key; pass --key FILE" in err
+    code, out, _ = cli(capsys, *base, "--key", f"{mine}.pub")
+    assert code == 1 and "not among the 1 trusted key(s)" in out
+    code, out, _ = cli(capsys, *base, "--tofu")
+    assert code == 0 and out.startswith("NOTE: trusted on first use (--tofu)")
+    # A trusted-keys file (hex keys, comments), from --key, $SKILLOG_TRUSTED_KEYS, config.
+    attacker_hex = json.loads(cps.read_text())["key"]
+    trusted = tmp_path / "trusted-keys"
+    trusted.write_text(f"# auditors' keys\n{'ab' * 32}  old key\n{attacker_hex} ci signer\n")
+    code, out, _ = cli(capsys, *base, "--key", str(trusted))
+    assert code == 0 and "NOTE" not in out
+    monkeypatch.setenv("SKILLOG_TRUSTED_KEYS", str(trusted))
+    assert cli(capsys, *base)[0] == 0
+    monkeypatch.delenv("SKILLOG_TRUSTED_KEYS")
+    config = tmp_path / "config.yaml"
+    config.write_text("log:\n  trusted_keys: trusted-keys\n")
+    monkeypatch.setenv("SKILLOG_CONFIG", str(config))
+    assert cli(capsys, *base)[0] == 0
+    trusted.write_text("not-a-key\n")
+    code, _, err = cli(capsys, *base)
+    assert code == 2 and "trusted-keys:1: 'not-a-key' is not a 64-hex-digit" in err
+
+
+def test_checkpoint_refuses_to_sign_a_log_that_went_backwards(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, key, cps = tmp_path / "x.db", tmp_path / "k.pem", tmp_path / "cp.jsonl"
+    sign = ["checkpoint", "--db", str(db), "--key", str(key), "--out", str(cps)]
+    assert cli(capsys, "keygen", "--out", str(key))[0] == 0
+    for tamper, why in [
+        ("DELETE FROM events WHERE stream = 'sess-1' AND seq = 1", "seq 1: truncated"),
+        ("UPDATE events SET hash = '%s' WHERE stream = 'sess-2'" % ("e" * 64), "seq 0: "),
+        ("DELETE FROM events WHERE stream = 'sess-2'", "'sess-2': stream_missing"),
+    ]:
+        db.unlink(missing_ok=True)
+        cps.unlink(missing_ok=True)
+        make_db(db)
+        assert cli(capsys, *sign)[0] == 0
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute(tamper)
+        conn.close()
+        code, _, err = cli(capsys, *sign)
+        assert code == 2 and "refusing to sign: the log is not an extension" in err, err
+        assert why in err
+        assert len(cps.read_text().splitlines()) == 1  # nothing signed
+
+
 def test_export_import_round_trip_is_byte_exact(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
