@@ -305,6 +305,13 @@ async def _import(args: argparse.Namespace) -> int:
     _out(
         f"imported {report.events} events in {len(report.streams)} streams ({report.blobs} blobs)\n"
     )
+    if not report.complete:
+        print(
+            f"warning: {args.file} has no export header and end line (written by an older "
+            "skillog): the events in it verify, but a cut after a whole line cannot be "
+            "ruled out; compare with `skillog log sessions` where it came from",
+            file=sys.stderr,
+        )
     return 0
 
 

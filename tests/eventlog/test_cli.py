@@ -196,7 +196,7 @@ def test_export_import_round_trip_is_byte_exact(
     assert first.read_bytes() == second.read_bytes()
     assert cli(capsys, "verify", "--db", str(b))[0] == 0
     code, out, _ = cli(capsys, "export", "sess-2", "--db", str(b))
-    assert code == 0 and len(out.splitlines()) == 1 and '"body_b64"' in out
+    assert code == 0 and len(out.splitlines()) == 3 and '"body_b64"' in out
 
 
 @pytest.mark.parametrize(
@@ -235,14 +235,26 @@ def test_a_truncated_import_commits_nothing(
     cli(capsys, "export", "--db", str(a), "--out", str(dump))
     data = dump.read_bytes()
     cut = tmp_path / "cut.jsonl"
-    cut.write_bytes(data[: len(data) - 20])
+    cut.write_bytes(data[: len(data) - 30])
     code, _, err = cli(capsys, "import", str(cut), "--db", str(b))
-    assert code == 2 and "cut.jsonl:3:" in err and "nothing was imported" in err
-    garbled = tmp_path / "garbled.jsonl"
+    assert code == 2 and "cut.jsonl:4:" in err and "nothing was imported" in err
     lines = data.splitlines(keepends=True)
-    garbled.write_bytes(lines[0] + lines[1].replace(b'"seq":0', b'"seq":7') + lines[2])
+    cut.write_bytes(b"".join(lines[:-1]))  # cut after a whole line: no end line
+    code, out, err = cli(capsys, "import", str(cut), "--db", str(b))
+    assert code == 2 and out == "" and "cut.jsonl:4: the file is cut (truncated)" in err
+    garbled = tmp_path / "garbled.jsonl"
+    garbled.write_bytes(b"".join([lines[0], lines[1], lines[2].replace(b'"seq":0', b'"seq":7')]))
     code, _, err = cli(capsys, "import", str(garbled), "--db", str(b))
-    assert code == 2 and "garbled.jsonl:2:" in err
+    assert code == 2 and "garbled.jsonl:3:" in err
+    legacy = tmp_path / "legacy.jsonl"  # an export from before the header and end lines
+    legacy.write_bytes(b"".join(lines[1:-2]))
+    code, out, err = cli(capsys, "import", str(legacy), "--db", str(tmp_path / "c.db"))
+    assert code == 0 and out == "imported 2 events in 2 streams (1 blobs)\n"
+    assert "warning: " in err and "a cut after a whole line cannot be ruled out" in err
+    assert cli(capsys, "import", str(dump), "--db", str(tmp_path / "d.db"))[1:] == (
+        "imported 3 events in 2 streams (1 blobs)\n",
+        "",
+    )
     code, out, _ = cli(capsys, "sessions", "--db", str(b))
     assert code == 0 and out == ""
 
