@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import trio
+from sqlite_utils.migrations import Migrations
 
 from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
@@ -479,6 +480,7 @@ class SqliteStore:
         self,
         synchronous: str,
         max_pages: int | None,
+        domain: Sequence[Migrations],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -498,7 +500,7 @@ class SqliteStore:
             try:
                 if max_pages is not None:
                     conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
-                migrate(conn, self.path)
+                migrate(conn, self.path, domain)
             except BaseException:
                 conn.close()
                 raise
@@ -518,6 +520,7 @@ async def open_sqlite_store(
     busy_timeout: float = 5.0,
     max_pages: int | None = None,
     poll_interval: float = 0.25,
+    migrations: Sequence[Migrations] = (),
 ) -> AsyncIterator[SqliteStore]:
     """Open (creating and migrating if needed) the event log in the SQLite file ``path``.
 
@@ -529,6 +532,8 @@ async def open_sqlite_store(
     :class:`DatabaseLockedError`; ``max_pages`` caps the file size (then appends fail with
     :class:`DatabaseFullError`). The writer thread runs as a service in a nursery for
     the duration of the block; unknown tables in the file are left alone.
+    ``migrations``: named sqlite-utils migration sets of the domain that uses the log
+    (tables or views of its own), applied with the log's own when opened for writing.
     """
     if synchronous not in SYNCHRONOUS:
         raise StoreError(f"synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
@@ -548,7 +553,7 @@ async def open_sqlite_store(
             return
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(store._serve_writer, synchronous, max_pages)
+                await nursery.start(store._serve_writer, synchronous, max_pages, migrations)
                 try:
                     yield store
                 finally:

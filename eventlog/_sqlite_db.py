@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -80,6 +80,24 @@ def _m0001(db: sqlite_utils.Database) -> None:
     db.execute(
         "INSERT INTO eventlog_meta (key, value) VALUES ('format_version', ?)",
         [str(FORMAT_VERSION)],
+    )
+
+
+@migrations(name="0002_log_events_view")
+def _m0002(db: sqlite_utils.Database) -> None:
+    # The rows of the log (the rule every reader applies), for SQL users: the type's tag
+    # without its schema version and the body as JSON text (NULL if it is not JSON), so
+    # views and ad-hoc queries can json_extract() without knowing the storage.
+    db.execute(
+        f"""CREATE VIEW log_events AS SELECT
+            position, stream, seq,
+            CASE WHEN instr(type, '@') > 0 THEN substr(type, 1, instr(type, '@') - 1)
+                 ELSE type END AS tag,
+            type, recorded_at,
+            CASE WHEN typeof(body) = 'blob' AND json_valid(CAST(body AS TEXT))
+                 THEN CAST(body AS TEXT) END AS body_json,
+            hash
+        FROM events WHERE {IN_LOG}"""
     )
 
 
@@ -225,13 +243,19 @@ def immediate(conn: sqlite3.Connection, path: Path, doing: str, fn: Callable[[],
     return result
 
 
-def migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply pending migrations atomically; refuse a database from a newer format."""
+def migrate(conn: sqlite3.Connection, path: Path, domain: Sequence[Migrations] = ()) -> None:
+    """Apply pending migrations atomically; refuse a database from a newer format.
+
+    ``domain``: the migration sets of the package that uses the log (its own tables
+    and views, e.g. the orchestrator's audit views), applied after the log's own in the
+    same transaction and recorded under their own set names."""
     db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
 
     def apply() -> None:
         _check_version(db, path)
         migrations.apply(db)
+        for extra in domain:
+            extra.apply(db)
 
     # IMMEDIATE: two processes opening a fresh file must not both migrate.
     immediate(conn, path, "preparing the schema", apply)

@@ -300,6 +300,7 @@ def test_a_duplicate_seq_in_a_table_without_its_key_fails_verify(
     make_db(db)
     conn = sqlite3.connect(db)
     with conn:  # rebuild the table without UNIQUE (stream, seq), then copy a row
+        conn.execute("DROP VIEW log_events")
         conn.execute("CREATE TABLE e2 AS SELECT * FROM events")
         conn.execute("DROP TABLE events")
         conn.execute("ALTER TABLE e2 RENAME TO events")
