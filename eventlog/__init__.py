@@ -9,6 +9,7 @@ from ._checkpoint import append_checkpoint as append_checkpoint
 from ._checkpoint import generate_key as generate_key
 from ._checkpoint import load_private_key as load_private_key
 from ._checkpoint import load_public_key as load_public_key
+from ._checkpoint import load_trusted_keys as load_trusted_keys
 from ._checkpoint import make_checkpoint as make_checkpoint
 from ._checkpoint import read_checkpoints as read_checkpoints
 from ._codec import Codec as Codec
@@ -112,6 +113,7 @@ __all__ = [
     "link_preimage",
     "load_private_key",
     "load_public_key",
+    "load_trusted_keys",
     "make_checkpoint",
     "open_postgres_store",
     "open_sqlite_store",

@@ -8,14 +8,18 @@ A checkpoint file is JSON Lines, one checkpoint per line, oldest first; each lin
 The signature is Ed25519 over the *statement*: that object without ``sig``, encoded as
 JSON with sorted keys and no whitespace (msgspec). A checkpoint's id is the sha256 hex
 of its statement; ``prev`` is the previous line's id (64 zeros for the first line).
-Keys are PEM files (PKCS#8 private key, SubjectPublicKeyInfo public key).
+Keys are PEM files (PKCS#8 private key, SubjectPublicKeyInfo public key). A checkpoint
+proves something only when its key is one the verifier chose to trust (a public key
+file, or a trusted-keys file: one hex public key per line, ``#`` comments), never
+because the file names its own key; see docs/log-format.md, "Threat model".
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import msgspec
@@ -134,6 +138,35 @@ def public_hex(key: Ed25519PublicKey) -> str:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
 
 
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+def load_trusted_keys(path: str | os.PathLike[str]) -> frozenset[str]:
+    """The hex public keys a verifier trusts: from a PEM public (or private) key file,
+    or a trusted-keys file (one 64-hex-digit Ed25519 public key per line, as written
+    in checkpoints' ``key``; text after the key and lines starting with ``#`` are
+    comments)."""
+    p = Path(path)
+    data = _read(p, "key file")
+    if b"-----BEGIN" in data:
+        return frozenset([load_public_key(p)])
+    keys: set[str] = set()
+    for n, raw in enumerate(data.decode(errors="replace").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key = line.split()[0].lower()
+        if not _HEX_KEY.fullmatch(key):
+            raise CheckpointError(
+                f"trusted-keys file {p}:{n}: {key[:20]!r} is not a 64-hex-digit Ed25519 "
+                "public key; write one key per line (see `skillog log keygen`)"
+            )
+        keys.add(key)
+    if not keys:
+        raise CheckpointError(f"trusted-keys file {p}: contains no key")
+    return frozenset(keys)
+
+
 def read_checkpoints(path: str | os.PathLike[str]) -> list[Checkpoint]:
     """Parse a checkpoint file; a malformed line raises naming its line number."""
     p = Path(path)
@@ -150,22 +183,26 @@ def read_checkpoints(path: str | os.PathLike[str]) -> list[Checkpoint]:
     return out
 
 
-def check_chain(chain: list[Checkpoint], public_key: str | None) -> str | None:
+def check_chain(chain: list[Checkpoint], trusted: Collection[str]) -> str | None:
     """The first problem with a checkpoint chain itself, or None.
 
-    Checks each signature (against ``public_key`` when pinned, else the first
-    checkpoint's key, which then must not change), the ``prev`` links, and that heads
-    never move backwards or disappear from one checkpoint to the next.
+    Checks that each checkpoint is signed by a ``trusted`` key (hex) and that its
+    signature verifies, the ``prev`` links, and that heads never move backwards or
+    disappear from one checkpoint to the next.
     """
-    key_hex = public_key or chain[0].key
     prev_id = GENESIS_HASH
     prev_heads: dict[str, int] = {}
     for n, cp in enumerate(chain, 1):
         where = f"checkpoint {n}"
         if cp.version != CHECKPOINT_VERSION:
             return f"{where}: version {cp.version} is not {CHECKPOINT_VERSION}"
-        if cp.key != key_hex:
-            return f"{where}: signed by key {cp.key[:16]}..., expected {key_hex[:16]}..."
+        if cp.key not in trusted:
+            return (
+                f"{where}: signed by key {cp.key}, which is not among the "
+                f"{len(trusted)} trusted key(s); pass the signer's public key with --key "
+                "(or --tofu to trust the file's own key, which proves nothing against "
+                "whoever could write the file)"
+            )
         try:
             Ed25519PublicKey.from_public_bytes(bytes.fromhex(cp.key)).verify(
                 bytes.fromhex(cp.sig), cp.statement()

@@ -20,7 +20,7 @@ from ._checkpoint import (
     append_checkpoint,
     generate_key,
     load_private_key,
-    load_public_key,
+    load_trusted_keys,
     public_hex,
     read_checkpoints,
 )
@@ -52,8 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("session", help="the stream id")
     p.add_argument("--json", action="store_true", help="JSON Lines (the export format)")
     p = cmd("verify", "check every hash chain (and signed checkpoints); exit 1 on a fault")
-    p.add_argument("--checkpoint", type=Path, help="checkpoint file to verify against")
-    p.add_argument("--key", type=Path, help="pin the checkpoint signer's public key (PEM)")
+    add_trust_arguments(p)
     p = cmd("checkpoint", "sign every stream head and append it to a checkpoint file")
     p.add_argument("--key", type=Path, required=True, help="Ed25519 private key (PEM)")
     p.add_argument("--out", type=Path, required=True, help="checkpoint file (JSON Lines)")
@@ -62,8 +61,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = cmd("export", "write streams as JSON Lines (all events in position order)")
     p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
     p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    p = cmd(
+        "snapshot",
+        "copy a SQLite log, live or not, into one new self-contained file for auditors",
+    )
+    p.add_argument("out", type=Path, metavar="OUT.db", help="the file to create (never replaced)")
     p = cmd("import", "import a JSON Lines export; all or nothing")
     p.add_argument("file", type=Path, help="the .jsonl file")
+
+
+TRUSTED_KEYS_ENV = "SKILLOG_TRUSTED_KEYS"
+
+
+def add_trust_arguments(p: argparse.ArgumentParser) -> None:
+    """``--checkpoint``, ``--key`` and ``--tofu``: shared by ``log verify`` and ``replay``."""
+    p.add_argument("--checkpoint", type=Path, help="signed checkpoint file to verify against")
+    p.add_argument(
+        "--key",
+        dest="trusted_key",
+        type=Path,
+        help="the checkpoint signer's public key (PEM) or a trusted-keys file (one hex key "
+        f"per line); default ${TRUSTED_KEYS_ENV}, else log.trusted_keys in the config file",
+    )
+    p.add_argument(
+        "--tofu",
+        action="store_true",
+        help="trust on first use: accept the key the checkpoint file names (this proves "
+        "nothing against whoever could rewrite that file; the output says so)",
+    )
+
+
+def trusted_keys(args: argparse.Namespace) -> tuple[frozenset[str], bool]:
+    """The keys ``--key`` names and whether ``--tofu`` was asked for; a checkpoint with
+    neither is refused (a signature by a key nobody chose proves nothing)."""
+    if args.trusted_key is not None:
+        return load_trusted_keys(args.trusted_key), args.tofu
+    if args.checkpoint is not None and not args.tofu:
+        raise CheckpointError(
+            f"--checkpoint {args.checkpoint}: no trusted key; pass --key FILE (the signer's "
+            f"public key or a trusted-keys file; or set ${TRUSTED_KEYS_ENV} or "
+            "log.trusted_keys in the config file), or --tofu to trust the key the file names"
+        )
+    return frozenset(), args.tofu
+
+
+def tofu_notice(key: str | None) -> str:
+    """The line that says a checkpoint key was trusted on first use, not chosen."""
+    return (
+        f"NOTE: trusted on first use (--tofu): checkpoint key {key}; pin it with --key "
+        "to detect a checkpoint file rewritten with another key\n"
+        if key
+        else ""
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -147,15 +196,21 @@ async def _show(args: argparse.Namespace) -> int:
 
 async def _verify(args: argparse.Namespace) -> int:
     checkpoints = read_checkpoints(args.checkpoint) if args.checkpoint else None
-    key = load_public_key(args.key) if args.key else None
+    keys, tofu = trusted_keys(args)
     async with open_store(args.db, readonly=True) as store:
         progress = _Progress("verified", await _last_position(store))
         try:
-            report = await verify(store, checkpoints=checkpoints, public_key=key, progress=progress)
+            report = await verify(
+                store, checkpoints=checkpoints, keys=keys, tofu=tofu, progress=progress
+            )
         finally:
             progress.close()
+    _out(tofu_notice(report.tofu_key))
     if report.fault is not None:
-        print(f"FAULT {report.fault}", file=sys.stdout)
+        for fault in report.faults:
+            _out(f"FAULT {fault}\n")
+        if report.unlisted:
+            _out(f"... and {report.unlisted} more faults\n")
         return 1
     signed = f", against {report.checkpoints} signed checkpoint(s)" if checkpoints else ""
     _out(
@@ -167,16 +222,28 @@ async def _verify(args: argparse.Namespace) -> int:
 
 async def _checkpoint(args: argparse.Namespace) -> int:
     key = load_private_key(args.key)
-    previous = None
-    if args.out.exists():
-        chain = read_checkpoints(args.out)
-        previous = chain[-1]
-        if previous.key != public_hex(key.public_key()):
-            raise CheckpointError(
-                f"checkpoint file {args.out}: signed with another key; use that key or a new file"
-            )
+    own = public_hex(key.public_key())
+    chain = read_checkpoints(args.out) if args.out.exists() else []
+    if chain and chain[-1].key != own:
+        raise CheckpointError(
+            f"checkpoint file {args.out}: signed with another key; use that key or a new file"
+        )
     async with open_store(args.db, readonly=True) as store:
-        cp = await _make_checkpoint(store, key, previous=previous, clock=time.time_ns)
+        if chain:
+            # Consistency, as transparency logs define it: the log must still hold every
+            # head signed before, with the same hashes, and verify. Signing a log that
+            # went backwards would make the rewrite look legitimate.
+            report = await verify(store, checkpoints=chain, keys={own})
+            if report.fault is not None:
+                raise CheckpointError(
+                    f"refusing to sign: the log is not an extension of the {len(chain)} "
+                    f"checkpoint(s) in {args.out}: {report.fault}"
+                    + (f" (and {len(report.faults) - 1} more faults)" if report.faults[1:] else "")
+                    + "; find out what happened to the log before signing anything"
+                )
+        cp = await _make_checkpoint(
+            store, key, previous=chain[-1] if chain else None, clock=time.time_ns
+        )
     await trio.to_thread.run_sync(append_checkpoint, args.out, cp)
     _out(f"checkpoint {cp.id[:16]}: {len(cp.heads)} stream heads signed -> {args.out}\n")
     return 0
@@ -215,6 +282,19 @@ async def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _snapshot(args: argparse.Namespace) -> int:
+    async with open_store(args.db, readonly=True) as store:
+        copy = getattr(store, "snapshot_to", None)
+        if copy is None:
+            raise StoreError(
+                f"database {describe_db(args.db)}: snapshot copies SQLite logs; for "
+                "PostgreSQL use pg_dump, or `skillog log export` for a portable copy"
+            )
+        await copy(args.out)
+    _out(f"snapshot of {describe_db(args.db)} written to {args.out} (one file)\n")
+    return 0
+
+
 async def _import(args: argparse.Namespace) -> int:
     async with open_store(args.db) as store:
         progress = _Progress("imported", 0)
@@ -225,6 +305,13 @@ async def _import(args: argparse.Namespace) -> int:
     _out(
         f"imported {report.events} events in {len(report.streams)} streams ({report.blobs} blobs)\n"
     )
+    if not report.complete:
+        print(
+            f"warning: {args.file} has no export header and end line (written by an older "
+            "skillog): the events in it verify, but a cut after a whole line cannot be "
+            "ruled out; compare with `skillog log sessions` where it came from",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -235,5 +322,6 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "checkpoint": _checkpoint,
     "keygen": _keygen,
     "export": _export,
+    "snapshot": _snapshot,
     "import": _import,
 }

@@ -104,6 +104,18 @@ def _is_name(value: object) -> bool:
     return True
 
 
+def in_log(stream: object, seq: object) -> bool:
+    """The rule that makes a stored row part of the log (docs/log-format.md).
+
+    A row belongs to the log when its ``seq`` is an integer >= 0 and its ``stream`` is
+    a valid stream id (text of 1..256 characters without control characters). Every
+    reader shows exactly these rows and verify checks each stream's rows as one chain
+    (seq 0, 1, 2... linked by hash); any other row is reported by verify as a stray and
+    shown by no reader. Stores state the same rule in their query language.
+    """
+    return type(seq) is int and 0 <= seq <= MAX_INT and _is_name(stream)
+
+
 def _all_valid(stream: str, events: Sequence[NewEvent], expected_seq: object) -> bool:
     """True when :func:`check_new_events` would accept, checked without messages.
 

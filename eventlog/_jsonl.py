@@ -11,6 +11,12 @@ otherwise the line has ``body_b64`` (standard base64) instead. ``blobs`` (omitte
 empty) carries each blob whose digest appears as a JSON string in the body, the first
 time the export needs it. Import re-reads the body bytes exactly, so
 import -> export reproduces the file byte for byte.
+
+An export starts with the line ``{"skillog_export":2}`` and ends with
+``{"end":{"events":N}}``, so a file cut at a line boundary is known to be cut: a file
+that starts with the header must end with the end line and hold exactly N events.
+Exports written before these lines existed (no header) still import; the report says
+their completeness cannot be checked.
 """
 
 from __future__ import annotations
@@ -44,11 +50,25 @@ class Line(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fiel
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What an import committed."""
+    """What an import committed; ``complete`` is False for an export without the
+    header and end lines (written before they existed), which could have been cut."""
 
     events: int
     streams: list[str]
     blobs: int
+    complete: bool = True
+
+
+class _End(msgspec.Struct, forbid_unknown_fields=True):
+    events: int
+
+
+class _EndLine(msgspec.Struct, forbid_unknown_fields=True):
+    end: _End
+
+
+HEADER = b'{"skillog_export":2}\n'
+_END_DECODER = msgspec.json.Decoder(_EndLine)
 
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -96,7 +116,7 @@ async def export_jsonl(
     """
     sent: set[str] = set()
     count = 0
-    chunk: list[bytes] = []
+    chunk: list[bytes] = [HEADER]
     sources = [store.read(s) for s in streams] if streams is not None else [store.read_all()]
     for source in sources:
         async for event in source:
@@ -117,6 +137,7 @@ async def export_jsonl(
                 if progress:
                     progress(len(chunk))
                 chunk = []
+    chunk.append(_ENCODER.encode(_EndLine(end=_End(events=count))) + b"\n")
     await trio.to_thread.run_sync(out.writelines, chunk)
     if progress:
         progress(len(chunk))
@@ -136,6 +157,9 @@ class ImportChecker:
         self._head_of = head_of
         self.heads: dict[str, tuple[int, str]] = {}
         self.blobs: dict[str, bytes] = {}
+        self.events = 0
+        self._header: bool | None = None  # None until the first non-blank line
+        self._ended = False
 
     def fail(self, lineno: int, message: str) -> ImportFormatError:
         return ImportFormatError(
@@ -147,7 +171,16 @@ class ImportChecker:
         if not raw.strip():
             return None
         if not raw.endswith(b"\n"):
-            raise self.fail(lineno, "the last line is not terminated (truncated file?)")
+            raise self.fail(lineno, "the last line is not terminated: the file was cut (truncated)")
+        if self._ended:
+            raise self.fail(lineno, "a line after the end line (two files joined?)")
+        if self._header is None:
+            self._header = raw == HEADER
+            if self._header:
+                return None
+        if raw.startswith(b'{"end":'):
+            self._end(lineno, raw)
+            return None
         try:
             line = _DECODER.decode(raw)
         except msgspec.MsgspecError as e:
@@ -182,6 +215,7 @@ class ImportChecker:
         if h != line.hash:
             raise self.fail(lineno, f"{where}: hash does not match the content (altered line)")
         self.heads[line.stream] = (length + 1, h)
+        self.events += 1
         return Event(
             stream=line.stream,
             seq=line.seq,
@@ -192,6 +226,29 @@ class ImportChecker:
             prev_hash=prev,
             hash=h,
         )
+
+    def _end(self, lineno: int, raw: bytes) -> None:
+        try:
+            count = _END_DECODER.decode(raw).end.events
+        except msgspec.MsgspecError as e:
+            raise self.fail(lineno, f"not an end line: {e}") from e
+        if not self._header:
+            raise self.fail(lineno, "an end line in a file without the export header line")
+        if count != self.events:
+            raise self.fail(
+                lineno, f"the end line says {count} events but the file holds {self.events}"
+            )
+        self._ended = True
+
+    def finish(self, lines: int) -> bool:
+        """After the last line: whether the file is known complete; raises if cut."""
+        if self._header and not self._ended:
+            raise self.fail(
+                lines,
+                f"the file is cut (truncated): it ends after {self.events} events without its "
+                "end line",
+            )
+        return bool(self._header)
 
 
 def import_lines(
@@ -211,7 +268,7 @@ def import_lines(
     checker = ImportChecker(source, head_of)
     position = first_position
     rows: list[Event] = []
-    count = 0
+    count = lineno = 0
     for lineno, raw in enumerate(f, 1):
         e = checker.check(lineno, raw, position)
         if e is None:
@@ -224,11 +281,14 @@ def import_lines(
             rows = []
             if progress:
                 progress(4096)
+    complete = checker.finish(lineno)
     insert(rows)
     count += len(rows)
     if progress:
         progress(len(rows))
-    report = ImportReport(events=count, streams=sorted(checker.heads), blobs=len(checker.blobs))
+    report = ImportReport(
+        events=count, streams=sorted(checker.heads), blobs=len(checker.blobs), complete=complete
+    )
     return report, checker.blobs, position
 
 
@@ -263,10 +323,12 @@ async def import_jsonl(
         heads = {s.stream: (s.length, s.head_hash) for s in await store.streams()}
         checker = ImportChecker(path, lambda s: heads.get(s, (0, GENESIS_HASH)))
 
-        def parse() -> list[Event]:
-            return [e for n, raw in enumerate(f, 1) if (e := checker.check(n, raw))]
+        def parse() -> tuple[list[Event], bool]:
+            lines = f.readlines()
+            events = [e for n, raw in enumerate(lines, 1) if (e := checker.check(n, raw))]
+            return events, checker.finish(len(lines))
 
-        events = await trio.to_thread.run_sync(parse)
+        events, complete = await trio.to_thread.run_sync(parse)
     finally:
         await trio.to_thread.run_sync(f.close)
     for digest, data in checker.blobs.items():
@@ -283,4 +345,9 @@ async def import_jsonl(
         if progress:
             progress(len(run))
         i = j
-    return ImportReport(events=len(events), streams=sorted(checker.heads), blobs=len(checker.blobs))
+    return ImportReport(
+        events=len(events),
+        streams=sorted(checker.heads),
+        blobs=len(checker.blobs),
+        complete=complete,
+    )

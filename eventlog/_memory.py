@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import AsyncIterator, Sequence
 
 import trio
@@ -15,6 +16,7 @@ from ._hashchain import (
     check_int,
     check_name,
     check_new_events,
+    in_log,
 )
 from ._snapshot import Snapshot
 from ._types import Event, Head, NewEvent, StreamInfo
@@ -24,12 +26,15 @@ class MemoryStore:
     """Keeps everything in process memory; nothing survives the process.
 
     Same contract as the SQLite store: atomic optimistic appends, hash chains, global
-    positions starting at 1, blobs, snapshots and ``follow``. Must be used from one trio
-    run (it is not thread-safe).
+    positions starting at 1, blobs, snapshots and ``follow``; readers show only the rows
+    :func:`in_log` accepts, like every store. Must be used from one trio run (it is not
+    thread-safe).
     """
 
     def __init__(self) -> None:
-        self._events: list[Event] = []  # in position order; position = index + 1
+        # The table, in position order, and an index of the rows in the log: each
+        # stream's rows in seq order.
+        self._events: list[Event] = []
         self._streams: dict[str, list[Event]] = {}
         self._blobs: dict[str, bytes] = {}
         self._snapshots: dict[tuple[str, str], Snapshot] = {}
@@ -48,10 +53,12 @@ class MemoryStore:
         check_blobs(blobs)
         await trio.lowlevel.checkpoint()
         chain = self._streams.get(stream, [])
-        if expected_seq != len(chain):
-            raise ConcurrencyError(stream, expected_seq, len(chain))
+        length = chain[-1].seq + 1 if chain else 0
+        if expected_seq != length:
+            raise ConcurrencyError(stream, expected_seq, length)
         prev = chain[-1].hash if chain else GENESIS_HASH
-        new = build_events(stream, prev, expected_seq, len(self._events) + 1, events)
+        position = self._events[-1].position + 1 if self._events else 1
+        new = build_events(stream, prev, expected_seq, position, events)
         for data in blobs:
             self._blobs.setdefault(blob_digest(data), data)
         self._streams.setdefault(stream, []).extend(new)
@@ -74,19 +81,21 @@ class MemoryStore:
         if to_seq is not None:
             check_int("to_seq", to_seq)
         chain = self._streams.get(stream, [])
-        seq = from_seq
-        while seq < len(chain) and (to_seq is None or seq < to_seq):
-            yield chain[seq]
-            seq += 1
-            if seq % 1024 == 0:
+        i = bisect.bisect_left(chain, from_seq, key=_seq)
+        while i < len(chain) and (to_seq is None or chain[i].seq < to_seq):
+            yield chain[i]
+            i += 1
+            if i % 1024 == 0:
                 await trio.lowlevel.checkpoint()
 
     async def read_all(self, *, from_position: int = 0) -> AsyncIterator[Event]:
         """Every event with ``position >= from_position``, in position order."""
         check_int("from_position", from_position)
-        i = max(from_position - 1, 0)
+        i = bisect.bisect_left(self._events, from_position, key=_position)
         while i < len(self._events):
-            yield self._events[i]
+            e = self._events[i]
+            if in_log(e.stream, e.seq):
+                yield e
             i += 1
             if i % 1024 == 0:
                 await trio.lowlevel.checkpoint()
@@ -94,11 +103,13 @@ class MemoryStore:
     async def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]:
         """Like :meth:`read_all`, then waits for and yields new events until cancelled."""
         check_int("from_position", from_position)
-        i = max(from_position - 1, 0)
+        i = bisect.bisect_left(self._events, from_position, key=_position)
         while True:
             appended = self._appended
             while i < len(self._events):
-                yield self._events[i]
+                e = self._events[i]
+                if in_log(e.stream, e.seq):
+                    yield e
                 i += 1
             await appended.wait()
 
@@ -108,13 +119,26 @@ class MemoryStore:
         return [
             StreamInfo(
                 stream=name,
-                length=len(chain),
+                length=chain[-1].seq + 1,
                 head_hash=chain[-1].hash,
                 first_recorded_at=chain[0].recorded_at,
                 last_recorded_at=chain[-1].recorded_at,
             )
             for name, chain in sorted(self._streams.items())
+            if chain
         ]
+
+    async def row_count(self) -> int:
+        """Every stored row, in the log or not (verify compares counts)."""
+        await trio.lowlevel.checkpoint()
+        return len(self._events)
+
+    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row outside the log."""
+        await trio.lowlevel.checkpoint()
+        for e in self._events:
+            if not in_log(e.stream, e.seq):
+                yield e.position, e.stream, e.seq
 
     async def put_blob(self, data: bytes) -> str:
         """Store ``data`` once under its sha256 and return the digest."""
@@ -153,3 +177,11 @@ class MemoryStore:
         """The stored snapshot of ``stream`` named ``name``, if any."""
         await trio.lowlevel.checkpoint()
         return self._snapshots.get((stream, name))
+
+
+def _seq(e: Event) -> int:
+    return e.seq
+
+
+def _position(e: Event) -> int:
+    return e.position

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING
+
+from sqlite_utils.migrations import Migrations
 
 from ._errors import StoreError
 from ._types import EventStore
@@ -97,15 +99,22 @@ def describe_db(url: str | os.PathLike[str]) -> str:
 
 @asynccontextmanager
 async def open_store(
-    url: str | os.PathLike[str], *, readonly: bool = False
+    url: str | os.PathLike[str],
+    *,
+    readonly: bool = False,
+    migrations: Sequence[Migrations] = (),
 ) -> AsyncIterator[EventStore]:
     """Open the event log at ``url`` (see the module docstring) with each store's
-    defaults; ``readonly=True`` never writes and needs an existing log."""
+    defaults; ``readonly=True`` never writes and needs an existing log.
+    ``migrations``: the domain's SQLite migration sets (see :func:`open_sqlite_store`);
+    a PostgreSQL log does not take them."""
     if is_postgres_url(url):
         async with open_postgres_store(os.fspath(url), readonly=readonly) as pg:
             yield pg
         return
     from ._sqlite import open_sqlite_store
 
-    async with open_sqlite_store(sqlite_path(url), readonly=readonly) as sqlite:
+    async with open_sqlite_store(
+        sqlite_path(url), readonly=readonly, migrations=migrations
+    ) as sqlite:
         yield sqlite

@@ -25,6 +25,7 @@ from ._hashchain import (
     check_int,
     check_name,
     check_new_events,
+    in_log,
 )
 from ._jsonl import ImportReport, import_lines
 from ._postgres_db import CHANNEL, check_readable, connect, migrate, redact, translate, where
@@ -40,6 +41,9 @@ __all__ = ["PostgresStore", "open_postgres_store", "redact"]
 T = TypeVar("T")
 BATCH = 2000
 _COLS = "stream, seq, position, type, recorded_at, body, prev_hash, hash"
+#: :func:`in_log` in PostgreSQL's SQL (the column types already make seq an integer and
+#: stream text without NUL); queries that name a valid stream need only ``seq >= 0``.
+IN_LOG = r"seq >= 0 AND char_length(stream) BETWEEN 1 AND 256 AND stream !~ '[\x01-\x1f\x7f]'"
 Conn = psycopg.Connection[Any]
 
 
@@ -217,11 +221,14 @@ class PostgresStore:
 
         def head(conn: Conn) -> Head | None:
             row = conn.execute(
-                b"SELECT seq, hash FROM events WHERE stream = %s ORDER BY seq DESC LIMIT 1",
+                b"SELECT seq, hash FROM events WHERE stream = %s AND seq >= 0 "
+                b"ORDER BY seq DESC LIMIT 1",
                 (stream,),
             ).fetchone()
             return None if row is None else Head(seq=row[0], hash=row[1])
 
+        if not in_log(stream, 0):
+            return None
         return await self._read(head, f"reading the head of stream {stream!r}")
 
     async def read(
@@ -230,6 +237,8 @@ class PostgresStore:
         """Events of ``stream`` with ``from_seq <= seq < to_seq``, in seq order."""
         check_int("from_seq", from_seq)
         end = check_int("to_seq", to_seq) if to_seq is not None else 2**63 - 1
+        if not in_log(stream, 0):
+            return
         sql = f"SELECT {_COLS} FROM events WHERE stream = %s AND seq >= %s AND seq < %s "
         sql += "ORDER BY seq LIMIT %s"
         doing = f"reading stream {stream!r}"
@@ -260,7 +269,8 @@ class PostgresStore:
             position = rows[-1][2] + 1
 
     async def _fetch_from(self, position: int) -> list[Any]:
-        sql = f"SELECT {_COLS} FROM events WHERE position >= %s ORDER BY position LIMIT %s"
+        sql = f"SELECT {_COLS} FROM events WHERE position >= %s AND {IN_LOG} "
+        sql += "ORDER BY position LIMIT %s"
         return await self._read(
             lambda c: c.execute(sql.encode(), (position, BATCH)).fetchall(), "reading all events"
         )
@@ -320,6 +330,34 @@ class PostgresStore:
 
         await self._read(run, f"verifying stream {check.stream!r}")
 
+    async def row_count(self) -> int:
+        """Every row of the events table, in the log or not (verify compares counts)."""
+
+        def count(conn: Conn) -> int:
+            row = conn.execute(b"SELECT count(*) FROM events").fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._read(count, "counting events")
+
+    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row outside the log, as stored."""
+        sql = (
+            f"SELECT position, stream, seq FROM events WHERE position > %s AND NOT ({IN_LOG}) "
+            "ORDER BY position LIMIT %s"
+        ).encode()
+        after = -(2**63)
+        while True:
+
+            def fetch(c: Conn, a: int = after) -> list[Any]:
+                return c.execute(sql, (a, BATCH)).fetchall()
+
+            rows = await self._read(fetch, "looking for rows outside the log")
+            for position, stream, seq in rows:
+                yield position, stream, seq
+            if len(rows) < BATCH:
+                return
+            after = rows[-1][0]
+
     async def last_position(self) -> int:
         """The highest position in the database (0 when empty); a cheap progress total."""
 
@@ -342,9 +380,9 @@ class PostgresStore:
                 )
                 SELECT s.stream, h.seq, h.hash, f.recorded_at, h.recorded_at FROM s
                 CROSS JOIN LATERAL (SELECT seq, hash, recorded_at FROM events e
-                    WHERE e.stream = s.stream ORDER BY seq DESC LIMIT 1) h
+                    WHERE e.stream = s.stream AND seq >= 0 ORDER BY seq DESC LIMIT 1) h
                 CROSS JOIN LATERAL (SELECT recorded_at FROM events e
-                    WHERE e.stream = s.stream ORDER BY seq LIMIT 1) f
+                    WHERE e.stream = s.stream AND seq >= 0 ORDER BY seq LIMIT 1) f
                 WHERE s.stream IS NOT NULL ORDER BY s.stream"""
             ).fetchall()
             return [
@@ -356,6 +394,7 @@ class PostgresStore:
                     last_recorded_at=r[4],
                 )
                 for r in rows
+                if in_log(r[0], r[1])
             ]
 
         return await self._read(streams, "listing streams")

@@ -66,7 +66,7 @@ INSERT_BLOBS = (
 )
 _HEADS = (
     b"SELECT DISTINCT ON (stream) stream, seq, hash FROM events "
-    b"WHERE stream = ANY(%b::text[]) ORDER BY stream, seq DESC"
+    b"WHERE stream = ANY(%b::text[]) AND seq >= 0 ORDER BY stream, seq DESC"
 )
 
 

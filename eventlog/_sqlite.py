@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import trio
+from sqlite_utils.migrations import Migrations
 
 from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
@@ -20,11 +21,21 @@ from ._hashchain import (
     check_int,
     check_name,
     check_new_events,
+    in_log,
 )
 from ._jsonl import ImportReport, import_lines
 from ._snapshot import Snapshot
-from ._sqlite_db import SYNCHRONOUS, check_file, check_readable, connect, migrate, translate
-from ._sqlite_writer import INSERT_BLOB, INSERT_EVENT, Writer
+from ._sqlite_db import (
+    IN_LOG,
+    SEQ_IN_LOG,
+    SYNCHRONOUS,
+    check_file,
+    check_readable,
+    connect,
+    migrate,
+    translate,
+)
+from ._sqlite_writer import HEAD, INSERT_BLOB, INSERT_EVENT, Writer
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -48,6 +59,20 @@ def _events(rows: list[Any]) -> list[Event]:
         )
         for r in rows
     ]
+
+
+def _stored(kind: str, raw: bytes | None) -> object:
+    """A column value read as ``typeof(x), CAST(x AS BLOB)``: text that is not UTF-8
+    cannot make the reading fail."""
+    if raw is None:
+        return None
+    if kind == "integer":
+        return int(raw)
+    if kind == "real":
+        return float(raw)
+    if kind == "text":
+        return raw.decode(errors="replace")
+    return bytes(raw)
 
 
 def _row(e: Event) -> tuple[object, ...]:
@@ -154,8 +179,7 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> ImportReport:
             def head_of(stream: str) -> tuple[int, str]:
-                sql = "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1"
-                row = conn.execute(sql, (stream,)).fetchone()
+                row = conn.execute(HEAD, (stream,)).fetchone()
                 return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
 
             def insert(events: list[Event]) -> None:
@@ -209,12 +233,11 @@ class SqliteStore:
         """The last event's seq and hash, or None for a stream with no events."""
 
         def head(conn: sqlite3.Connection) -> Head | None:
-            row = conn.execute(
-                "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
-                (stream,),
-            ).fetchone()
+            row = conn.execute(HEAD, (stream,)).fetchone()
             return None if row is None else Head(seq=row[0], hash=row[1])
 
+        if not in_log(stream, 0):
+            return None
         return await self._read(head, f"reading the head of stream {stream!r}")
 
     async def read(
@@ -223,8 +246,10 @@ class SqliteStore:
         """Events of ``stream`` with ``from_seq <= seq < to_seq``, in seq order."""
         check_int("from_seq", from_seq)
         end = check_int("to_seq", to_seq) if to_seq is not None else 2**63 - 1
+        if not in_log(stream, 0):
+            return
         sql = f"SELECT {_COLS} FROM events WHERE stream = ? AND seq >= ? AND seq < ? "
-        sql += "ORDER BY seq LIMIT ?"
+        sql += f"AND {SEQ_IN_LOG} ORDER BY seq LIMIT ?"
         doing = f"reading stream {stream!r}"
         seq = from_seq
         while True:
@@ -253,7 +278,8 @@ class SqliteStore:
             position = rows[-1][2] + 1
 
     async def _fetch_from(self, position: int) -> list[Any]:
-        sql = f"SELECT {_COLS} FROM events WHERE position >= ? ORDER BY position LIMIT ?"
+        sql = f"SELECT {_COLS} FROM events WHERE position >= ? AND {IN_LOG} "
+        sql += "ORDER BY position LIMIT ?"
         return await self._read(
             lambda c: c.execute(sql, (position, BATCH)).fetchall(), "reading all events"
         )
@@ -287,7 +313,7 @@ class SqliteStore:
         """
         sql = (
             "SELECT seq, type, recorded_at, body, prev_hash, hash FROM events "
-            "WHERE stream = ? AND seq >= ? ORDER BY seq LIMIT ?"
+            f"WHERE stream = ? AND seq >= ? AND {SEQ_IN_LOG} ORDER BY seq LIMIT ?"
         )
 
         def run(conn: sqlite3.Connection) -> None:
@@ -304,6 +330,63 @@ class SqliteStore:
 
         await self._read(run, f"verifying stream {check.stream!r}")
 
+    async def row_count(self) -> int:
+        """Every row of the events table, in the log or not (verify compares counts)."""
+
+        def count(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+
+        return await self._read(count, "counting events")
+
+    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row outside the log, as stored."""
+        sql = (
+            "SELECT position, typeof(stream), CAST(stream AS BLOB), typeof(seq), "
+            f"CAST(seq AS BLOB) FROM events WHERE position > ? AND NOT ({IN_LOG}) "
+            "ORDER BY position LIMIT ?"
+        )
+        after = -(2**63)
+        while True:
+
+            def fetch(c: sqlite3.Connection, a: int = after) -> list[Any]:
+                return c.execute(sql, (a, BATCH)).fetchall()
+
+            rows = await self._read(fetch, "looking for rows outside the log")
+            for position, stype, stream, qtype, seq in rows:
+                yield position, _stored(stype, stream), _stored(qtype, seq)
+            if len(rows) < BATCH:
+                return
+            after = rows[-1][0]
+
+    async def snapshot_to(self, out: str | os.PathLike[str]) -> None:
+        """Copy the whole database, as of one moment, into the new single file ``out``.
+
+        SQLite's online backup copies every page in one read transaction, so the copy is
+        consistent while writers go on; it is written next to ``out`` and renamed into
+        place, and never overwrites a file.
+        """
+        target = Path(out)
+
+        def copy(conn: sqlite3.Connection) -> None:
+            if target.exists():
+                raise StoreError(f"{target}: already exists; choose a new file name")
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            try:
+                dest = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    conn.backup(dest)
+                    # One file, no -wal: what an auditor copies is the whole log.
+                    dest.execute("PRAGMA journal_mode=DELETE")
+                finally:
+                    dest.close()
+                os.link(tmp, target)  # fails if target appeared meanwhile
+            except OSError as e:
+                raise StoreError(f"{target}: cannot write the snapshot: {e.strerror}") from e
+            finally:
+                tmp.unlink(missing_ok=True)
+
+        await self._read(copy, f"copying the log to {target}")
+
     async def last_position(self) -> int:
         """The highest position in the database (0 when empty); a cheap progress total."""
 
@@ -313,37 +396,37 @@ class SqliteStore:
         return await self._read(last, "reading the last position")
 
     async def streams(self) -> list[StreamInfo]:
-        """One summary per stream, ordered by stream id (a skip-scan: no full scan)."""
+        """One summary per stream, ordered by stream id (a skip-scan: no full scan).
+
+        Only streams with rows in the log (see :func:`in_log`); the length is the head's
+        seq + 1, whatever lies below it (verify reports gaps and duplicates)."""
 
         def streams(conn: sqlite3.Connection) -> list[StreamInfo]:
             rows = conn.execute(
-                """WITH RECURSIVE s(stream) AS (
+                f"""WITH RECURSIVE s(stream) AS (
                     SELECT MIN(stream) FROM events
                     UNION ALL
                     SELECT (SELECT MIN(stream) FROM events WHERE stream > s.stream)
                     FROM s WHERE s.stream IS NOT NULL
                 )
-                SELECT s.stream,
-                    (SELECT MAX(seq) FROM events
-                     WHERE stream = s.stream AND typeof(seq) = 'integer'),
-                    (SELECT hash FROM events WHERE stream = s.stream AND typeof(seq) = 'integer'
-                     ORDER BY seq DESC LIMIT 1),
-                    (SELECT recorded_at FROM events WHERE stream = s.stream ORDER BY seq LIMIT 1),
-                    (SELECT recorded_at FROM events WHERE stream = s.stream
-                     AND typeof(seq) = 'integer' ORDER BY seq DESC LIMIT 1)
-                FROM s WHERE s.stream IS NOT NULL"""
+                SELECT s.stream, h.seq, h.hash, h.recorded_at,
+                    (SELECT recorded_at FROM events WHERE stream = s.stream AND {SEQ_IN_LOG}
+                     ORDER BY seq LIMIT 1)
+                FROM s JOIN events h ON h.position = (
+                    SELECT position FROM events WHERE stream = s.stream AND {SEQ_IN_LOG}
+                    ORDER BY seq DESC LIMIT 1)
+                WHERE s.stream IS NOT NULL ORDER BY s.stream"""
             ).fetchall()
             return [
                 StreamInfo(
                     stream=r[0],
-                    # A stream whose rows all have a corrupted seq counts as empty;
-                    # verify reports it.
-                    length=0 if r[1] is None else int(r[1]) + 1,
-                    head_hash=r[2] or "",
-                    first_recorded_at=r[3] or 0,
-                    last_recorded_at=r[4] or 0,
+                    length=r[1] + 1,
+                    head_hash=r[2],
+                    first_recorded_at=r[4],
+                    last_recorded_at=r[3],
                 )
                 for r in rows
+                if in_log(r[0], r[1])
             ]
 
         return await self._read(streams, "listing streams")
@@ -397,6 +480,7 @@ class SqliteStore:
         self,
         synchronous: str,
         max_pages: int | None,
+        domain: Sequence[Migrations],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -416,7 +500,7 @@ class SqliteStore:
             try:
                 if max_pages is not None:
                     conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
-                migrate(conn, self.path)
+                migrate(conn, self.path, domain)
             except BaseException:
                 conn.close()
                 raise
@@ -436,6 +520,7 @@ async def open_sqlite_store(
     busy_timeout: float = 5.0,
     max_pages: int | None = None,
     poll_interval: float = 0.25,
+    migrations: Sequence[Migrations] = (),
 ) -> AsyncIterator[SqliteStore]:
     """Open (creating and migrating if needed) the event log in the SQLite file ``path``.
 
@@ -447,6 +532,8 @@ async def open_sqlite_store(
     :class:`DatabaseLockedError`; ``max_pages`` caps the file size (then appends fail with
     :class:`DatabaseFullError`). The writer thread runs as a service in a nursery for
     the duration of the block; unknown tables in the file are left alone.
+    ``migrations``: named sqlite-utils migration sets of the domain that uses the log
+    (tables or views of its own), applied with the log's own when opened for writing.
     """
     if synchronous not in SYNCHRONOUS:
         raise StoreError(f"synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
@@ -466,7 +553,7 @@ async def open_sqlite_store(
             return
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(store._serve_writer, synchronous, max_pages)
+                await nursery.start(store._serve_writer, synchronous, max_pages, migrations)
                 try:
                     yield store
                 finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,6 +33,17 @@ T = TypeVar("T")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 migrations = Migrations(_MIGRATION_SET)
+
+#: :func:`eventlog._hashchain.in_log` in SQLite's SQL, for a query that already names a
+#: valid stream: the row's seq is an integer >= 0 (a REAL, TEXT or BLOB seq is not).
+SEQ_IN_LOG = "typeof(seq) = 'integer' AND seq >= 0"
+#: The whole rule, for queries over every stream: the stream id is text of 1..256
+#: characters without a control character (NUL is looked for in the bytes, because
+#: SQLite's text functions stop at one).
+IN_LOG = (
+    f"{SEQ_IN_LOG} AND typeof(stream) = 'text' AND length(stream) BETWEEN 1 AND 256 "
+    "AND instr(CAST(stream AS BLOB), x'00') = 0 AND stream NOT GLOB '*[\x01-\x1f\x7f]*'"
+)
 
 
 @migrations(name="0001_events_blobs")
@@ -69,6 +80,24 @@ def _m0001(db: sqlite_utils.Database) -> None:
     db.execute(
         "INSERT INTO eventlog_meta (key, value) VALUES ('format_version', ?)",
         [str(FORMAT_VERSION)],
+    )
+
+
+@migrations(name="0002_log_events_view")
+def _m0002(db: sqlite_utils.Database) -> None:
+    # The rows of the log (the rule every reader applies), for SQL users: the type's tag
+    # without its schema version and the body as JSON text (NULL if it is not JSON), so
+    # views and ad-hoc queries can json_extract() without knowing the storage.
+    db.execute(
+        f"""CREATE VIEW log_events AS SELECT
+            position, stream, seq,
+            CASE WHEN instr(type, '@') > 0 THEN substr(type, 1, instr(type, '@') - 1)
+                 ELSE type END AS tag,
+            type, recorded_at,
+            CASE WHEN typeof(body) = 'blob' AND json_valid(CAST(body AS TEXT))
+                 THEN CAST(body AS TEXT) END AS body_json,
+            hash
+        FROM events WHERE {IN_LOG}"""
     )
 
 
@@ -132,21 +161,28 @@ def connect(
     synchronous: str = "FULL",
     busy_timeout: float = 5.0,
 ) -> sqlite3.Connection:
-    """A configured connection. Transactions are explicit (isolation_level=None)."""
+    """A configured connection. Transactions are explicit (isolation_level=None).
+
+    Read-only connections open the file with ``mode=ro``; when that cannot work because
+    the file's directory is not writable (read-only media: SQLite needs the ``-shm``
+    file), and no ``-wal`` file holds commits the main file lacks, they open it with
+    ``immutable=1`` instead, which takes no lock and writes nothing. A connection whose
+    setup fails is closed (no descriptor outlives a failed open).
+    """
+    conn = _open(path, "mode=ro" if readonly else None, busy_timeout)
     try:
         if readonly:
-            conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro",
-                uri=True,
-                timeout=busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
             conn.execute("PRAGMA query_only=1")
+            try:
+                # The first read opens the file (and its -shm): errors surface here.
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as e:
+                if getattr(e, "sqlite_errorcode", 0) & 0xFF not in (8, 14):  # READONLY, CANTOPEN
+                    raise
+                conn.close()
+                conn = _open(path, _immutable(path, e), busy_timeout)
+                conn.execute("PRAGMA query_only=1")
         else:
-            conn = sqlite3.connect(
-                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
             # WAL: readers never block the writer and a commit is one append + fsync.
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -157,8 +193,37 @@ def connect(
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+    except BaseException as e:
+        conn.close()
+        if isinstance(e, sqlite3.Error):
+            raise translate(e, path, "opening") from e
+        raise
+
+
+def _open(path: Path, mode: str | None, busy_timeout: float) -> sqlite3.Connection:
+    target: str | Path = path if mode is None else f"{path.resolve().as_uri()}?{mode}"
+    try:
+        return sqlite3.connect(
+            target,
+            uri=mode is not None,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
     except sqlite3.Error as e:
         raise translate(e, path, "opening") from e
+
+
+def _immutable(path: Path, e: sqlite3.Error) -> str:
+    """``immutable=1`` for a log on read-only media, if no commit waits in its WAL."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise ReadOnlyDatabaseError(
+            f"database {path}: cannot be opened where it is ({e}) and {wal.name} holds "
+            "commits the main file lacks; copy the file with its -wal to writable media, "
+            "or take `skillog log snapshot` where it was written"
+        ) from e
+    return "immutable=1"
 
 
 def immediate(conn: sqlite3.Connection, path: Path, doing: str, fn: Callable[[], T]) -> T:
@@ -178,13 +243,19 @@ def immediate(conn: sqlite3.Connection, path: Path, doing: str, fn: Callable[[],
     return result
 
 
-def migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply pending migrations atomically; refuse a database from a newer format."""
+def migrate(conn: sqlite3.Connection, path: Path, domain: Sequence[Migrations] = ()) -> None:
+    """Apply pending migrations atomically; refuse a database from a newer format.
+
+    ``domain``: the migration sets of the package that uses the log (its own tables
+    and views, e.g. the orchestrator's audit views), applied after the log's own in the
+    same transaction and recorded under their own set names."""
     db = sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False)
 
     def apply() -> None:
         _check_version(db, path)
         migrations.apply(db)
+        for extra in domain:
+            extra.apply(db)
 
     # IMMEDIATE: two processes opening a fresh file must not both migrate.
     immediate(conn, path, "preparing the schema", apply)

@@ -22,7 +22,7 @@ import trio
 
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
-from ._sqlite_db import immediate
+from ._sqlite_db import SEQ_IN_LOG, immediate
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
 
@@ -34,6 +34,8 @@ INSERT_EVENT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 INSERT_BLOB = "INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)"
+#: A stream's head: the row with the highest seq among those in the log.
+HEAD = f"SELECT seq, hash FROM events WHERE stream = ? AND {SEQ_IN_LOG} ORDER BY seq DESC LIMIT 1"
 
 
 class Writer(BatchWriter):
@@ -56,7 +58,16 @@ class Writer(BatchWriter):
         self._data_version = -1
 
     def close(self) -> None:
-        self._conn.close()
+        try:
+            # Fold the WAL into the main file and empty it, so that the file users and
+            # auditors copy (skillog.db alone) holds the whole log. A reader in another
+            # process can keep part of the WAL alive; `skillog log snapshot` copies a
+            # live log whole.
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass  # nothing is lost: the WAL still holds what the main file does not
+        finally:
+            self._conn.close()
 
     def call(self, request: CallRequest) -> None:
         assert request.fn is not None
@@ -122,9 +133,7 @@ class Writer(BatchWriter):
 
     def _head(self, stream: str) -> int:
         try:
-            row = self._conn.execute(
-                "SELECT seq FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1", (stream,)
-            ).fetchone()
+            row = self._conn.execute(HEAD, (stream,)).fetchone()
         except sqlite3.Error:  # pragma: no cover - only used to word an error
             return -1
         return 0 if row is None else int(row[0]) + 1
@@ -144,10 +153,7 @@ class Writer(BatchWriter):
             stream = r.stream
             head = heads.get(stream) or known.get(stream)
             if head is None:
-                row = conn.execute(
-                    "SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
-                    (stream,),
-                ).fetchone()
+                row = conn.execute(HEAD, (stream,)).fetchone()
                 head = (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
             length, prev = head
             if r.expected_seq != length:

@@ -60,12 +60,22 @@ class StreamInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 @runtime_checkable
 class EventStore(Protocol):
-    """The contract every store implements (MemoryStore, the SQLite store).
+    """The contract every store implements (memory, SQLite, PostgreSQL).
 
     ``append`` is atomic and optimistic: ``expected_seq`` is the seq the first new event
     gets (the stream's current length); a mismatch raises :class:`ConcurrencyError` and
     writes nothing. It returns only after the events and blobs are committed (durable as
     the store promises). Reads stream in order without loading a whole stream.
+
+    **What the log is.** A stored row is part of the log when its ``seq`` is an integer
+    >= 0 and its ``stream`` a valid stream id: text of 1..256 characters with no control
+    character (U+0000..U+001F, U+007F); see :func:`eventlog._hashchain.in_log`. Every
+    reader (``head``, ``read``, ``read_all``, ``follow``, ``streams``) returns exactly
+    those rows, and a stream's head and length come from its highest such seq.
+    ``verify`` checks those rows stream by stream as one chain (seq 0, 1, 2... each
+    linked to the previous hash), so a gap or a duplicate seq is a fault; every other
+    row (``read_strays``) is reported as a fault too, and shown by no reader. A store
+    states the rule in its own query language, next to each reader's query.
     """
 
     async def append(
@@ -94,6 +104,16 @@ class EventStore(Protocol):
     async def get_blob(self, digest: str) -> bytes: ...
 
     async def has_blob(self, digest: str) -> bool: ...
+
+    async def row_count(self) -> int:
+        """Every stored event row, in the log or not (verify compares it to what it
+        checked, and looks for strays only when the counts differ)."""
+        ...
+
+    def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every stored row outside the log, as stored
+        (``stream`` and ``seq`` may be of any type), in position order."""
+        ...
 
     def read_blobs(self) -> AsyncIterator[tuple[str, bytes]]:
         """Every stored ``(digest, bytes)`` as stored, in a stable order (for verify)."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import msgspec
 
 from ._checkpoint import Checkpoint, check_chain
-from ._hashchain import GENESIS_HASH, is_digest
+from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
 from ._types import EventStore, closing
 
 #: Fault kinds, in the words the CLI prints.
@@ -18,6 +18,8 @@ KINDS = {
     "unlinked": "prev_hash is not the previous event's hash (an event inserted or removed)",
     "moved": "hash and link both wrong: the event was reordered, inserted or renumbered",
     "missing": "a seq is missing (an event was deleted)",
+    "duplicate": "a second row at a seq already in the chain (the table's key was removed)",
+    "stray": "a row outside every chain (no reader shows it): written around skillog",
     "malformed": "a column has the wrong type or form",
     "truncated": "the stream is shorter than a signed checkpoint says",
     "stream_missing": "a stream in a signed checkpoint is not in the log",
@@ -29,13 +31,15 @@ KINDS = {
 
 
 class Fault(msgspec.Struct, frozen=True, kw_only=True):
-    """The first problem found: where (stream, seq) and what (``kind``, see KINDS)."""
+    """A problem: where (stream, seq; position for a stray row) and what (``kind``, see
+    KINDS)."""
 
     kind: str
     stream: str | None
     seq: int | None
     detail: str
     blob: str | None = None  # the digest column of a faulty blob, as stored
+    position: int | None = None
 
     def __str__(self) -> str:
         if self.blob is not None:
@@ -44,17 +48,31 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True):
             where = "checkpoint" if self.stream is None else f"stream {self.stream!r}"
         if self.seq is not None:
             where += f" seq {self.seq}"
+        if self.position is not None:
+            where += f" position {self.position}"
         return f"{where}: {self.kind}: {self.detail}"
 
 
+#: Faults listed in a report at most; the rest are only counted (``unlisted``).
+MAX_LISTED = 1000
+
+
 class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
-    """What :func:`verify` checked; ``fault`` is the first problem, or None if intact."""
+    """What :func:`verify` checked; ``fault`` is the first problem, or None if intact.
+
+    ``faults`` lists every problem found: the first fault of each broken chain (a chain
+    is not checked past its first fault), each row outside the log, the first bad blob;
+    beyond :data:`MAX_LISTED` they are counted in ``unlisted``.
+    """
 
     streams: int
     events: int
     checkpoints: int
     fault: Fault | None
     blobs: int = 0
+    faults: tuple[Fault, ...] = ()
+    unlisted: int = 0
+    tofu_key: str | None = None  # the key trusted on first use, not chosen by the caller
 
     @property
     def ok(self) -> bool:
@@ -122,6 +140,9 @@ class ChainCheck:
         if bad:
             return Fault(kind="malformed", stream=self.stream, seq=expected, detail=bad)
         seq, prev_hash, hash_ = row[0], row[4], row[5]
+        if seq < expected:
+            detail = f"seq {seq} again after seq {expected - 1}"
+            return Fault(kind="duplicate", stream=self.stream, seq=seq, detail=detail)
         if seq != expected:
             detail = f"expected seq {expected}, the next stored is {seq}"
             return Fault(kind="missing", stream=self.stream, seq=expected, detail=detail)
@@ -198,49 +219,106 @@ async def verify_blobs(store: EventStore) -> tuple[int, Fault | None]:
     return count, None
 
 
+def stray_fault(position: int, stream: object, seq: object) -> Fault:
+    """The fault of a stored row that is not part of the log (pure)."""
+    why = []
+    if not (type(seq) is int and seq >= 0):
+        why.append(f"seq {seq!r} is not an integer >= 0")
+    if not _is_name(stream):
+        why.append(
+            f"stream {stream!r} is not a stream id (text of 1..{MAX_NAME_CHARS} characters "
+            "without control characters)"
+        )
+    return Fault(
+        kind="stray",
+        stream=stream if isinstance(stream, str) else repr(stream),
+        seq=seq if type(seq) is int else None,
+        position=position,
+        detail=f"{'; '.join(why)}: {KINDS['stray']}",
+    )
+
+
+async def verify_strays(store: EventStore, checked: int) -> tuple[list[Fault], int]:
+    """A fault for every row outside the log (the first :data:`MAX_LISTED`, and how many
+    more). Rows are counted first: when every row was ``checked`` in a chain there is
+    no stray, and the table is not scanned."""
+    listed: list[Fault] = []
+    more = 0
+    if await store.row_count() == checked:
+        return listed, more
+    async with closing(store.read_strays()) as strays:
+        async for position, stream, seq in strays:
+            if len(listed) < MAX_LISTED:
+                listed.append(stray_fault(position, stream, seq))
+            else:
+                more += 1
+    return listed, more
+
+
 async def verify(
     store: EventStore,
     *,
     checkpoints: list[Checkpoint] | None = None,
-    public_key: str | None = None,
+    keys: Collection[str] = (),
+    tofu: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> VerifyReport:
     """Verify every stream's chain and, with ``checkpoints``, the log against them.
 
     Without checkpoints this detects any in-place change, deletion, insertion or
-    reordering inside a chain. With a checkpoint chain (whose signatures are checked
-    against ``public_key`` if given, else the key in the first checkpoint) it also
-    detects tail truncation, deleted streams and consistently rewritten chains. Then every
-    blob is rehashed against its digest (events reference blobs by digest, so a changed
-    blob is a changed record). It stops at the first fault, chains in stream-id order
-    first; ``progress(n)`` is called as events are done.
+    reordering inside a chain, and every stored row that is not part of the log (which
+    no reader shows; see :class:`EventStore`). With a checkpoint chain signed by one of
+    ``keys`` (hex public keys the caller trusts) it also detects tail truncation,
+    deleted streams and consistently rewritten chains. ``tofu=True`` trusts the key of
+    the first checkpoint instead (trust on first use: the report's ``tofu_key`` says
+    so); a checkpoint signed by any other key is a fault.
+    Then every blob is rehashed against its digest (events reference blobs by digest,
+    so a changed blob is a changed record). Chains are checked in stream-id order, each
+    up to its first fault; ``progress(n)`` is called as events are done.
     """
     cps = checkpoints or []
     signed: dict[str, dict[int, str]] = {}
     if cps:
-        problem = check_chain(cps, public_key)
+        if tofu:
+            keys = {cps[0].key}
+        problem = check_chain(cps, keys)
         if problem:
             fault = Fault(kind="checkpoint", stream=None, seq=None, detail=problem)
-            return VerifyReport(streams=0, events=0, checkpoints=len(cps), fault=fault)
+            return VerifyReport(
+                streams=0,
+                events=0,
+                checkpoints=len(cps),
+                fault=fault,
+                faults=(fault,),
+                tofu_key=cps[0].key if tofu else None,
+            )
         for cp in cps:
             for h in cp.heads:
                 signed.setdefault(h.stream, {})[h.seq] = h.hash
     present = {s.stream for s in await store.streams()}
     total = 0
+    faults: list[Fault] = []
     for stream in sorted(present | set(signed)):
         if stream not in present:
             detail = f"signed up to seq {max(signed[stream])} but absent from the log"
-            fault = Fault(kind="stream_missing", stream=stream, seq=None, detail=detail)
-            return VerifyReport(
-                streams=len(present), events=total, checkpoints=len(cps), fault=fault
-            )
+            faults.append(Fault(kind="stream_missing", stream=stream, seq=None, detail=detail))
+            continue
         n, found = await verify_stream(store, stream, signed=signed.get(stream), progress=progress)
         total += n
         if found:
-            return VerifyReport(
-                streams=len(present), events=total, checkpoints=len(cps), fault=found
-            )
+            faults.append(found)
+    strays, unlisted = await verify_strays(store, total)
+    faults += strays
     blobs, found = await verify_blobs(store)
+    if found:
+        faults.append(found)
     return VerifyReport(
-        streams=len(present), events=total, checkpoints=len(cps), fault=found, blobs=blobs
+        streams=len(present),
+        events=total,
+        checkpoints=len(cps),
+        fault=faults[0] if faults else None,
+        blobs=blobs,
+        faults=tuple(faults[:MAX_LISTED]),
+        unlisted=unlisted + max(len(faults) - MAX_LISTED, 0),
+        tofu_key=cps[0].key if cps and tofu else None,
     )

@@ -92,8 +92,10 @@ from ._state import SessionState as SessionState
 from ._state import apply as apply
 from ._state import fold_events as fold_events
 from ._transcript import transcript as transcript
+from ._views import AUDIT_VIEWS as AUDIT_VIEWS
 
 __all__ = [
+    "AUDIT_VIEWS",
     "CODEC",
     "EVENT_TYPES",
     "INDEX_STREAM",

@@ -16,6 +16,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from eventlog import SkillogError
 
@@ -60,6 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(command if command in COMMANDS else None).parse_args(args_list)
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
+        if getattr(args, "trusted_key", False) is None and getattr(args, "checkpoint", None):
+            # The joining layer knows the configuration file; eventlog and replay do not.
+            from orchestrator.skills._config import trusted_keys_default
+
+            default = trusted_keys_default()
+            args.trusted_key = None if default is None else Path(default)
         code: int = module.run(args)
     except SkillogError as e:
         print(f"skillog {args.command}: error: {e}", file=sys.stderr)

@@ -15,6 +15,7 @@ from eventlog import open_sqlite_store
 
 from ._approvals import decide_approval, pending_approvals
 from ._cli_session import add_db, when
+from ._views import AUDIT_VIEWS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +61,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _decide(args: argparse.Namespace) -> int:
     approved = args.command == "approve"
-    async with open_sqlite_store(args.db) as store:
+    async with open_sqlite_store(args.db, migrations=[AUDIT_VIEWS]) as store:
         decision = await decide_approval(
             store,
             args.session,

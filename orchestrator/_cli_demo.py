@@ -24,6 +24,7 @@ from ._loop import Agent
 from ._sandbox import sandbox_available
 from ._session import Clock
 from ._transcript import transcript
+from ._views import AUDIT_VIEWS
 from .skills import Tier, load_skill
 
 DEMO = Path(__file__).parent / "demo"
@@ -71,7 +72,7 @@ async def _demo(args: argparse.Namespace) -> int:
     agent = demo_agent(sandbox="required" if sandboxed else "preferred")
     skills = agent.skills
     try:
-        async with open_store(args.db) as store:
+        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             session = await agent.run(store, TASK)
             bodies = await read_bodies(store, session.id)
             report = await verify(store)

@@ -17,6 +17,7 @@ from ._cli_session import add_db, agent_for
 from ._events import SessionStarted
 from ._fleet import Worker, describe
 from ._loop import Agent
+from ._views import AUDIT_VIEWS
 from .skills import Tier
 
 
@@ -58,7 +59,7 @@ async def _submit(args: argparse.Namespace) -> int:
     """Queue one session per task (recorded as started, with its task); print the ids."""
     agent = agent_for(args, model_spec=args.model)
     try:
-        async with open_store(args.db) as store:
+        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             for task in args.tasks:
                 session = await agent.start(store, task=task)
                 print(session.id)
@@ -81,7 +82,10 @@ async def _work(args: argparse.Namespace) -> int:
         return agent_for(session_args, model_spec=f"{started.provider}:{started.model}")
 
     stop = trio.Event()
-    async with open_store(args.db) as store, trio.open_nursery() as nursery:
+    async with (
+        open_store(args.db, migrations=[AUDIT_VIEWS]) as store,
+        trio.open_nursery() as nursery,
+    ):
         worker = Worker(
             store,
             make_agent,

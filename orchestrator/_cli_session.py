@@ -33,6 +33,7 @@ from ._fleet import LEASE_PREFIX, lease_history
 from ._loop import Agent
 from ._state import SessionState, apply
 from ._transcript import transcript
+from ._views import AUDIT_VIEWS
 from .skills import (
     Skill,
     Tier,
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model)
     try:
-        async with open_store(args.db) as store:
+        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             session = await agent.run(store, args.task)
             return await _report(store, session.id)
     finally:
@@ -109,7 +110,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    async with open_store(args.db) as store:
+    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
         started = await _started(store, args.session)
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:

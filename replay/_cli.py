@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import msgspec
 import trio
 
 from eventlog import DB_HELP, SkillogError, default_db
+from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
 
 from ._errors import BrokenLogError
 from ._fork import fork_session
@@ -32,11 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--db", help=f"{DB_HELP}; opened read-only")
     source.add_argument("--jsonl", help="replay from a JSON Lines export instead of a database")
-    parser.add_argument(
-        "--checkpoint",
-        type=Path,
-        help="signed checkpoint file: verify the whole log against it first",
-    )
+    add_trust_arguments(parser)  # --checkpoint: verify the whole log against it first
     parser.add_argument(
         "--against-disk",
         nargs="+",
@@ -101,9 +97,13 @@ def _conflict(args: argparse.Namespace) -> str | None:
 async def _replay(args: argparse.Namespace) -> int:
     db = None if args.jsonl else (args.db or default_db())
     writable = args.fork_at is not None
+    keys, tofu = trusted_keys(args)
     async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
         recording = await load_recording(store, args.session)
-        await verify_recording(store, args.session, checkpoint=args.checkpoint)
+        tofu_key = await verify_recording(
+            store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
+        )
+        sys.stdout.write(tofu_notice(tofu_key))
         if args.timeline:
             entries = timeline(recording)
             if args.json:

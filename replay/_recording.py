@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -93,16 +93,24 @@ async def load_recording(store: EventStore, session: str) -> Recording:
 
 
 async def verify_recording(
-    store: EventStore, session: str, *, checkpoint: str | os.PathLike[str] | None = None
-) -> None:
+    store: EventStore,
+    session: str,
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
+    keys: Collection[str] = (),
+    tofu: bool = False,
+) -> str | None:
     """Check the session's hash chain (the stored bytes, from seq 0).
 
     With a ``checkpoint`` file the whole log is verified against its signed heads
     (a checkpoint signs every session's head at once), which also reveals a truncated
-    tail or a consistently rewritten chain. Raises :class:`BrokenLogError`."""
+    tail or a consistently rewritten chain; the checkpoints must be signed by one of
+    ``keys`` (or, with ``tofu``, by the key the file names: that key is returned).
+    Raises :class:`BrokenLogError`."""
+    tofu_key = None
     if checkpoint is not None:
-        report = await verify(store, checkpoints=read_checkpoints(checkpoint))
-        fault = report.fault
+        report = await verify(store, checkpoints=read_checkpoints(checkpoint), keys=keys, tofu=tofu)
+        fault, tofu_key = report.fault, report.tofu_key
     else:
         _, fault = await verify_stream(store, session)
     if fault is not None:
@@ -112,6 +120,7 @@ async def verify_recording(
             f"the log does not verify: {fault.kind}: {fault.detail}; it was altered or "
             "damaged after it was written - replay proves nothing from it",
         )
+    return tofu_key
 
 
 async def get_checked_blob(

@@ -150,9 +150,10 @@ def _record(catalog: Catalog, db: str) -> None:
     import trio
 
     from .._index_log import record_index_run
+    from .._views import AUDIT_VIEWS
 
     async def record() -> None:
-        async with open_store(db) as store:
+        async with open_store(db, migrations=[AUDIT_VIEWS]) as store:
             event = await record_index_run(store, catalog)
         print(f"recorded indexing run as {event.stream} seq {event.seq}", file=sys.stderr)
 

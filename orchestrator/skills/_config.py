@@ -64,8 +64,16 @@ class SkillsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     installed: tuple[InstalledSkill, ...] = ()
 
 
+class LogConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``log:`` section: what ``skillog log verify`` and ``replay`` trust."""
+
+    # A public key file or trusted-keys file: the default of --key with --checkpoint.
+    trusted_keys: str | None = None
+
+
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
+    log: LogConfig = msgspec.field(default_factory=LogConfig)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
@@ -87,7 +95,13 @@ def default_install_dir(env: Mapping[str, str] | None = None) -> str:
 def load_config(path: str) -> SkillsConfig:
     """Read the configuration at ``path``; a missing file gives the defaults."""
     text = _read(path)
-    return SkillsConfig() if text is None else _parse(path, text)
+    return SkillsConfig() if text is None else _parse(path, text).skills
+
+
+def load_log_config(path: str) -> LogConfig:
+    """The ``log:`` section of the configuration at ``path`` (defaults if missing)."""
+    text = _read(path)
+    return LogConfig() if text is None else _parse(path, text).log
 
 
 def save_config(path: str, config: SkillsConfig) -> None:
@@ -98,15 +112,19 @@ def save_config(path: str, config: SkillsConfig) -> None:
     ``config`` (a layout the editor does not handle), the section is written afresh.
     """
     text = _read(path) or ""
-    old = _plain(_parse(path, text) if text else SkillsConfig())
+    parsed = _parse(path, text) if text else _File()
+    old = _plain(parsed.skills)
     new = _plain(config)
     edited = set_skills_keys(text, {k: v for k, v in new.items() if old.get(k) != v})
     try:
-        ok = _parse(path, edited) == config
+        ok = _parse(path, edited) == msgspec.structs.replace(parsed, skills=config)
     except ConfigError:
         ok = False
     if not ok:  # a safety net: the data matters more than the comments
-        edited = yaml.safe_dump({"skills": new}, sort_keys=False, allow_unicode=True)
+        doc: dict[str, object] = {"skills": new}
+        if parsed.log != LogConfig():
+            doc["log"] = msgspec.to_builtins(parsed.log)
+        edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
@@ -155,7 +173,7 @@ def _read(path: str) -> str | None:
         raise ConfigError(f"{path}: the configuration is not UTF-8 (byte {e.start})") from e
 
 
-def _parse(path: str, text: str) -> SkillsConfig:
+def _parse(path: str, text: str) -> _File:
     try:
         raw = yaml.load(
             text, Loader=yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
@@ -166,7 +184,7 @@ def _parse(path: str, text: str) -> SkillsConfig:
     if unknown is not None:
         raise ConfigError(f"{path}: {unknown} - see docs/skills.md for the format")
     try:
-        return msgspec.convert(_drop_nulls(raw) or {}, _File, str_keys=True).skills
+        return msgspec.convert(_drop_nulls(raw) or {}, _File, str_keys=True)
     except (msgspec.ValidationError, RecursionError) as e:
         raise ConfigError(f"{path}: {e} - see docs/skills.md for the format") from e
 
@@ -190,6 +208,19 @@ def _unknown_key(raw: object, info: mi.Type, where: str) -> str | None:
             if found is not None:
                 return found
     return None
+
+
+def trusted_keys_default(env: Mapping[str, str] | None = None) -> str | None:
+    """What ``--key`` defaults to for checkpoints: ``$SKILLOG_TRUSTED_KEYS``, else
+    ``log.trusted_keys`` in the configuration file (relative to that file)."""
+    env = os.environ if env is None else env
+    if env.get("SKILLOG_TRUSTED_KEYS"):
+        return env["SKILLOG_TRUSTED_KEYS"]
+    path = config_path(env)
+    keys = load_log_config(path).trusted_keys
+    if keys is None:
+        return None
+    return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(keys))
 
 
 def _home(env: Mapping[str, str]) -> str:

@@ -16,11 +16,13 @@ from eventlog import (
     InvalidEventError,
     NewEvent,
     blob_digest,
+    closing,
     event_hash,
     verify,
 )
 
 Make = Callable[..., list[NewEvent]]
+Forge = Callable[..., int]
 ONE = [NewEvent(type="t", body=b"{}", recorded_at=0)]
 
 
@@ -173,3 +175,86 @@ async def test_follow_yields_history_then_new_commits(store: EventStore, make: M
             for seq in range(2, 5):
                 await store.append("s", make(1, start=seq), expected_seq=seq)
     assert seen == [0, 1, 2, 3, 4]
+
+
+# -- what verify checks is exactly what every reader shows ------------------------------
+
+# Rows no chain can hold: a negative seq, stream ids that are not stream ids.
+STRAYS = [("s", -1), ("s\n", 0), ("", 0), ("x" * 257, 0), ("tab\there", 3)]
+
+
+async def snapshot(store: EventStore) -> tuple[object, ...]:
+    """Everything the readers show (follow: up to the last event read_all shows)."""
+    everything = [e async for e in store.read_all()]
+    followed = []
+    if everything:
+        with trio.fail_after(10):
+            async with closing(store.follow()) as events:
+                async for e in events:
+                    followed.append(e)
+                    if e.position == everything[-1].position:
+                        break
+    return (
+        await store.streams(),
+        [e async for e in store.read("s")],
+        await store.head("s"),
+        everything,
+        followed,
+    )
+
+
+async def test_rows_outside_every_chain_are_shown_by_no_reader_and_reported_by_verify(
+    store: EventStore, make: Make, forge: Forge
+) -> None:
+    await store.append("s", make(3), expected_seq=0)
+    before = await snapshot(store)
+    assert (await verify(store)).ok
+    positions = [forge(store, stream, seq) for stream, seq in STRAYS]
+    assert await snapshot(store) == before
+    for stream in {stream for stream, _ in STRAYS} - {"s"}:
+        assert [e async for e in store.read(stream)] == []
+        assert await store.head(stream) is None
+    report = await verify(store)
+    assert not report.ok and report.events == 3
+    assert [(f.kind, f.position, f.seq) for f in report.faults] == [
+        ("stray", p, seq) for p, (_, seq) in zip(positions, STRAYS, strict=True)
+    ]
+    assert "seq -1 is not an integer >= 0" in str(report.faults[0])
+    assert f"position {positions[0]}" in str(report.faults[0])
+    assert "is not a stream id" in report.faults[1].detail
+
+
+async def test_a_stray_never_becomes_a_head_appends_chain_from_genesis(
+    store: EventStore, make: Make, forge: Forge
+) -> None:
+    forge(store, "ghost", -1, hash="f" * 64)
+    assert await store.head("ghost") is None and await store.streams() == []
+    (first,) = await store.append("ghost", make(1), expected_seq=0)
+    assert first.seq == 0 and first.prev_hash == GENESIS_HASH
+    report = await verify(store)
+    assert report.events == 1 and [f.kind for f in report.faults] == ["stray"]
+
+
+async def test_a_row_after_a_gap_is_shown_and_verify_reports_the_gap(
+    store: EventStore, make: Make, forge: Forge
+) -> None:
+    await store.append("s", make(3), expected_seq=0)
+    forge(store, "s", 7)
+    shown = [e.seq async for e in store.read("s")]
+    assert shown == [0, 1, 2, 7]
+    assert [e.seq async for e in store.read_all()] == shown
+    report = await verify(store)
+    assert report.fault is not None
+    assert (report.fault.kind, report.fault.stream, report.fault.seq) == ("missing", "s", 3)
+    assert len(report.faults) == 1  # the row at seq 7 is in the chain verify walked
+
+
+async def test_verify_reports_every_broken_stream_not_only_the_first(
+    store: EventStore, make: Make, forge: Forge
+) -> None:
+    for name in ("a", "b", "c"):
+        await store.append(name, make(2), expected_seq=0)
+    forge(store, "a", 5)
+    forge(store, "c", 2)  # a well-placed seq with a wrong hash
+    report = await verify(store)
+    assert [(f.stream, f.kind) for f in report.faults] == [("a", "missing"), ("c", "moved")]

@@ -43,7 +43,12 @@ async def build(path: Path, key: Ed25519PrivateKey | None = None) -> Checkpoint 
 
 async def check(path: Path, checkpoint: Checkpoint | None = None, key: str | None = None):  # type: ignore[no-untyped-def]
     async with open_sqlite_store(path, readonly=True) as store:
-        return await verify(store, checkpoints=[checkpoint] if checkpoint else None, public_key=key)
+        return await verify(
+            store,
+            checkpoints=[checkpoint] if checkpoint else None,
+            keys={key} if key else (),
+            tofu=key is None,
+        )
 
 
 def sql(path: Path, *statements: str) -> None:
@@ -223,4 +228,17 @@ async def test_a_forged_or_foreign_checkpoint_is_reported(tmp_path: Path) -> Non
     assert report.fault is not None and report.fault.kind == "checkpoint"
     other = public_hex(Ed25519PrivateKey.generate().public_key())
     report = await check(db, cp, other)
-    assert report.fault is not None and "expected" in report.fault.detail
+    assert report.fault is not None and "not among the 1 trusted key(s)" in report.fault.detail
+    assert (await check(db, cp, cp.key)).ok
+
+
+async def test_a_checkpoint_signed_by_an_untrusted_key_fails_unless_tofu(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    cp = await build(db, Ed25519PrivateKey.generate())
+    assert cp is not None
+    async with open_sqlite_store(db, readonly=True) as store:
+        report = await verify(store, checkpoints=[cp])
+        assert report.fault is not None and report.fault.kind == "checkpoint"
+        assert report.tofu_key is None
+        report = await verify(store, checkpoints=[cp], tofu=True)
+        assert report.ok and report.tofu_key == cp.key

@@ -135,12 +135,38 @@ def test_a_truncated_tail_is_caught_by_a_checkpoint(
         append_checkpoint(checkpoints, cp)
 
     trio.run(sign)
-    code, _, _ = cli("replay", session, "--db", db, "--checkpoint", checkpoints)
+    trusted = ("--checkpoint", checkpoints, "--key", f"{key}.pub")
+    code, _, _ = cli("replay", session, "--db", db, *trusted)
     assert code == 0
     _sql(db, "DELETE FROM events WHERE seq = (SELECT MAX(seq) FROM events)")
     assert cli("replay", session, "--db", db)[0] == 0  # a chain cannot see its own tail cut
-    err = _fails(cli, session, "--db", db, "--checkpoint", checkpoints)
+    err = _fails(cli, session, "--db", db, *trusted)
     assert "truncated" in err
+
+
+def test_a_checkpoint_is_trusted_only_by_a_key_the_auditor_chose(
+    cli: Cli, recorded: Recorded, tmp_path: Path
+) -> None:
+    db, session = recorded
+    mine, attacker = tmp_path / "mine.pem", tmp_path / "attacker.pem"
+    generate_key(mine)
+    generate_key(attacker)
+    checkpoints = tmp_path / "checkpoints.jsonl"
+
+    async def sign() -> None:  # the attacker signs the log as it is now
+        async with open_sqlite_store(db, readonly=True) as store:
+            cp = await make_checkpoint(
+                store, load_private_key(attacker), previous=None, clock=lambda: 1
+            )
+        append_checkpoint(checkpoints, cp)
+
+    trio.run(sign)
+    code, _, err = cli("replay", session, "--db", db, "--checkpoint", checkpoints)
+    assert code == 2 and "no trusted key; pass --key FILE" in err and "--tofu" in err
+    err = _fails(cli, session, "--db", db, "--checkpoint", checkpoints, "--key", f"{mine}.pub")
+    assert "not among the 1 trusted key(s)" in err
+    code, out, _ = cli("replay", session, "--db", db, "--checkpoint", checkpoints, "--tofu")
+    assert code == 0 and out.startswith("NOTE: trusted on first use (--tofu): checkpoint key")
 
 
 async def test_a_manifest_that_does_not_hash_to_the_skill_hash(recorded: Recorded) -> None:

@@ -137,6 +137,8 @@ def _types(path: Path) -> list[str]:
     pairs = []
     for line in path.read_bytes().splitlines():
         raw = msgspec.json.decode(line)
+        if "type" not in raw:  # the export's header and end lines
+            continue
         body = msgspec.json.encode(raw["body"])
         pairs.append(
             (raw["type"], CODEC.decode(NewEvent(type=raw["type"], body=body, recorded_at=0)))

@@ -168,3 +168,19 @@ def test_a_layout_the_editor_gets_wrong_still_writes_the_right_data(
     config = SkillsConfig(lenient=True, disabled=("x",))
     save_config(str(path), config)
     assert load_config(str(path)) == config
+
+
+def test_the_log_section_names_trusted_keys_and_survives_a_skills_rewrite(tmp_path: Path) -> None:
+    from orchestrator.skills._config import load_log_config, trusted_keys_default
+
+    path = tmp_path / "config.yaml"
+    path.write_text("# keys\nlog:\n  trusted_keys: keys/auditors\nskills:\n  lenient: true\n")
+    save_config(str(path), SkillsConfig(lenient=False, deny=("evil-*",)))
+    assert load_config(str(path)).deny == ("evil-*",)
+    assert load_log_config(str(path)).trusted_keys == "keys/auditors"
+    env = {"SKILLOG_CONFIG": str(path)}
+    assert trusted_keys_default(env) == str(tmp_path / "keys" / "auditors")
+    assert trusted_keys_default({**env, "SKILLOG_TRUSTED_KEYS": "/k"}) == "/k"
+    path.write_text("log:\n  trusted_key: x\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'log\.trusted_key'; did you mean"):
+        load_log_config(str(path))
