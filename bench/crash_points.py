@@ -33,6 +33,9 @@ def load_harness():  # type: ignore[no-untyped-def]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", default="sequential,parallel,approval")
+    parser.add_argument(
+        "--fleet", action="store_true", help="every process a worker taking over by lease"
+    )
     args = parser.parse_args()
     harness = load_harness()
     start = time.monotonic()

@@ -43,7 +43,7 @@ from typing import Any
 import trio
 
 from eventlog import Event as StoredEvent
-from eventlog import EventStore, open_sqlite_store, verify
+from eventlog import EventStore, closing, open_sqlite_store, verify
 from orchestrator import (
     Agent,
     ApprovalDecision,
@@ -53,6 +53,7 @@ from orchestrator import (
     ToolContext,
 )
 from orchestrator._events import CODEC, Event, PromptRendered, ToolCalled, ToolInterrupted
+from orchestrator._fleet import Worker
 from orchestrator._model import ModelRequest, ModelResponse
 from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Tier, load_skill
@@ -173,7 +174,9 @@ class CrashingModel:
     provider = "test"
 
     def __init__(self, turns: Sequence[dict[str, Any]], crash: Crash) -> None:
-        self.inner = ScriptedModel(turns)
+        # follow_history: an agent built for a resumed session continues the script
+        # where the session's history stops.
+        self.inner = ScriptedModel(turns, follow_history=True)
         self.crash = crash
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -182,7 +185,7 @@ class CrashingModel:
         return response
 
 
-def build_agent(kind: str, skills: Path, ledger: Ledger, crash: Crash, answered: int) -> Agent:
+def build_agent(kind: str, skills: Path, ledger: Ledger, crash: Crash) -> Agent:
     def effect_tool(name: str, line: Callable[[ToolContext], str]) -> Callable[..., str]:
         def run(context: ToolContext) -> str:
             crash.hit(f"tool.{name}.before")
@@ -217,7 +220,7 @@ def build_agent(kind: str, skills: Path, ledger: Ledger, crash: Crash, answered:
         return ApprovalDecision(approved=True, decided_by="crash-suite")
 
     return Agent(
-        model=CrashingModel(KINDS[kind][answered:], crash),
+        model=CrashingModel(KINDS[kind], crash),
         model_name="crash-model",
         skills=[
             load_skill(skills / "ops", tier=Tier.BUILTIN, source="builtin:crash"),
@@ -235,21 +238,52 @@ def build_agent(kind: str, skills: Path, ledger: Ledger, crash: Crash, answered:
     )
 
 
-async def _session(db: Path, kind: str, skills: Path, ledger: Ledger, crash: Crash) -> None:
+FLEET_LEASE_MS = 300
+"""The lease of the fleet mode's workers: how long a resuming worker waits for a dead
+one's claim to expire."""
+
+
+async def _session(
+    db: Path, kind: str, skills: Path, ledger: Ledger, crash: Crash, fleet: bool
+) -> None:
     async with open_sqlite_store(db) as store:
-        answered = 0
-        exists = False
-        async for event in store.read(SESSION):
-            exists = True
-            answered += event.type == "model.responded"
-        agent = build_agent(kind, skills, ledger, crash, answered)
+        agent = build_agent(kind, skills, ledger, crash)
+        exists = await store.head(SESSION) is not None
         try:
-            if exists:
+            if fleet:
+                if not exists:  # queued, as `skillog submit` does
+                    await agent.start(store, session_id=SESSION, task="go")
+                await _work(store, lambda started: build_agent(kind, skills, ledger, crash))
+            elif exists:
                 await agent.resume(store, SESSION)
             else:
                 await agent.run(store, "go", session_id=SESSION)
         finally:
             agent.close()
+
+
+async def _work(store: EventStore, make_agent: Callable[[Any], Agent]) -> None:
+    """A worker process of the fleet: claims the session (once a dead worker's lease has
+    expired) and drives it to its end."""
+    worker = Worker(
+        store, make_agent, name=f"worker-{os.getpid()}", lease_ms=FLEET_LEASE_MS, poll_ms=10
+    )
+    stop = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(worker.run, stop)
+        while not await _ended(store):  # noqa: ASYNC110 - by this worker or an earlier one
+            await trio.sleep(0.01)
+        stop.set()
+
+
+async def _ended(store: EventStore) -> bool:
+    head = await store.head(SESSION)
+    if head is None:
+        return False
+    async with closing(store.read(SESSION, from_seq=head.seq)) as events:
+        async for event in events:
+            return event.type == "session.ended"
+    return False
 
 
 def in_child(fn: Callable[[], None]) -> int:
@@ -267,12 +301,14 @@ def in_child(fn: Callable[[], None]) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def run_process(db: Path, kind: str, skills: Path, ledger: Ledger, spec: str | None) -> int:
+def run_process(
+    db: Path, kind: str, skills: Path, ledger: Ledger, spec: str | None, fleet: bool = False
+) -> int:
     crash = Crash(spec)
     hits_file = db.with_suffix(".hits")
 
     def child() -> None:
-        trio.run(_session, db, kind, skills, ledger, crash)
+        trio.run(_session, db, kind, skills, ledger, crash, fleet)
         hits_file.write_text(json.dumps(crash.hits))
 
     return in_child(child)
@@ -343,21 +379,29 @@ async def requests(store: EventStore, bodies: Sequence[Event]) -> list[str]:
 
 
 def scenario(
-    work: Path, kind: str, skills: Path, ref: Reference, crashes: Sequence[str], index: int
+    work: Path,
+    kind: str,
+    skills: Path,
+    ref: Reference,
+    crashes: Sequence[str],
+    index: int,
+    fleet: bool = False,
 ) -> Tally:
     """Crash at each of ``crashes`` in turn (each in a new process resuming the last),
-    then resume to the end and check the guarantees."""
-    name = f"{kind} {' then '.join(crashes)}"
+    then resume to the end and check the guarantees. With ``fleet`` each process is a
+    worker: it claims the session with a lease, and the next one takes it over when the
+    lease of the killed one expires."""
+    name = f"{'fleet ' if fleet else ''}{kind} {' then '.join(crashes)}"
     db = work / f"s{index}.db"
     ledger = Ledger(work / f"s{index}.ledger")
     tally = Tally(scenarios=1)
     for spec in crashes:
-        status = run_process(db, kind, skills, ledger, spec)
+        status = run_process(db, kind, skills, ledger, spec, fleet)
         if status != -signal.SIGKILL:
             tally.unreached += 1  # the run ended before reaching this point
             if status != 0:
                 tally.failures.append(f"{name}: exit {status} before its crash point")
-    status = run_process(db, kind, skills, ledger, None)
+    status = run_process(db, kind, skills, ledger, None, fleet)
     if status != 0:
         tally.failures.append(f"{name}: the final resume exited {status}")
         return tally
@@ -424,11 +468,13 @@ def run_suite(
     *,
     double: bool = False,
     sample: int | None = None,
+    fleet: bool = False,
     progress: Callable[[Tally], None] | None = None,
 ) -> Tally:
     """Every single crash point of each kind (and with ``double``, every pair: a crash,
     then a crash of the resuming process at each of its own points); ``sample`` keeps
-    every n-th scenario, spread over all points."""
+    every n-th scenario, spread over all points; ``fleet`` runs every process as a
+    worker of a fleet (see :func:`scenario`)."""
     skills = write_skills(work / "skills")
     total = Tally()
     index = 0
@@ -441,7 +487,7 @@ def run_suite(
             if sample is not None and n % sample:
                 continue
             index += 1
-            total.add(scenario(work, kind, skills, ref, crashes, index))
+            total.add(scenario(work, kind, skills, ref, crashes, index, fleet))
             if progress is not None:
                 progress(total)
     return total

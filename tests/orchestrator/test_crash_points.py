@@ -34,7 +34,10 @@ crashpoints = _load()
 def test_no_duplicate_unrecorded_or_divergent_at_any_crash_point(tmp_path: Path) -> None:
     tally = crashpoints.run_suite(tmp_path)
     tally.add(crashpoints.run_suite(tmp_path / "double", ["parallel"], double=True, sample=37))
+    # Across a fleet: each process is a worker; the next takes the session over when the
+    # killed one's lease expires.
+    tally.add(crashpoints.run_suite(tmp_path / "fleet", ["parallel"], fleet=True))
     crashpoints.RESULTS.append(tally)
     assert not tally.failures, "\n".join(tally.failures[:20])
     assert (tally.duplicates, tally.unrecorded, tally.divergent) == (0, 0, 0)
-    assert tally.scenarios > 100
+    assert tally.scenarios > 200
