@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, TypeVar
 import psycopg
 import trio
 
-from ._errors import BlobNotFoundError, ReadOnlyDatabaseError
+from ._errors import BlobNotFoundError, DatabaseFormatError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
     GENESIS_HASH,
     blob_digest,
@@ -74,11 +74,14 @@ class PostgresStore:
     NOTIFY from any writer, no polling.
     """
 
-    def __init__(self, dsn: str, *, readonly: bool, connect_timeout: float) -> None:
+    def __init__(
+        self, dsn: str, *, readonly: bool, connect_timeout: float, reconnect_timeout: float = 10.0
+    ) -> None:
         self.dsn = dsn
         self.where = where(dsn)
         self.readonly = readonly
         self._connect_timeout = connect_timeout
+        self._reconnect_timeout = reconnect_timeout
         self._writer: PgWriter | None = None
         self._idle: list[Conn] = []
         self._lock = threading.Lock()
@@ -288,7 +291,7 @@ class PostgresStore:
             position = from_position
             while True:
                 if listener is None:
-                    listener = await trio.to_thread.run_sync(self._listen)
+                    listener = await self._relisten()
                 rows = await self._fetch_from(position)
                 for event in _events(rows):
                     yield event
@@ -306,6 +309,20 @@ class PostgresStore:
         conn = self._connect("follower")
         conn.execute(f"LISTEN {CHANNEL}".encode())
         return conn
+
+    async def _relisten(self) -> Conn:
+        """A LISTENing connection. While the server restarts (connections refused), it
+        is tried again for up to the store's reconnect timeout, as the writer does."""
+        deadline = trio.current_time() + self._reconnect_timeout
+        while True:
+            try:
+                return await trio.to_thread.run_sync(self._listen)
+            except DatabaseFormatError:
+                raise  # not a restart: nothing to wait for
+            except StoreError:
+                if trio.current_time() >= deadline:
+                    raise
+                await trio.sleep(0.2)
 
     async def check_chain(
         self, check: ChainCheck, progress: Callable[[int], None] | None = None
@@ -513,7 +530,12 @@ async def open_postgres_store(
     batch it was committing (exactly once). The writer thread runs as a service in a
     nursery for the duration of the block.
     """
-    store = PostgresStore(dsn, readonly=readonly, connect_timeout=connect_timeout)
+    store = PostgresStore(
+        dsn,
+        readonly=readonly,
+        connect_timeout=connect_timeout,
+        reconnect_timeout=reconnect_timeout,
+    )
     try:
         if readonly:
 

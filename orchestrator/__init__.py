@@ -72,6 +72,7 @@ from ._model import Usage as Usage
 from ._paths import PathRefusedError as PathRefusedError
 from ._paths import read_skill_file as read_skill_file
 from ._paths import resolve_in_root as resolve_in_root
+from ._pipeline import ApproverError as ApproverError
 from ._policy import ToolRule as ToolRule
 from ._policy import parse_allowed_tools as parse_allowed_tools
 from ._prompt import compose as compose
@@ -106,6 +107,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRequested",
     "ApprovalResolved",
+    "ApproverError",
     "Approver",
     "CatalogIndexed",
     "CatalogSnapshot",

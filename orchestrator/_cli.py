@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -45,6 +46,9 @@ def _parser(command: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="skillog",
         description="An event-sourced, replayable runtime for Agent Skills.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"skillog {importlib.metadata.version('skillog')}"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_text) in COMMANDS.items():

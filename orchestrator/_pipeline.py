@@ -23,10 +23,12 @@ results by call order, so timing never reaches the log's meaning or the prompt.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import trio
+
+from eventlog import SkillogError
 
 from ._calls import CallContext, Recorded, ToolError, View, idempotency_key
 from ._effects import ApprovalDecision, ApprovalRequest, InterruptedCall, Reconciler
@@ -45,6 +47,12 @@ INTERRUPTED = (
     "the call was interrupted by a restart; it may or may not have taken effect; "
     "check before retrying"
 )
+
+
+class ApproverError(SkillogError):
+    """The embedding program's approver raised instead of deciding."""
+
+
 SEQUENTIAL = frozenset({"skills.load", "skills.unload"})
 """Calls that change the view of the calls after them, so they run in call order."""
 
@@ -80,6 +88,27 @@ async def run_turn_tools(
         if not await run_call(ctx, plan, hooks):
             waiting.append(ctx.call.id)
 
+    try:
+        await _run_calls(state, make, view, fresh, proceed)
+    except BaseExceptionGroup as group:
+        # One failure (say, the embedding program's approver raised) is raised as
+        # itself, not as a group from deep inside the loop.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+    return waiting
+
+
+async def _run_calls(
+    state: SessionState,
+    make: MakeContext,
+    view: View,
+    fresh: frozenset[str],
+    proceed: Callable[[CallContext, Plan], Awaitable[None]],
+) -> None:
+    progress = state.turn_progress
+    assert progress is not None
     async with trio.open_nursery() as nursery:
         group: list[tuple[CallContext, Plan]] = []
 
@@ -105,7 +134,13 @@ async def run_turn_tools(
                 ctx = make(index, view.copy(), _recorded(state, call.id, fresh))
                 group.append((ctx, plan_call(ctx)))
         await start_group()
-    return waiting
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for error in group.exceptions:
+        out += _leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
+    return out
 
 
 def first_group(calls: Sequence[ToolCall]) -> Sequence[ToolCall]:
@@ -237,7 +272,14 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
     if expires_at is None or hooks.clock() < expires_at:
         timeout = (expires_at - hooks.clock()) / 1e9 if expires_at is not None else float("inf")
         with trio.move_on_after(timeout):
-            decision = await ctx.effects.approve(_request(ctx, requested))
+            try:
+                decision = await ctx.effects.approve(_request(ctx, requested))
+            except Exception as e:  # the embedding program's code: name it, plainly
+                raise ApproverError(
+                    f"the approver raised {type(e).__name__}: {e} (asked about call "
+                    f"{ctx.call.id}, {requested.action[:200]!r}); the request stays pending "
+                    "and the session resumable"
+                ) from e
     if decision is None and expires_at is not None and hooks.clock() >= expires_at:
         decision = ApprovalDecision(
             approved=False,

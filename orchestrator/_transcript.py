@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterator
 
 from ._events import (
@@ -78,7 +79,7 @@ def _lines(body: Event) -> Iterator[str]:
                 f"(sandbox: {body.sandbox})",
             )
         case PolicyDenied():
-            yield _row("policy", f"✗ {body.tool} denied ({body.rule}): {body.reason}")
+            yield from _whole("policy", f"✗ {body.tool} denied ({body.rule}): {body.reason}")
         case ApprovalRequested():
             yield _row("approval", f"? {body.action}")
         case ApprovalResolved():
@@ -94,13 +95,14 @@ def _lines(body: Event) -> Iterator[str]:
                 "suspended",
                 f"waiting for approval of {', '.join(body.call_ids)}: `skillog approvals`",
             )
+        case ToolCompleted() if body.is_error:
+            yield from _whole("tool", f"✗ {body.tool}: {body.content.strip()}")
         case ToolCompleted():
-            mark = "✗" if body.is_error else "✓"
             first = body.content.strip().splitlines()[0] if body.content.strip() else ""
-            yield _row("tool", f"{mark} {body.tool}: {first}")
+            yield _row("tool", f"✓ {body.tool}: {first}")
         case SessionEnded():
             error = f": {body.error}" if body.error else ""
-            yield _row("ended", f"{body.reason} after {body.turns} turns{error}")
+            yield from _whole("ended", f"{body.reason} after {body.turns} turns{error}")
         case _:
             return
 
@@ -108,6 +110,18 @@ def _lines(body: Event) -> Iterator[str]:
 def _row(label: str, text: str) -> str:
     line = f"{label:<10} {text}"
     return line if len(line) <= WIDTH else line[: WIDTH - 1] + "…"
+
+
+def _whole(label: str, text: str) -> Iterator[str]:
+    """Rows that say all of ``text`` (errors are never cut), wrapped at the width."""
+    lines = [
+        part
+        for line in (text.splitlines() or [""])
+        for part in textwrap.wrap(line, WIDTH - 11, break_on_hyphens=False) or [""]
+    ]
+    yield f"{label:<10} {lines[0]}"
+    for line in lines[1:]:
+        yield f"{'':<10} {line}"
 
 
 def _block(label: str, text: str) -> Iterator[str]:

@@ -265,6 +265,30 @@ async def test_the_server_restarting_during_use(pg_cluster: Any, pg_dsn: str) ->
         assert (await verify(store)).ok
 
 
+async def test_a_follower_waits_out_a_slow_restart(pg_cluster: Any, pg_dsn: str) -> None:
+    """The server is down for a while (a restart under load): the follower keeps
+    trying to listen again instead of failing, and misses nothing."""
+    seen: list[int] = []
+    async with open_postgres_store(pg_dsn) as store:
+        await store.append("s", one(0), expected_seq=0)
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+
+                async def consume() -> None:
+                    async for e in store.follow():
+                        seen.append(e.seq)
+                        if len(seen) == 2:
+                            nursery.cancel_scope.cancel()
+
+                nursery.start_soon(consume)
+                await trio.sleep(0.2)
+                await trio.to_thread.run_sync(pg_cluster.down)
+                await trio.sleep(1.5)  # refused connections all along
+                await trio.to_thread.run_sync(pg_cluster.up)
+                await store.append("s", one(1), expected_seq=1)
+        assert seen == [0, 1]
+
+
 async def test_a_server_that_stays_down_fails_appends_cleanly(pg_cluster: Any, pg_dsn: str) -> None:
     async with open_postgres_store(pg_dsn, reconnect_timeout=0.5) as store:
         await store.append("s", one(0), expected_seq=0)

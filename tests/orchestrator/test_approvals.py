@@ -18,6 +18,7 @@ from orchestrator import (
     ApprovalDecision,
     ApprovalError,
     ApprovalRequest,
+    ApproverError,
     HostTool,
     PolicyConfig,
     ToolContext,
@@ -200,3 +201,20 @@ def test_requested_in_one_process_granted_in_another_continued_in_a_third(
     assert "approved by auditor" in third.stdout and "all tidy" in third.stdout
     check = skillog("log", "verify", "--db", db, cwd=tmp_path)
     assert check.returncode == 0, check.stdout
+
+
+async def test_a_broken_approver_is_one_plain_error_and_the_session_stays_resumable(
+    kit, store
+) -> None:
+    async def typo(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(approve=True, decided_by="me")  # type: ignore[call-arg]
+
+    with pytest.raises(ApproverError, match=r"the approver raised TypeError: .*'approve'"):
+        await email_agent(kit, approver=typo).run(store, "mail", session_id="s")
+    assert len(await pending_approvals(store)) == 1  # recorded, still pending
+
+    async def fixed(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(approved=True, decided_by="me")
+
+    done = await email_agent(kit, approver=fixed).resume(store, "s")
+    assert done.state.status == "ended"

@@ -59,3 +59,28 @@ def test_sessions_lists_status(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["sessions", "--db", db]) == 0
     out = capsys.readouterr().out
     assert "ended (completed)" in out and "skillog.scripted:demo-script" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("skillog 0.")
+
+
+def test_the_transcript_shows_errors_whole() -> None:
+    from orchestrator._events import PolicyDenied, ToolCompleted
+    from orchestrator._transcript import transcript
+
+    long = "the reason " * 30 + "END-OF-REASON"
+    lines = list(
+        transcript(
+            [
+                PolicyDenied(call_id="c", tool="t", rule="approval", reason=long),
+                ToolCompleted(call_id="c", tool="t", is_error=True, content=long, duration_ms=0),
+            ]
+        )
+    )
+    text = " ".join(line[11:].strip() for line in lines)
+    assert text.count("END-OF-REASON") == 2 and "…" not in text
+    assert all(len(line) <= 96 for line in lines)
