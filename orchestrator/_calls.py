@@ -23,14 +23,11 @@ from ._events import (
     Event,
     ScriptStarted,
     SessionStarted,
-    SkillActivated,
-    SkillChanged,
-    SkillDeactivated,
     SkillInfo,
     ToolCalled,
 )
 from ._model import ToolCall
-from ._state import ActiveSkill, ActiveSkills, SessionState, ViewChange, active_from
+from ._state import ActiveSkill, ActiveSkills, SessionState
 
 
 class ToolError(SkillogError):
@@ -59,20 +56,6 @@ class View(ActiveSkills):
 
     def copy(self) -> View:
         return View(self.config, dict(self.catalog), list(self.active))
-
-    def change(self, event: ViewChange) -> None:
-        """Apply a recorded activation, deactivation or catalog change."""
-        match event:
-            case SkillActivated():
-                self.active = [s for s in self.active if s.name != event.name]
-                self.active.append(active_from(event))
-            case SkillDeactivated():
-                self.active = [s for s in self.active if s.name != event.name]
-            case SkillChanged():
-                if event.skill is None:
-                    self.catalog.pop(event.name, None)
-                else:
-                    self.catalog[event.name] = event.skill
 
 
 @dataclass(frozen=True)

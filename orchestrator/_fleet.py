@@ -161,9 +161,8 @@ async def try_acquire(
     return Lease(session=session_id, worker=worker, seq=seq, until=event.until)
 
 
-async def renew(store: EventStore, lease: Lease, ttl_ns: int, now: int) -> bool:
-    """Extend the lease; False when it was taken over (the holder must stop)."""
-    event = LeaseRenewed(worker=lease.worker, until=now + ttl_ns)
+async def _extend(store: EventStore, lease: Lease, event: Event, now: int) -> bool:
+    """Append the holder's next lease event; False when the lease was taken over."""
     try:
         await store.append(
             lease_stream(lease.session),
@@ -173,19 +172,20 @@ async def renew(store: EventStore, lease: Lease, ttl_ns: int, now: int) -> bool:
     except ConcurrencyError:
         return False
     lease.seq += 1
+    return True
+
+
+async def renew(store: EventStore, lease: Lease, ttl_ns: int, now: int) -> bool:
+    """Extend the lease; False when it was taken over (the holder must stop)."""
+    event = LeaseRenewed(worker=lease.worker, until=now + ttl_ns)
+    if not await _extend(store, lease, event, now):
+        return False
     lease.until = event.until
     return True
 
 
 async def release(store: EventStore, lease: Lease, outcome: str, now: int) -> None:
-    event = LeaseReleased(worker=lease.worker, outcome=outcome)
-    try:
-        await store.append(
-            lease_stream(lease.session),
-            [CODEC.encode(event, recorded_at=now)],
-            expected_seq=lease.seq + 1,
-        )
-    except ConcurrencyError:
+    if not await _extend(store, lease, LeaseReleased(worker=lease.worker, outcome=outcome), now):
         log.warning("%s: lease on %s was taken over before release", lease.worker, lease.session)
 
 

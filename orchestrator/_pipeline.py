@@ -124,7 +124,7 @@ async def _run_calls(
                 await start_group()
                 if done:  # its activations are in the log: later calls see them
                     for change in progress.changes.get(call.id, ()):
-                        view.change(change)
+                        view.change_skills(change)
                 else:
                     ctx = make(index, view, _recorded(state, call.id, fresh))
                     plan = plan_call(ctx)

@@ -108,6 +108,7 @@ class ActiveSkills:
 
     __slots__ = ()
     active: list[ActiveSkill]
+    catalog: dict[str, SkillInfo]
 
     def active_skill(self, name: str | None = None) -> ActiveSkill | None:
         """The named active skill, or the most recently loaded one when ``name`` is None."""
@@ -118,6 +119,21 @@ class ActiveSkills:
     @property
     def active_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.active)
+
+    def change_skills(self, event: SkillActivated | SkillDeactivated | SkillChanged) -> None:
+        """Apply an activation, a deactivation or a catalog change (the session's fold
+        and a tool call's view share this)."""
+        match event:
+            case SkillActivated():
+                self.active[:] = [s for s in self.active if s.name != event.name]
+                self.active.append(active_from(event))
+            case SkillDeactivated():
+                self.active[:] = [s for s in self.active if s.name != event.name]
+            case SkillChanged():
+                if event.skill is None:
+                    self.catalog.pop(event.name, None)
+                else:
+                    self.catalog[event.name] = event.skill
 
 
 class SessionState(ActiveSkills):
@@ -213,11 +229,8 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case CatalogSnapshot():
             state.catalog = {s.name: s for s in event.skills}
             state.hidden = event.hidden
-        case SkillChanged():
-            if event.skill is None:
-                state.catalog.pop(event.name, None)
-            else:
-                state.catalog[event.name] = event.skill
+        case SkillActivated() | SkillDeactivated() | SkillChanged():
+            state.change_skills(event)
         case UserMessage():
             state.messages.append(Message(role="user", parts=(TextPart(text=event.text),)))
         case PromptRendered():
@@ -238,11 +251,6 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             )
         case ModelFailed():
             state.model_attempts = event.attempt
-        case SkillActivated():
-            state.active = [s for s in state.active if s.name != event.name]
-            state.active.append(active_from(event))
-        case SkillDeactivated():
-            state.active = [s for s in state.active if s.name != event.name]
         case PolicyDenied():
             state.denials += 1
         case ApprovalRequested():

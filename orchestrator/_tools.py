@@ -49,7 +49,7 @@ from ._policy import (
     script_gate,
 )
 from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
-from ._state import ActiveSkill, active_from
+from ._state import ActiveSkill, ViewChange
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -244,19 +244,19 @@ def _record_activation(
     recorded = view.catalog.get(skill.name)
     info = loaded.info(view.config.file_access)
     if recorded is not None and recorded.hash != skill.hash:
-        ctx.rec.add(
+        _record_change(
+            ctx,
             SkillChanged(
                 name=skill.name,
                 old_hash=recorded.hash,
                 new_hash=skill.hash,
                 skill=info,
                 call_id=ctx.call.id or None,
-            )
+            ),
         )
-        view.catalog[skill.name] = info
     for data in loaded.blobs:
         ctx.rec.blob(data)
-    event = SkillActivated(
+    activated = SkillActivated(
         name=skill.name,
         hash=skill.hash,
         tier=str(skill.tier),
@@ -269,15 +269,20 @@ def _record_activation(
         tools=loaded.tools,
         call_id=ctx.call.id if trigger == "tool" else None,
     )
-    ctx.rec.add(event)
-    view.active = [s for s in view.active if s.name != skill.name] + [active_from(event)]
+    _record_change(ctx, activated)
 
 
 def _deactivate(ctx: CallContext, skill: ActiveSkill, reason: Literal["unload", "replace"]) -> None:
-    ctx.rec.add(
-        SkillDeactivated(name=skill.name, hash=skill.hash, reason=reason, call_id=ctx.call.id)
+    _record_change(
+        ctx, SkillDeactivated(name=skill.name, hash=skill.hash, reason=reason, call_id=ctx.call.id)
     )
-    ctx.view.active = [s for s in ctx.view.active if s.name != skill.name]
+
+
+def _record_change(ctx: CallContext, event: ViewChange) -> None:
+    """Stage a change of the skills and apply it to the call's view, which the calls
+    after it in the turn decide from."""
+    ctx.rec.add(event)
+    ctx.view.change_skills(event)
 
 
 async def unload(args: UnloadArgs, ctx: CallContext) -> str:
