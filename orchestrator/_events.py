@@ -44,6 +44,8 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     (``references/a/b.md``); seed 000 R5 recommends one level deep unless enabled.
     ``approval_timeout_ms`` makes approval requests expire: a request still undecided
     that long after it was recorded resolves as denied (``decided_by`` ``expired``).
+    ``preapprove_tiers``: the tiers whose skills' ``allowed-tools`` pre-approve the
+    calls they list (add ``"user"`` to trust user skills' lists; never third-party).
     ``output_cap_bytes`` caps the tool result the model reads (after JSON encoding);
     ``script_limits`` are the scripts' resource limits (a session recorded before they
     existed reads as the defaults).
@@ -58,6 +60,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     approve_host_tools: tuple[str, ...] = ()
     nested_paths: bool = False
     approval_timeout_ms: int | None = None
+    preapprove_tiers: tuple[str, ...] = ("builtin", "org")
     script_limits: ScriptLimits = ScriptLimits()
 
 

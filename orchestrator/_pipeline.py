@@ -264,6 +264,16 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
             reason=recorded.decision.reason,
         )
     requested = recorded.requested
+    by = plan.approval.preapproved_by
+    if requested is None and by is not None:
+        # A trusted skill's allowed-tools allow it: recorded as decided, nobody asked.
+        await ctx.commit(
+            [
+                _request_event(ctx, plan, hooks.clock()),
+                ApprovalResolved(call_id=ctx.call.id, approved=True, decided_by=by),
+            ]
+        )
+        return ApprovalDecision(approved=True, decided_by=by)
     if requested is None:
         requested = _request_event(ctx, plan, hooks.clock())
         await ctx.commit([requested])

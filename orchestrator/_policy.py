@@ -120,16 +120,63 @@ def _names(rule: ToolRule, tool: str) -> bool:
     return rule.tool == tool and rule.pattern is None
 
 
+_INTERPRETER_WORDS: dict[str, tuple[str, ...]] = {
+    ".py": ("python", "python3"),
+    ".sh": ("bash", "sh"),
+    ".bash": ("bash",),
+    ".js": ("node",),
+    ".mjs": ("node",),
+    ".cjs": ("node",),
+}
+"""How a skill's authors write the command that runs a script of each extension."""
+
+
+def script_commands(path: str, args: Sequence[str]) -> list[str]:
+    """The command lines a ``Bash(...)`` pattern may be written against for running the
+    skill's script ``path`` (relative to the skill root) with ``args``: the path itself,
+    ``./path``, and each interpreter word followed by either (``python3 scripts/x.py``)."""
+    ext = "." + path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    paths = [path, f"./{path}"]
+    forms = [[p] for p in paths]
+    forms += [[word, p] for word in _INTERPRETER_WORDS.get(ext, ()) for p in paths]
+    return [shlex.join([*form, *args]) for form in forms]
+
+
 def _pattern_ok(rule: ToolRule, tool: str, path: str, args: Sequence[str]) -> bool:
     if rule.pattern is None or rule.pattern in ("*", ""):
         return True
     if tool == "skills.read":
         return fnmatch.fnmatchcase(path, rule.pattern)
-    command = shlex.join([path, *args])
-    if rule.pattern.endswith(":*"):
-        prefix = rule.pattern[:-2]
-        return command == prefix or command.startswith(prefix + " ")
-    return command == rule.pattern
+    prefix = rule.pattern[:-2] if rule.pattern.endswith(":*") else None
+    for command in script_commands(path, args):
+        if prefix is None and command == rule.pattern:
+            return True
+        if prefix is not None and (command == prefix or command.startswith(prefix + " ")):
+            return True
+    return False
+
+
+def preapproved_by(
+    active: Sequence[ActiveSkill],
+    config: PolicyConfig,
+    tool: str,
+    *,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> str | None:
+    """Who pre-approves a call that would need an approval: an active skill of a tier
+    in ``config.preapprove_tiers`` (never third-party) whose ``allowed-tools`` lists
+    the call (seed 000 R6). Its name and tier, as recorded in ``approval.resolved``."""
+    for skill in active:
+        tier = skill.tier if skill.tier in TIERS else "third-party"
+        if skill.allowed_tools is None or tier == "third-party":
+            continue
+        if tier not in config.preapprove_tiers:
+            continue
+        rules = ((skill.name, parse_allowed_tools(skill.allowed_tools)),)
+        if any(_names(r, tool) for r in rules[0][1]) and permits(rules, tool, path=path, args=args):
+            return f"allowed-tools of {skill.name} ({tier})"
+    return None
 
 
 class ScriptGate(msgspec.Struct, frozen=True, kw_only=True):

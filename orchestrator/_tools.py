@@ -45,6 +45,7 @@ from ._policy import (
     host_tool_needs_approval,
     offered,
     permits,
+    preapproved_by,
     restricting_skills,
     script_gate,
 )
@@ -96,10 +97,12 @@ Act = Callable[[CallContext], Awaitable[str]]
 
 @dataclass(frozen=True)
 class Approval:
-    """What an approver is asked to allow."""
+    """What an approver is asked to allow; ``preapproved_by`` names the trusted skill
+    whose ``allowed-tools`` already allows it (recorded as the decider, nobody asked)."""
 
     action: str
     skill: ActiveSkill | None
+    preapproved_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -408,10 +411,14 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     # to leave nothing behind outside its private copy: that one may run again.
     rerunnable = gate.sandbox == "required" and not gate.network
     action = f"run {rel} {' '.join(args.args)}".strip()
+    approval = None
+    if gate.needs_approval:
+        by = preapproved_by(view.active, policy, "skills.run_script", path=rel, args=request.args)
+        approval = Approval(action, skill, by)
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
-        approval=Approval(action, skill) if gate.needs_approval else None,
+        approval=approval,
         script=started,
     )
 
@@ -471,13 +478,15 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
     # tool is offered exactly when the allowlist permits it (no patterns apply).
     name = ctx.call.name
     definition = host_tool_def(ctx.view, name)
-    needs_approval = host_tool_needs_approval(ctx.view.config.policy, name)
+    policy = ctx.view.config.policy
+    approval = None
+    if host_tool_needs_approval(policy, name):
+        by = preapproved_by(ctx.view.active, policy, name)
+        approval = Approval(f"call {name} with {ctx.call.arguments}", None, by)
     return Plan(
         definition.effect if definition is not None else "at-most-once",
         host_tool,
-        approval=Approval(f"call {name} with {ctx.call.arguments}", None)
-        if needs_approval
-        else None,
+        approval=approval,
     )
 
 

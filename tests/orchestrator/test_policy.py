@@ -1,3 +1,8 @@
+from pathlib import Path
+
+import msgspec
+import pytest
+
 from orchestrator._events import PolicyConfig
 from orchestrator._policy import (
     ToolRule,
@@ -5,6 +10,7 @@ from orchestrator._policy import (
     offered,
     parse_allowed_tools,
     permits,
+    preapproved_by,
     script_gate,
 )
 from orchestrator._state import ActiveSkill
@@ -97,3 +103,48 @@ def test_trust_tiers() -> None:
     # Third-party needs an approval even when the config forgets to ask for it.
     assert script_gate(PolicyConfig(approve=()), "third-party").needs_approval
     assert script_gate(config, "made-up").needs_approval
+
+
+def _doc_rows() -> list[tuple[str, str, bool]]:
+    doc = (Path(__file__).parents[2] / "docs" / "runtime.md").read_text()
+    section = doc.split("**How `allowed-tools` patterns match**")[1].split("**`allowed-tools` pre")[
+        0
+    ]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2] in ("yes", "no"):
+            rows.append((cells[0], cells[1], cells[2] == "yes"))
+    return rows
+
+
+@pytest.mark.parametrize(("declared", "call", "allowed"), _doc_rows())
+def test_the_pattern_table_in_the_docs(declared: str, call: str, allowed: bool) -> None:
+    tool, *rest = call.split()
+    path, args = (rest[0], rest[1:]) if rest else ("", [])
+    rules = (("skill", parse_allowed_tools(declared)),)
+    ok = offered(rules, tool) and permits(rules, tool, path=path, args=args)
+    assert ok is allowed, f"{declared} / {call}"
+
+
+def test_the_table_has_rows() -> None:
+    assert len(_doc_rows()) >= 15
+
+
+def test_trusted_tiers_preapprove_what_their_allowed_tools_list() -> None:
+    def tiered(name: str, allowed: str, tier: str) -> ActiveSkill:
+        return msgspec.structs.replace(skill(name, allowed), tier=tier)
+
+    config = PolicyConfig()
+    org = tiered("ops", "Bash(python3 scripts/deploy.py:*) send_email", "org")
+    user = tiered("mine", "Bash send_email", "user")
+    third = tiered("theirs", "Bash send_email", "third-party")
+    run = {"path": "scripts/deploy.py", "args": ("--prod",)}
+    assert preapproved_by([org], config, "skills.run_script", **run) == "allowed-tools of ops (org)"
+    assert preapproved_by([org], config, "send_email") == "allowed-tools of ops (org)"
+    assert preapproved_by([org], config, "skills.run_script", path="scripts/other.py") is None
+    assert preapproved_by([user], config, "send_email") is None  # user: only when policy says
+    with_user = PolicyConfig(preapprove_tiers=("builtin", "org", "user"))
+    assert preapproved_by([user], with_user, "send_email") == "allowed-tools of mine (user)"
+    everyone = PolicyConfig(preapprove_tiers=("builtin", "org", "user", "third-party"))
+    assert preapproved_by([third], everyone, "send_email") is None  # never third-party

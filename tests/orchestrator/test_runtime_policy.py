@@ -206,3 +206,31 @@ async def test_host_tool_approval_and_failures(kit, store, make_skill) -> None:
         failed.is_error and failed.error_type == "RuntimeError" and "disk on fire" in failed.content
     )
     assert bodies[-1].reason == "completed"  # type: ignore[attr-defined]
+
+
+async def test_an_org_skills_allowed_tools_preapprove_a_host_tool(kit, store, make_skill) -> None:
+    """send_email needs approval by policy; an active org skill lists it, so it runs
+    without asking anyone, and the log records who pre-approved it."""
+    from orchestrator import HostTool, PolicyConfig
+    from orchestrator._events import ApprovalRequested, ApprovalResolved, ToolCompleted
+    from orchestrator.skills import Tier
+
+    def send_email(to: str) -> str:
+        """Send an email."""
+        return f"sent to {to}"
+
+    ops = make_skill("ops", allowed_tools="send_email", tier=Tier.ORG)
+    agent = kit.agent(
+        [kit.turn(kit.call("skills.load", names=["ops"])),
+         kit.turn(kit.call("send_email", to="a@example.com"))],
+        [ops],
+        host_tools=[HostTool.from_function(send_email)],
+        policy=PolicyConfig(approve_host_tools=("send_email",)),
+    )  # fmt: skip
+    session = await agent.run(store, "mail")
+    assert session.state.status == "ended"
+    bodies = await kit.bodies(store, session.id)
+    (resolved,) = kit.of_type(bodies, ApprovalResolved)
+    assert resolved.decided_by == "allowed-tools of ops (org)" and resolved.approved
+    assert len(kit.of_type(bodies, ApprovalRequested)) == 1
+    assert kit.of_type(bodies, ToolCompleted)[-1].content == "sent to a@example.com"
