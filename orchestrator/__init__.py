@@ -24,6 +24,7 @@ from ._events import CODEC as CODEC
 from ._events import EVENT_TYPES as EVENT_TYPES
 from ._events import ApprovalRequested as ApprovalRequested
 from ._events import ApprovalResolved as ApprovalResolved
+from ._events import Budget as Budget
 from ._events import CatalogIndexed as CatalogIndexed
 from ._events import CatalogSnapshot as CatalogSnapshot
 from ._events import EffectClass as EffectClass
@@ -109,6 +110,7 @@ __all__ = [
     "ApprovalResolved",
     "Approver",
     "ApproverError",
+    "Budget",
     "CatalogIndexed",
     "CatalogSnapshot",
     "Clock",

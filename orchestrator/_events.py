@@ -35,6 +35,19 @@ recorded but whose outcome is not (docs/effects.md): ``pure`` calls run again,
 run again and resolve as ``tool.interrupted`` (or as the embedding program reconciles)."""
 
 
+class Budget(msgspec.Struct, frozen=True, kw_only=True):
+    """Per-session limits, checked before each model call; 0 means no limit. Cost is
+    estimated from the session's token use and ``prices``: ``(model, micro-USD per
+    million input tokens, micro-USD per million output tokens)`` (integers: recorded
+    bodies hold no floats). A session over budget ends with ``budget_exceeded``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_micro_usd: int = 0
+    wall_ms: int = 0
+    prices: tuple[tuple[str, int, int], ...] = ()
+
+
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The policy a session runs under, recorded when it starts.
 
@@ -61,6 +74,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     nested_paths: bool = False
     approval_timeout_ms: int | None = None
     preapprove_tiers: tuple[str, ...] = ("builtin", "org")
+    budget: Budget = Budget()
     script_limits: ScriptLimits = ScriptLimits()
 
 
@@ -373,7 +387,7 @@ class LeaseReleased(Event, frozen=True, kw_only=True):
 
 class SessionEnded(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "session.ended"
-    reason: Literal["completed", "max_turns", "error", "cancelled"]
+    reason: Literal["completed", "max_turns", "error", "cancelled", "budget_exceeded"]
     turns: int
     error: str | None = None
 

@@ -30,6 +30,7 @@ from ._effects import Approver, LiveEffects, Reconciler, skill_info
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
+from ._policy import over_budget
 from ._session import Clock, Observer, Session
 from .skills import InlineSkill, Skill
 
@@ -160,6 +161,16 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
             break
         if state.turn >= state.config.max_turns:
             await session.end("max_turns")
+            break
+        exceeded = over_budget(
+            state.config.policy.budget,
+            state.config.model,
+            state.input_tokens,
+            state.output_tokens,
+            (session.clock() - session.started_at) // 1_000_000,
+        )
+        if exceeded is not None and state.open_prompt is None:
+            await session.end("budget_exceeded", f"budget_exceeded: {exceeded}")
             break
         request, _ = await session.render()
         outcome = await _call(session, model, request, retry)

@@ -29,7 +29,7 @@ from typing import Literal
 
 import msgspec
 
-from ._events import PolicyConfig
+from ._events import Budget, PolicyConfig
 from ._state import ActiveSkill
 
 ALWAYS_ALLOWED = frozenset({"skills.load", "skills.unload"})
@@ -203,3 +203,23 @@ def script_gate(config: PolicyConfig, tier: str) -> ScriptGate:
 
 def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:
     return tool in config.approve_host_tools or "*" in config.approve_host_tools
+
+
+def over_budget(
+    budget: Budget, model: str, input_tokens: int, output_tokens: int, wall_ms: int
+) -> str | None:
+    """Which budget a session has used up, as ``session.ended`` records it
+    (``tokens: 5120 input tokens, the budget is 5000``), or None (pure)."""
+    if budget.input_tokens and input_tokens >= budget.input_tokens:
+        return f"tokens: {input_tokens} input tokens, the budget is {budget.input_tokens}"
+    if budget.output_tokens and output_tokens >= budget.output_tokens:
+        return f"tokens: {output_tokens} output tokens, the budget is {budget.output_tokens}"
+    if budget.cost_micro_usd:
+        price = next((p for p in budget.prices if p[0] == model), None)
+        if price is not None:
+            cost = (input_tokens * price[1] + output_tokens * price[2]) // 1_000_000
+            if cost >= budget.cost_micro_usd:
+                return f"cost: about {cost} micro-USD spent, the budget is {budget.cost_micro_usd}"
+    if budget.wall_ms and wall_ms >= budget.wall_ms:
+        return f"wall time: {wall_ms} ms, the budget is {budget.wall_ms} ms"
+    return None

@@ -124,6 +124,7 @@ class Session:
         # (or waited on) by a process that stopped.
         self._interrupted_prompt = state.open_prompt is not None
         self._fresh_intents: frozenset[str] = frozenset()
+        self.started_at = clock()  # replaced by the recorded start when opened
 
     @property
     def id(self) -> str:
@@ -181,8 +182,11 @@ class Session:
         prompt needs, and continue where it stopped."""
         state = SessionState(session_id)
         named = 0
+        started_at = 0
         async for event in store.read(session_id):
             body = CODEC.decode(event)
+            if isinstance(body, SessionStarted):
+                started_at = event.recorded_at
             if isinstance(body, PromptRendered):
                 named = body.message_count
             apply(state, body, seq=event.seq, hash=event.hash)
@@ -191,6 +195,7 @@ class Session:
                 f"no session {session_id!r} in this database; `skillog sessions` lists them"
             )
         session = cls(store, state, effects, clock=clock, observers=observers, reconcile=reconcile)
+        session.started_at = started_at
         for skill in state.active:
             session._blobs[skill.body_digest] = await store.get_blob(skill.body_digest)
         # Messages added after the last recorded prompt (the answer and tool results of

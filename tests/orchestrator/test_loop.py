@@ -181,3 +181,30 @@ async def test_enormous_responses_are_refused(kit, store) -> None:
 def test_model_error_defaults() -> None:
     e = ModelError("x")
     assert e.kind == "other" and not e.retryable and e.retry_after_ms is None
+
+
+async def test_budgets_end_the_session_before_the_next_model_call(kit, store) -> None:
+    from orchestrator import Budget, PolicyConfig
+
+    usage = {"input_tokens": 3000, "output_tokens": 100}
+    turns = [
+        {"tool_calls": [{"id": f"c{i}", "name": "skills.unload", "arguments": {"all": True}}],
+         "usage": usage}
+        for i in range(5)
+    ]  # fmt: skip
+    cases = {
+        "tokens": Budget(input_tokens=5000),
+        "cost": Budget(cost_micro_usd=20_000, prices=(("m", 3_000_000, 15_000_000),)),
+    }
+    for name, budget in cases.items():
+        agent = Agent(
+            model=ScriptedModel(turns),
+            model_name="m",
+            skills=[],
+            policy=PolicyConfig(budget=budget),
+        )
+        session = await agent.run(store, "go", session_id=name)
+        end = (await kit.bodies(store, name))[-1]
+        assert isinstance(end, SessionEnded) and end.reason == "budget_exceeded"
+        assert end.error is not None and end.error.startswith(f"budget_exceeded: {name}")
+        assert session.state.turn == 2  # checked before the third call: 6000 tokens, 21 mUSD
