@@ -204,8 +204,17 @@ class OpenAIAdapter(SdkAdapter):
     _BASE_ERROR = "OpenAIError"
     _KEY_VARIABLES = ("OPENAI_API_KEY",)
 
-    def __init__(self, client: openai.AsyncOpenAI | None = None, *, model: str = "") -> None:
-        super().__init__(client, model=model)
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI | None = None,
+        *,
+        model: str = "",
+        base_url: str | None = None,
+    ) -> None:
+        """``base_url`` points the SDK at an OpenAI-compatible server (vLLM, Ollama,
+        a LiteLLM proxy, Azure's OpenAI endpoint), e.g. ``http://127.0.0.1:8000/v1``;
+        ``OPENAI_BASE_URL`` does the same from the environment."""
+        super().__init__(client, model=model, base_url=base_url)
 
     def _params(self, request: ModelRequest, model: str) -> dict[str, Any]:
         return openai_request(request, model=model)

@@ -26,15 +26,20 @@ class SdkAdapter:
     _BASE_ERROR: ClassVar[str]
     _KEY_VARIABLES: ClassVar[tuple[str, ...]]
 
-    def __init__(self, client: Any, *, model: str) -> None:
+    def __init__(self, client: Any, *, model: str, base_url: str | None = None) -> None:
         self._sdk = import_sdk(self._MODULE, extra=self.PROVIDER)
         if client is None:
-            if not any(os.environ.get(v) for v in self._KEY_VARIABLES):
+            key = next((os.environ[v] for v in self._KEY_VARIABLES if os.environ.get(v)), None)
+            if key is None and base_url is None:
                 raise AdapterConfigError(
                     f"{self._KEY_VARIABLES[0]} is not set: export it, or pass a configured "
                     f"{self._MODULE}.{self._CLIENT_CLASS} client"
                 )
-            client = getattr(self._sdk, self._CLIENT_CLASS)(max_retries=0)
+            # A compatible server at base_url (vLLM, Ollama, a LiteLLM proxy) may need
+            # no key; the SDK insists on one, which such servers ignore.
+            client = getattr(self._sdk, self._CLIENT_CLASS)(
+                max_retries=0, base_url=base_url, api_key=key or "unused"
+            )
         else:
             # The loop's bounded retry policy must be the only one: SDK retries would
             # multiply attempts and hide them from the log.

@@ -284,3 +284,45 @@ async def test_names_that_cannot_go_on_the_wire_are_refused(canned: Canned) -> N
         with pytest.raises(ToolNameError, match="cannot be sent"):
             await adapter(canned).complete(request)
     assert canned.requests == []
+
+
+async def test_an_openai_compatible_server_at_a_base_url(
+    request_: ModelRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM, Ollama, a LiteLLM proxy: a real HTTP server on loopback speaking the chat
+    completions API, reached through the real SDK with base_url and no API key."""
+    import http.server
+    import json
+    import threading
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body))
+            reply = json.dumps(completion({"content": "hello from a local model"})).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        response = await OpenAIAdapter(model="local-llama", base_url=url).complete(request_)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert response.parts[0].text == "hello from a local model"  # type: ignore[union-attr]
+    ((path, body),) = seen
+    assert path == "/v1/chat/completions" and body["messages"]
