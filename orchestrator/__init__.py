@@ -58,6 +58,7 @@ from ._host_tools import ToolOutcome as ToolOutcome
 from ._index_log import INDEX_STREAM as INDEX_STREAM
 from ._index_log import record_index_run as record_index_run
 from ._loop import Agent as Agent
+from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
 from ._loop import drive as drive
 from ._model import Message as Message
@@ -103,6 +104,7 @@ __all__ = [
     "INDEX_STREAM",
     "ActiveSkill",
     "Agent",
+    "AgentConfigError",
     "ApprovalDecision",
     "ApprovalError",
     "ApprovalRequest",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from eventlog import EventStore
+from eventlog import EventStore, SkillogError
 
 from ._effects import Approver, LiveEffects, Reconciler, skill_info
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
@@ -53,6 +53,10 @@ class RetryPolicy:
         return max(backoff, min(hint_ms or 0, self.max_ms))
 
 
+class AgentConfigError(SkillogError):
+    """An Agent configured in a way that would make its sessions ambiguous."""
+
+
 @dataclass
 class Agent:
     """Drives sessions: the one object an embedding program configures."""
@@ -75,6 +79,18 @@ class Agent:
     clock: Clock = time.time_ns
     bwrap: str | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for kind, names in (
+            ("skills", [s.name for s in self.skills]),
+            ("host tools", [t.name for t in self.host_tools]),
+        ):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise AgentConfigError(
+                    f"two {kind} are named {', '.join(map(repr, twice))}: a name must say "
+                    f"which one the model means; rename or drop one"
+                )
 
     @property
     def effects(self) -> LiveEffects:

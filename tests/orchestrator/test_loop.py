@@ -208,3 +208,16 @@ async def test_budgets_end_the_session_before_the_next_model_call(kit, store) ->
         assert isinstance(end, SessionEnded) and end.reason == "budget_exceeded"
         assert end.error is not None and end.error.startswith(f"budget_exceeded: {name}")
         assert session.state.turn == 2  # checked before the third call: 6000 tokens, 21 mUSD
+
+
+def test_two_skills_or_tools_with_one_name_are_an_error(make_skill) -> None:
+    import pytest
+
+    from orchestrator import AgentConfigError
+
+    first = make_skill("same")
+    with pytest.raises(AgentConfigError, match="two skills are named 'same'"):
+        Agent(model=ScriptedModel([]), model_name="m", skills=[first, first])
+    tool = HostTool.from_function(nap)
+    with pytest.raises(AgentConfigError, match="two host tools are named 'nap'"):
+        Agent(model=ScriptedModel([]), model_name="m", host_tools=[tool, tool])
