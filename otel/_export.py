@@ -85,8 +85,18 @@ async def _session_spans(
 async def send_with_retries(
     exporter: SpanExporter, spans: Sequence[ReadableSpan], options: ExportOptions, what: str
 ) -> None:
-    """Send one batch, retrying with exponential backoff; :class:`ExportFailedError`
-    naming ``what`` and the last reason when every attempt failed."""
+    """Send one batch, retrying transient failures with exponential backoff;
+    :class:`ExportFailedError` naming ``what`` and the last reason when every attempt
+    failed. An endpoint that cannot be reached at all (connection refused, unknown
+    host, no route within ``connect_timeout_s``) fails at once: retrying it would only
+    wait (the SDK's exporter backs off for many seconds on each attempt)."""
+    if options.endpoint is not None:
+        cause = await trio.to_thread.run_sync(diagnose, options.endpoint, options.connect_timeout_s)
+        if cause is not None:
+            raise ExportFailedError(
+                f"cannot send {what}: {cause}. Check that the collector is running and "
+                "reachable at that address; run the command again to resume from this session"
+            )
     reason = None
     for attempt in range(options.retries + 1):
         if attempt:
