@@ -42,7 +42,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _parser(command: str | None) -> argparse.ArgumentParser:
+def _parser(command: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The top-level parser, and the parser of ``command`` (its arguments added)."""
     parser = argparse.ArgumentParser(
         prog="skillog",
         description="An event-sourced, replayable runtime for Agent Skills.",
@@ -51,18 +52,64 @@ def _parser(command: str | None) -> argparse.ArgumentParser:
         "--version", action="version", version=f"skillog {importlib.metadata.version('skillog')}"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = None
     for name, (module, help_text) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
         if name == command:
             importlib.import_module(module).add_arguments(cmd)
-    return parser
+            chosen = cmd
+    return parser, chosen
+
+
+GLOBAL_OPTIONS = ("--db",)
+"""Options every command takes, accepted before or after the command and its action."""
+
+
+def _split_globals(args: list[str]) -> tuple[list[str], list[str]]:
+    """``args`` without the global options, and those options (with their values)."""
+    rest: list[str] = []
+    found: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        if arg in GLOBAL_OPTIONS and i + 1 < len(args):
+            found += args[i : i + 2]
+            i += 2
+            continue
+        if arg.startswith(tuple(f"{o}=" for o in GLOBAL_OPTIONS)):
+            found.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, found
+
+
+def _placed(
+    rest: list[str], found: list[str], command: str, cmd: argparse.ArgumentParser
+) -> list[str]:
+    """Put the global options where the command's parser takes them: right after the
+    command when the command itself declares them (``skills --db X list``), else at the
+    end, where its action's parser does (``log verify --db X``)."""
+    if not found:
+        return rest
+    declared = any(o in cmd._option_string_actions for o in GLOBAL_OPTIONS)
+    at = rest.index(command) + 1 if declared else len(rest)
+    return rest[:at] + found + rest[at:]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``skillog`` console script; returns the exit code."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    command = next((a for a in args_list if not a.startswith("-")), None)
-    args = _parser(command if command in COMMANDS else None).parse_args(args_list)
+    rest, found = _split_globals(list(sys.argv[1:] if argv is None else argv))
+    command = next((a for a in rest if not a.startswith("-")), None)
+    parser, cmd = _parser(command if command in COMMANDS else None)
+    if command is not None and cmd is not None:
+        rest = _placed(rest, found, command, cmd)
+    else:
+        rest += found
+    args = parser.parse_args(rest)
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         if getattr(args, "trusted_key", False) is None and getattr(args, "checkpoint", None):

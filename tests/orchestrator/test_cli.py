@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,21 @@ def test_the_transcript_shows_errors_whole() -> None:
     text = " ".join(line[11:].strip() for line in lines)
     assert text.count("END-OF-REASON") == 2 and "…" not in text
     assert all(len(line) <= 96 for line in lines)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "sessions {db}", "--db {path} sessions", "log verify {db}", "log {db} verify",
+        "--db={path} log verify", "skills {db} list", "skills list {db}",
+        "otel {db} metrics --all", "approvals {db}", "--db {path} approvals",
+    ],
+)  # fmt: skip
+def test_db_goes_before_or_after_the_command(
+    tmp_path: Path, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "demo.db"
+    assert main(["demo", "--db", str(db)]) == 0
+    capsys.readouterr()
+    argv = shlex.split(words.format(db=f"--db {db}", path=db))
+    assert main(argv) == 0, capsys.readouterr().err
