@@ -1,0 +1,28 @@
+"""The service's configuration: one typed object, built by ``skillog serve`` (or a
+test) and read by every handler. It holds no state of the service: the store is the
+log, the token book a view of the configuration file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from eventlog import EventStore
+
+from .._loop import Agent
+from ._auth import TokenBook
+
+MAX_BODY = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    """``models``: the model specs a submission may name (the first is the default);
+    ``make_agent(spec)`` builds the agent that records a submitted session's start
+    (blocking: discovery reads the disk; called from a worker thread)."""
+
+    store: EventStore
+    tokens: TokenBook
+    models: tuple[str, ...]
+    make_agent: Callable[[str], Agent]
+    max_body: int = MAX_BODY
