@@ -1,0 +1,66 @@
+"""``skillog serve`` as a user runs it: a real process; the first run creates, prints
+and stores (hashed) an admin token; SIGTERM stops it cleanly."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2 as httpx
+
+from orchestrator.service import is_loopback, token_digest
+
+
+def start(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator._cli", "serve", "--db", str(tmp_path / "s.db"),
+         "--bind", "127.0.0.1:0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        found = re.search(r"skillog serve: (http://127\.0\.0\.1:\d+)", line)
+        if found:
+            return proc, found.group(1)
+    raise AssertionError(f"serve did not start: {proc.wait(timeout=10)}")
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    return out
+
+
+def test_first_run_prints_a_token_once_and_stores_its_hash(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path)}
+    proc, url = start(tmp_path, env)
+    try:
+        assert proc.stdout is not None
+        token = re.search(r"skl_\S+", "".join(proc.stdout.readline() for _ in range(3)))
+        assert token is not None
+        text = config.read_text()
+        assert token.group(0) not in text and token_digest(token.group(0)) in text
+        auth = {"authorization": f"Bearer {token.group(0)}"}
+        who = httpx.get(url + "/api/whoami", headers=auth, trust_env=False)
+        assert who.json() == {"name": "admin", "roles": ["admin"]}
+        assert httpx.get(url + "/api/whoami", trust_env=False).status_code == 401
+    finally:
+        stop(proc)
+    proc, url = start(tmp_path, env)  # the second run creates nothing
+    assert "skl_" not in stop(proc)
+    assert config.read_text() == text
+
+
+def test_loopback_only_by_default() -> None:
+    assert is_loopback("127.0.0.1:8765") and is_loopback("[::1]:80") and is_loopback("localhost:1")
+    assert not is_loopback("0.0.0.0:8765") and not is_loopback("192.168.1.2:80")
+    from orchestrator._cli import _parser
+
+    assert _parser("serve").parse_args(["serve"]).bind == "127.0.0.1:8765"
