@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx2 as httpx
@@ -15,19 +16,25 @@ import httpx2 as httpx
 from orchestrator.service import is_loopback, token_digest
 
 
-def start(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator._cli", "serve", "--db", str(tmp_path / "s.db"),
-         "--bind", "127.0.0.1:0"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        found = re.search(r"skillog serve: (http://127\.0\.0\.1:\d+)", line)
+def start(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
+    """``skillog serve`` on a free loopback port; returns the process and its URL. Its
+    stderr goes to a file (a pipe nobody reads could fill and stall the server)."""
+    err = tmp_path / "serve.err"
+    with err.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator._cli", "serve", "--db", str(tmp_path / "s.db"),
+             "--bind", "127.0.0.1:0", *args],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=sink, text=True,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = re.search(r"skillog serve: (http://127\.0\.0\.1:\d+)", err.read_text())
         if found:
             return proc, found.group(1)
-    raise AssertionError(f"serve did not start: {proc.wait(timeout=10)}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"serve did not start: {err.read_text()}")
 
 
 def stop(proc: subprocess.Popen[str]) -> str:
