@@ -45,6 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_worker_arguments(parser)
     parser.add_argument("--max-turns", type=int, default=50, help="turn bound of submissions")
+    parser.add_argument(
+        "--add-token", metavar="NAME",
+        help="create a token named NAME with --roles, print it once, store its sha256 in the "
+        "configuration file, and exit (remove its entry from the file to revoke it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--roles", default="viewer",
+        help="comma-separated roles of --add-token: viewer, approver, submitter, admin",
+    )  # fmt: skip
 
 
 def use_demo_default(args: argparse.Namespace) -> None:
@@ -58,6 +67,8 @@ def use_demo_default(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from .service import ensure_token
 
+    if args.add_token is not None:
+        return _add_token(args.add_token, args.roles)
     if args.workers < 0:
         print("skillog serve: --workers must be 0 or more", file=sys.stderr)
         return 2
@@ -71,6 +82,21 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     return trio.run(_serve, args)
+
+
+def _add_token(name: str, roles_text: str) -> int:
+    from .service import ROLES, new_token
+    from .skills._config import add_service_token
+
+    roles = tuple(r.strip() for r in roles_text.split(",") if r.strip())
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown or not roles:
+        print(f"skillog serve: unknown role(s) {unknown}; use {', '.join(ROLES)}", file=sys.stderr)
+        return 2
+    token, entry = new_token(name, roles)  # type: ignore[arg-type]
+    add_service_token(config_path(), entry)
+    print(f"token {name} ({', '.join(roles)}), shown only now:\n\n    {token}\n")
+    return 0
 
 
 def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:

@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 from dataclasses import dataclass, field
 
+import msgspec
 import trio
 
-from ..skills._config import Role, ServiceToken, add_service_token, load_service_config
+from ..skills._config import (
+    Role,
+    ServiceConfig,
+    ServiceToken,
+    add_service_token,
+    load_service_config,
+)
+from ..skills._errors import ConfigError
+
+log = logging.getLogger("skillog.service")
 
 ROLES: tuple[Role, ...] = ("viewer", "approver", "submitter", "admin")
 TOKEN_PREFIX = "skl_"
@@ -30,7 +41,13 @@ def token_digest(token: str) -> str:
 def new_token(name: str, roles: tuple[Role, ...]) -> tuple[str, ServiceToken]:
     """A fresh random token and the entry to store for it (its hash, never the token)."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    return token, ServiceToken(name=name, sha256=token_digest(token), roles=roles)
+    raw = {"name": name, "sha256": token_digest(token), "roles": list(roles)}
+    try:  # convert, not the constructor: it checks the name's and roles' constraints
+        return token, msgspec.convert(raw, ServiceToken)
+    except msgspec.ValidationError as e:
+        raise ConfigError(
+            f"token {name!r}: {e} (names: letters, digits, '.', '@', '-', '_')"
+        ) from e
 
 
 def ensure_token(path: str) -> str | None:
@@ -79,7 +96,11 @@ class TokenBook:
         self._checked = int(now)
         stamp = await trio.to_thread.run_sync(_stamp, self.path)
         if stamp != self._stamp:
-            config = await trio.to_thread.run_sync(load_service_config, self.path)
+            try:
+                config = await trio.to_thread.run_sync(load_service_config, self.path)
+            except ConfigError as e:  # fail closed: no token is valid until it is fixed
+                log.error("skillog serve: every token refused until this is fixed: %s", e)
+                config = ServiceConfig()
             self._tokens, self._stamp = config.tokens, stamp
 
 

@@ -12,8 +12,12 @@ import time
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
+import trio
 
-from orchestrator.service import is_loopback, token_digest
+from orchestrator._cli import main
+from orchestrator.service import TokenBook, is_loopback, new_token, token_digest
+from orchestrator.skills._config import add_service_token, load_service_config
 
 
 def start(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
@@ -71,3 +75,32 @@ def test_loopback_only_by_default() -> None:
     from orchestrator._cli import _parser
 
     assert _parser("serve").parse_args(["serve"]).bind == "127.0.0.1:8765"
+
+
+def test_add_token_prints_once_and_refuses_bad_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("# mine\nskills:\n  lenient: true\n")
+    monkeypatch.setenv("SKILLOG_CONFIG", str(config))
+    assert main(["serve", "--add-token", "ops", "--roles", "viewer,approver"]) == 0
+    token = re.search(r"skl_\S+", capsys.readouterr().out)
+    assert token is not None
+    text = config.read_text()
+    assert text.startswith("# mine\nskills:\n  lenient: true\n")  # the rest kept as it was
+    assert token.group(0) not in text and token_digest(token.group(0)) in text
+    assert load_service_config(str(config)).tokens[0].roles == ("viewer", "approver")
+    assert main(["serve", "--add-token", "x y"]) == 2
+    assert main(["serve", "--add-token", "z", "--roles", "root"]) == 2
+    assert config.read_text() == text
+
+
+async def test_a_broken_config_file_refuses_every_token(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    token, entry = new_token("ops", ("admin",))
+    add_service_token(str(config), entry)
+    book = TokenBook(str(config))
+    assert (await book.lookup(token)) is not None
+    config.write_text(config.read_text().replace("roles:", "rolez:"))
+    await trio.sleep(1.1)
+    assert (await book.lookup(token)) is None
