@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from eventlog import EventStore, describe_db, open_store
+from eventlog import EventStore, SkillogError, describe_db, open_store
 
 from ._cli_demo import DEMO
 from ._cli_fleet import add_worker_arguments, agent_factory
@@ -65,7 +65,12 @@ def use_demo_default(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .service import ensure_token
+    try:
+        from .service import ensure_token
+    except ImportError as e:
+        raise SkillogError(
+            f"skillog serve needs the service extra ({e}): pip install 'skillog[service]'"
+        ) from e
 
     if args.add_token is not None:
         return _add_token(args.add_token, args.roles)
