@@ -29,6 +29,7 @@ from ._schemas import (
     EventPage,
     Health,
     LoginRequest,
+    ReplayOut,
     SessionList,
     SessionView,
     SubmitRequest,
@@ -98,6 +99,16 @@ API: list[tuple[Operation, Handler]] = [
             "GET", S + "/verify", "verify the session's hash chain", "viewer", response=VerifyOut
         ),
         api.verify_session,
+    ),
+    (
+        Operation(
+            "GET",
+            S + "/replay",
+            "prove every prompt from the log alone (skillog replay)",
+            "viewer",
+            response=ReplayOut,
+        ),
+        api.replay_proof,
     ),
     (
         Operation(

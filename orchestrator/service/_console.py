@@ -121,7 +121,9 @@ async def session_page(request: Request) -> Response:
         f'<section id="session" data-session="{escape(sid)}">'
         f"<h2>Session {escape(sid)}</h2>"
         f'<p>Status: <span id="status">{escape(status_text(state))}</span> · model '
-        f"{escape(state.config.provider)}:{escape(state.config.model)}</p>"
+        f"{escape(state.config.provider)}:{escape(state.config.model)} · "
+        f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
+        f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a></p>'
         f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
         f'<h3>Pending approvals</h3><div id="approvals">'
         f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"

@@ -29,13 +29,16 @@ from ._schemas import (
     ApprovalList,
     DecisionOut,
     DecisionRequest,
+    DivergenceOut,
     EventPage,
     FaultOut,
     Health,
+    ReplayOut,
     SessionList,
     SessionView,
     SubmitRequest,
     Submitted,
+    TurnOut,
     VerifyOut,
     WhoAmI,
 )
@@ -254,3 +257,33 @@ async def verify_session(request: Request) -> Response:
     count, fault = await verify_stream(store, sid)
     out = None if fault is None else FaultOut(kind=fault.kind, seq=fault.seq, detail=fault.detail)
     return json(VerifyOut(session_id=sid, ok=fault is None, events=count, fault=out))
+
+
+async def replay_proof(request: Request) -> Response:
+    """Prove every prompt of the session from the log alone (``skillog replay``)."""
+    from replay import BrokenLogError, load_recording, replay_session, verify_recording
+
+    require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    if await session_config(store, sid) is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    try:
+        await verify_recording(store, sid)
+        report = await replay_session(store, await load_recording(store, sid))
+    except BrokenLogError as e:
+        return json(
+            ReplayOut(session_id=sid, ok=False, events=0, turns=[], divergence=None, broken=str(e))
+        )
+    turns = [
+        TurnOut(turn=t.turn, seq=t.seq, request_hash=t.request_hash,
+                rerendered_hash=t.rerendered_hash, ok=t.ok)
+        for t in report.turns
+    ]  # fmt: skip
+    d = report.divergence
+    divergence = None if d is None else DivergenceOut(turn=d.turn, seq=d.seq, diff=d.diff)
+    out = ReplayOut(
+        session_id=sid, ok=report.ok, events=report.events, turns=turns,
+        divergence=divergence, broken=None,
+    )  # fmt: skip
+    return json(out)

@@ -125,6 +125,33 @@ class VerifyOut(_Out, frozen=True, kw_only=True):
     fault: FaultOut | None
 
 
+class TurnOut(_Out, frozen=True, kw_only=True):
+    turn: int
+    seq: int
+    request_hash: str
+    rerendered_hash: str
+    ok: bool
+
+
+class DivergenceOut(_Out, frozen=True, kw_only=True):
+    turn: int
+    seq: int
+    diff: str
+
+
+class ReplayOut(_Out, frozen=True, kw_only=True):
+    """The replay proof (``skillog replay``): the chain verified, every recorded model
+    request re-rendered from the log alone and compared byte for byte. ``broken`` says
+    why nothing could be proven (a chain or blob that does not verify)."""
+
+    session_id: str
+    ok: bool
+    events: int
+    turns: list[TurnOut]
+    divergence: DivergenceOut | None
+    broken: str | None
+
+
 class Health(_Out, frozen=True, kw_only=True):
     status: str
 

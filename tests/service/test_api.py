@@ -4,6 +4,7 @@ approvals (including a race), and a session driven to its end through the API.""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import trio
 
@@ -162,6 +163,11 @@ async def test_submit_approve_and_continue(service: Service) -> None:
         assert [e["hash"] for e in page["events"]] == [e.hash for e in stored]
     count, fault = await verify_stream(service.store, session)
     assert fault is None and count == verified["events"]
+    async with service.client("victor") as client:
+        proof = (await client.get(f"/api/sessions/{session}/replay")).json()
+    prompts = [e.seq async for e in service.store.read(session) if e.type == "prompt.rendered"]
+    assert proof["ok"] and proof["broken"] is None and proof["divergence"] is None
+    assert [t["seq"] for t in proof["turns"]] == prompts and all(t["ok"] for t in proof["turns"])
 
 
 async def test_double_approval_race(service: Service) -> None:
@@ -195,3 +201,19 @@ async def test_openapi_and_health(service: Service) -> None:
         assert submit_op["x-role"] == "submitter"
         assert (await client.get("/api/health")).json() == {"status": "ok"}
         assert (await client.get("/api/ready")).json() == {"status": "ready"}
+
+
+async def test_a_tampered_log_is_reported_not_proven(service: Service) -> None:
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    with sqlite3.connect(service.db) as db:  # an edit behind the log's back
+        db.execute(
+            "UPDATE events SET body = replace(body, 'greet me', 'greet you') "
+            "WHERE stream = ? AND type = 'message.user'",
+            (session,),
+        )
+    async with service.client("victor") as client:
+        verified = (await client.get(f"/api/sessions/{session}/verify")).json()
+        proof = (await client.get(f"/api/sessions/{session}/replay")).json()
+    assert verified["ok"] is False and verified["fault"]["seq"] == 2
+    assert proof["ok"] is False and "does not verify" in proof["broken"]
