@@ -123,7 +123,8 @@ async def session_page(request: Request) -> Response:
         f'<p>Status: <span id="status">{escape(status_text(state))}</span> · model '
         f"{escape(state.config.provider)}:{escape(state.config.model)} · "
         f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
-        f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a></p>'
+        f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a> · '
+        f'<a id="audit" href="/console/sessions/{escape(sid)}/audit">audit report</a></p>'
         f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
         f'<h3>Pending approvals</h3><div id="approvals">'
         f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"
@@ -131,6 +132,46 @@ async def session_page(request: Request) -> Response:
         '<ol id="events" start="0"></ol></section>'
     )
     return _page(f"session {sid}", content, who)
+
+
+async def audit_page(request: Request) -> Response:
+    """The audit report: the chain verified, the replay proof and the timeline of who
+    did what, when (``skillog replay --timeline``), from the log alone."""
+    from replay import BrokenLogError, load_recording, replay_session, timeline, verify_recording
+
+    who = require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    if await session_config(store, sid) is None:
+        raise ApiError(404, f"no session {sid!r} in this log")
+    try:
+        await verify_recording(store, sid)
+        recording = await load_recording(store, sid)
+        report = await replay_session(store, recording)
+    except BrokenLogError as e:
+        body = f'<p class="message error" id="verdict">not proven: {escape(str(e))}</p>'
+        return _page(f"audit {sid}", f"<h2>Audit report {escape(sid)}</h2>{body}", who)
+    proven = sum(t.ok for t in report.turns)
+    verdict = (
+        f"chain verified ({report.events} events); {proven} of {len(report.turns)} prompts "
+        "re-rendered from the log byte for byte"
+    )
+    if report.divergence is not None:
+        verdict += f"; first divergence at turn {report.divergence.turn}"
+    rows = "".join(
+        f"<tr><td>{e.seq}</td><td>{escape(e.time)}</td><td>{e.turn}</td>"
+        f"<td>{escape(e.kind)}</td><td>{escape(e.what)}</td><td>"
+        + "; ".join(f"{escape(k)}: {escape(str(v))}" for k, v in e.details.items())
+        + "</td></tr>"
+        for e in timeline(recording)
+    )
+    content = (
+        f"<h2>Audit report {escape(sid)}</h2>"
+        f'<p id="verdict" class="message {"ok" if report.ok else "error"}">{escape(verdict)}</p>'
+        '<table id="timeline"><thead><tr><th>seq</th><th>time (UTC)</th><th>turn</th>'
+        f"<th>kind</th><th>what</th><th>details</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    return _page(f"audit {sid}", content, who)
 
 
 async def approvals_fragment(request: Request) -> Response:
@@ -213,5 +254,6 @@ ROUTES: list[BaseRoute] = [
     Route("/console/approvals", approvals_page),
     Route("/console/sessions/{session}", session_page),
     Route("/console/sessions/{session}/approvals", approvals_fragment),
+    Route("/console/sessions/{session}/audit", audit_page),
     Route("/static/{name}", static),
 ]

@@ -110,6 +110,13 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             ).json()["events"]  # fmt: skip
             seqs = page.eval_on_selector_all("#events li", "els => els.map(e => +e.dataset.seq)")
             assert seqs == [e["seq"] for e in log]
+            # The audit report: proven from the log, hostile text still text.
+            page.click("#audit")
+            expect(page.locator("#verdict")).to_contain_text("byte for byte")
+            expect(page.locator("#timeline")).to_contain_text("approved")
+            expect(page.locator("#timeline")).to_contain_text("ada")
+            assert page.locator("#timeline script, #timeline img").count() == 0
+            assert page.evaluate("window.__pwned") is None and dialogs == []
 
             # A viewer sees a pending request but cannot approve it.
             second = httpx.post(

@@ -23,6 +23,7 @@ async def test_login_cookie_and_pages_escape_everything(service: Service) -> Non
             await browser.get(f"/console/sessions/{session}"),
             await browser.get("/console/approvals"),
             await browser.get(f"/console/sessions/{session}/approvals"),
+            await browser.get(f"/console/sessions/{session}/audit"),
         ]
         for page in pages:
             assert page.status_code == 200, page.text
@@ -30,7 +31,9 @@ async def test_login_cookie_and_pages_escape_everything(service: Service) -> Non
                 "onerror=&quot;", ""
             )
             assert "'unsafe-inline'" not in page.headers["content-security-policy"]
-        session_page, approvals = pages[1], pages[2]
+        session_page, approvals, audit = pages[1], pages[2], pages[4]
+        assert "re-rendered from the log byte for byte" in audit.text
+        assert "<i>x</i>" not in audit.text and "skills.run_script" in audit.text
         assert HOSTILE.replace("<", "&lt;").replace(">", "&gt;").split('"')[0] in session_page.text
         assert "&lt;i&gt;x&lt;/i&gt;" in approvals.text  # the script's argument, as text
         assert "skills.run_script" in approvals.text and "user" in approvals.text
