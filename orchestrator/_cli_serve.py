@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_worker_arguments(parser)
     parser.add_argument("--max-turns", type=int, default=50, help="turn bound of submissions")
     parser.add_argument(
+        "--otel-endpoint", metavar="URL",
+        help="the OTLP/HTTP backend of POST /api/sessions/ID/otel-export (e.g. "
+        "http://localhost:4318); without it the trigger answers 409",
+    )  # fmt: skip
+    parser.add_argument(
         "--add-token", metavar="NAME",
         help="create a token named NAME with --roles, print it once, store its sha256 in the "
         "configuration file, and exit (remove its entry from the file to revoke it)",
@@ -120,6 +125,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         tokens=TokenBook(config_path()),
         models=tuple(args.model),
         make_agent=make_agent,
+        otel_endpoint=args.otel_endpoint,
     )
     workers = [
         Worker(

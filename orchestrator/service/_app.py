@@ -27,6 +27,8 @@ from ._schemas import (
     DecisionOut,
     DecisionRequest,
     EventPage,
+    ExportOut,
+    ExportRequest,
     Health,
     LoginRequest,
     ReplayOut,
@@ -109,6 +111,17 @@ API: list[tuple[Operation, Handler]] = [
             response=ReplayOut,
         ),
         api.replay_proof,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/otel-export",
+            "send the ended session's trace to the configured OTLP backend",
+            "admin",
+            ExportRequest,
+            ExportOut,
+        ),
+        api.otel_export,
     ),
     (
         Operation(

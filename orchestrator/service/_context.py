@@ -19,10 +19,13 @@ MAX_BODY = 64 * 1024
 class ServiceContext:
     """``models``: the model specs a submission may name (the first is the default);
     ``make_agent(spec)`` builds the agent that records a submitted session's start
-    (blocking: discovery reads the disk; called from a worker thread)."""
+    (blocking: discovery reads the disk; called from a worker thread);
+    ``otel_endpoint`` the OTLP/HTTP backend of the export trigger, set by the operator
+    (never by a client: the service sends to no address a request names)."""
 
     store: EventStore
     tokens: TokenBook
     models: tuple[str, ...]
     make_agent: Callable[[str], Agent]
     max_body: int = MAX_BODY
+    otel_endpoint: str | None = None  # where the export trigger sends traces (OTLP/HTTP)

@@ -31,6 +31,8 @@ from ._schemas import (
     DecisionRequest,
     DivergenceOut,
     EventPage,
+    ExportOut,
+    ExportRequest,
     FaultOut,
     Health,
     ReplayOut,
@@ -287,3 +289,39 @@ async def replay_proof(request: Request) -> Response:
         divergence=divergence, broken=None,
     )  # fmt: skip
     return json(out)
+
+
+async def otel_export(request: Request) -> Response:
+    """Send the session's trace to the configured OTLP backend (``skillog otel export``);
+    the session must have ended. 409 when no backend is configured or the log does not
+    verify, 502 when the backend refuses."""
+    from otel import (
+        BrokenChainError,
+        ExportFailedError,
+        ExportOptions,
+        SessionNotEndedError,
+        export_sessions,
+        otlp_exporter,
+        traces_url,
+    )
+
+    require(request, "admin")
+    sid = session_id(request)
+    ctx = context(request)
+    req = await body(request, ExportRequest)
+    if ctx.otel_endpoint is None:
+        raise ApiError(409, "no OTLP endpoint configured: start skillog serve --otel-endpoint URL")
+    if await session_config(ctx.store, sid) is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    url = traces_url(ctx.otel_endpoint)
+    exporter = otlp_exporter(url, timeout_s=5.0)
+    options = ExportOptions(content=req.content, retries=1, endpoint=url)
+    try:
+        report = await export_sessions(ctx.store, exporter, sessions=[sid], options=options)
+    except (SessionNotEndedError, BrokenChainError) as e:
+        raise ApiError(409, str(e)) from e
+    except ExportFailedError as e:
+        raise ApiError(502, str(e)) from e
+    finally:
+        await trio.to_thread.run_sync(exporter.shutdown)
+    return json(ExportOut(session_id=sid, endpoint=url, spans=report.spans))

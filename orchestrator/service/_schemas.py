@@ -35,6 +35,12 @@ class DecisionRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True
     reason: Reason | None = None
 
 
+class ExportRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``content``: include message content in the spans (off by default)."""
+
+    content: bool = False
+
+
 class LoginRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
     token: TokenText
 
@@ -150,6 +156,12 @@ class ReplayOut(_Out, frozen=True, kw_only=True):
     turns: list[TurnOut]
     divergence: DivergenceOut | None
     broken: str | None
+
+
+class ExportOut(_Out, frozen=True, kw_only=True):
+    session_id: str
+    endpoint: str
+    spans: int
 
 
 class Health(_Out, frozen=True, kw_only=True):

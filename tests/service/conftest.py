@@ -6,6 +6,7 @@ it. The model is scripted; everything else is real."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,18 +77,18 @@ def service_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, 
     return config, tokens
 
 
-@pytest.fixture
-async def service(
-    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+@asynccontextmanager
+async def running_service(
+    tmp_path: Path, config: Path, tokens: dict[str, str], *extra: str
 ) -> AsyncIterator[Service]:
-    config, tokens = service_env
+    """The service as ``skillog serve`` wires it, with ``extra`` command-line options."""
     skill = write_skill(tmp_path, HOSTILE)
     script = tmp_path / "turns.yaml"
     script.write_text(TURNS)
     db = tmp_path / "service.db"
     args = _parser("serve").parse_args(
         ["serve", "--db", str(db), "--model", f"scripted:{script}", "--skills", str(skill),
-         "--tier", "user", "--poll-ms", "50", "--project", str(tmp_path)]
+         "--tier", "user", "--poll-ms", "50", "--project", str(tmp_path), *extra]
     )  # fmt: skip
     stop = trio.Event()
     async with open_sqlite_store(db) as store, trio.open_nursery() as nursery:
@@ -99,3 +100,12 @@ async def service(
         )
         yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db)
         stop.set()
+
+
+@pytest.fixture
+async def service(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> AsyncIterator[Service]:
+    config, tokens = service_env
+    async with running_service(tmp_path, config, tokens) as service:
+        yield service
