@@ -6,12 +6,13 @@ session's log exactly (each seq once, in order, hashes equal); prints p50/p99 la
 from an event's recording to its delivery, SSE vs in-process, and the ratio.
 
     .venv/bin/python bench/service.py [--rate 5] [--seconds 10] [--followers-per-session 1]
-                                      [--linger]
+                                      [--linger] [--postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -26,7 +27,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench
 import httpx2 as httpx  # noqa: E402
 import trio  # noqa: E402
 
-from eventlog import open_sqlite_store  # noqa: E402
+from eventlog import open_store  # noqa: E402
 from orchestrator._cli import _parser  # noqa: E402
 from orchestrator._cli_serve import build  # noqa: E402
 from orchestrator.service import new_token, serve  # noqa: E402
@@ -81,9 +82,9 @@ async def main(args: argparse.Namespace) -> None:
     os.environ["HOME"] = str(tmp)
     token, entry = new_token("bench", ("admin",))
     add_service_token(str(config), entry)
-    db = tmp / "service.db"
+    db = args.db or str(tmp / "service.db")
     cli = _parser("serve").parse_args(
-        ["serve", "--db", str(db), "--model", f"scripted:{DEMO / 'turns.yaml'}",
+        ["serve", "--db", db, "--model", f"scripted:{DEMO / 'turns.yaml'}",
          "--skills", str(DEMO / "skills"), "--tier", "org", "--poll-ms", "50",
          "--concurrency", str(args.concurrency)]
     )  # fmt: skip
@@ -93,7 +94,7 @@ async def main(args: argparse.Namespace) -> None:
     direct_latency: list[float] = []
     submit_ms: list[float] = []
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    async with open_sqlite_store(db) as store, trio.open_nursery() as nursery:
+    async with open_store(db) as store, trio.open_nursery() as nursery:
         ctx, workers = build(store, cli)
         [url] = await nursery.start(
             lambda task_status: serve(ctx, "127.0.0.1:0", stop=stop, workers=workers,
@@ -146,7 +147,7 @@ async def main(args: argparse.Namespace) -> None:
     events = sum(len(v) for v in got.values())
     print(f"service bench: {len(got)} sessions submitted at {args.rate}/s for {args.seconds} s, "
           f"{args.followers_per_session} SSE follower(s) each, all done in {elapsed:.1f} s "
-          f"(1 in-process worker, concurrency {args.concurrency}, SQLite)")  # fmt: skip
+          f"(1 in-process worker, concurrency {args.concurrency}, {args.label})")  # fmt: skip
     print(f"  SSE followers: {len(got) * args.followers_per_session}, at most {ACTIVE[1]} at once")
     print(f"  events delivered over SSE: {events}; missed {missed}, duplicated {duplicated}")
     print(f"  submit (POST /api/sessions): p50 {pct(submit_ms, .5):.1f} ms, "
@@ -171,6 +172,25 @@ if __name__ == "__main__":
         "--linger", action="store_true",
         help="followers stay connected after their session ends, until every session ended",
     )  # fmt: skip
+    parser.add_argument(
+        "--postgres", action="store_true",
+        help="on a throwaway PostgreSQL cluster (tests/pgcluster.py) instead of SQLite",
+    )  # fmt: skip
     options = parser.parse_args()
     LINGER[0] = options.linger
-    trio.run(main, options)
+    options.db, options.label = None, "SQLite"
+    if not options.postgres:
+        trio.run(main, options)
+        raise SystemExit(0)
+    spec = importlib.util.spec_from_file_location("bench_fleet", HERE / "fleet.py")
+    assert spec is not None and spec.loader is not None
+    fleet = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fleet)
+    pg = fleet.pg_urls()
+    if pg is None:
+        raise SystemExit("no PostgreSQL server binaries (initdb) found")
+    try:
+        options.db, options.label = pg[1](), "PostgreSQL"
+        trio.run(main, options)
+    finally:
+        pg[0].stop()

@@ -5,12 +5,13 @@ log, the token book a view of the configuration file."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eventlog import EventStore
 
 from .._loop import Agent
 from ._auth import TokenBook
+from ._sse import Tail
 
 MAX_BODY = 64 * 1024
 
@@ -28,4 +29,10 @@ class ServiceContext:
     models: tuple[str, ...]
     make_agent: Callable[[str], Agent]
     max_body: int = MAX_BODY
-    otel_endpoint: str | None = None  # where the export trigger sends traces (OTLP/HTTP)
+    otel_endpoint: str | None = None
+    tail: Tail = field(init=False)  # one follow of the log, run by serve()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "tail", Tail(self.store)
+        )  # where the export trigger sends traces (OTLP/HTTP)

@@ -210,7 +210,7 @@ async def stream_events(request: Request) -> Response:
         start = int(last) + 1
     else:
         start = query_int(request, "from_seq", 0, 2**62)
-    return EventStreamResponse(store, sid, min(start, head.seq + 1))  # type: ignore[return-value]
+    return EventStreamResponse(store, context(request).tail, sid, min(start, head.seq + 1))  # type: ignore[return-value]
 
 
 async def list_approvals(request: Request) -> Response:

@@ -11,6 +11,8 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
+from eventlog import SkillogError
+
 from .._fleet import Worker
 from ._app import create_app
 from ._context import ServiceContext
@@ -60,7 +62,19 @@ async def serve(
             task_status=task_status,
         )
 
-    async with trio.open_nursery() as nursery:
-        for worker in workers:
-            nursery.start_soon(worker.run, stop)
-        task_status.started(await nursery.start(http))
+    tail_scope = trio.CancelScope()
+
+    async def tail(task_status: trio.TaskStatus[None]) -> None:
+        with tail_scope:
+            try:
+                await ctx.tail.run(task_status=task_status)
+            except SkillogError as e:  # live streams fall back to polling once a second
+                log.error("skillog serve: stopped following the log: %s", e)
+
+    async with trio.open_nursery() as outer:
+        await outer.start(tail)
+        async with trio.open_nursery() as nursery:
+            for worker in workers:
+                nursery.start_soon(worker.run, stop)
+            task_status.started(await nursery.start(http))
+        tail_scope.cancel()

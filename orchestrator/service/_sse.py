@@ -1,10 +1,12 @@
 """Live events of one session as Server-Sent Events, resumable by seq.
 
-The log is the only source: an event stream is the session's events read by seq from
-where the client stands (``Last-Event-ID`` is the last seq it has), then the store's
-``follow`` for what commits next. ``follow`` orders by global position; should an event
-of the session ever arrive past a seq not yet sent, the gap is filled by reading the
-stream by seq, so a follower neither misses nor repeats an event.
+The log is the only source: a live stream is the session's events read by seq from
+where the client stands (``Last-Event-ID`` is the last seq it has), again each time
+something commits. What commits is learnt from one :class:`Tail` per process, a single
+``store.follow`` that wakes every live stream: a ``follow`` per client would hold one
+PostgreSQL connection each (200 followers exhausted a default server's 100). Reading
+by seq after each wake-up, with the wake-up taken before the read, a stream neither
+misses nor repeats an event; should the tail ever stop, streams poll once a second.
 """
 
 from __future__ import annotations
@@ -42,36 +44,49 @@ def sse_frame(event: Event) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event)))
 
 
-async def session_events(store: EventStore, stream: str, from_seq: int) -> AsyncIterator[Event]:
+class Tail:
+    """Wakes live streams when anything commits to the log (see the module docstring)."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._committed = trio.Event()
+
+    def next_commit(self) -> trio.Event:
+        """Set when the next commit after this call is seen."""
+        return self._committed
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
+        start = int(await last()) + 1 if last is not None else 0
+        task_status.started()
+        async with closing(self.store.follow(from_position=start)) as events:
+            async for _ in events:
+                self._committed.set()
+                self._committed = trio.Event()
+
+
+async def session_events(
+    store: EventStore, tail: Tail, stream: str, from_seq: int
+) -> AsyncIterator[Event]:
     """Every event of ``stream`` from ``from_seq`` on, each once and in seq order, then
-    those committed later, until cancelled. ``from_seq`` must be at most the stream's
-    length (so the position to follow from is known)."""
+    those committed later, until cancelled."""
     next_seq = from_seq
-    position = 0
-    async with closing(store.read(stream, from_seq=max(0, from_seq - 1))) as events:
-        async for event in events:
-            position = event.position + 1
-            if event.seq >= next_seq:
+    while True:
+        committed = tail.next_commit()  # before the read: a later commit sets this one
+        async with closing(store.read(stream, from_seq=next_seq)) as events:
+            async for event in events:
                 next_seq = event.seq + 1
                 yield event
-    async with closing(store.follow(from_position=position)) as tail:
-        async for event in tail:
-            if event.stream != stream or event.seq < next_seq:
-                continue
-            if event.seq > next_seq:
-                async with closing(store.read(stream, from_seq=next_seq, to_seq=event.seq)) as gap:
-                    async for missed in gap:
-                        yield missed
-            next_seq = event.seq + 1
-            yield event
+        with trio.move_on_after(1.0):
+            await committed.wait()
 
 
 class EventStreamResponse:
     """An ASGI response streaming :func:`session_events` as SSE, with a comment line
     every ``KEEPALIVE_S`` seconds of quiet, until the client goes away."""
 
-    def __init__(self, store: EventStore, stream: str, from_seq: int) -> None:
-        self.store, self.stream, self.from_seq = store, stream, from_seq
+    def __init__(self, store: EventStore, tail: Tail, stream: str, from_seq: int) -> None:
+        self.store, self.tail, self.stream, self.from_seq = store, tail, stream, from_seq
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
@@ -102,7 +117,7 @@ class EventStreamResponse:
 
     async def _produce(self, frames: trio.MemorySendChannel[bytes]) -> None:
         async with frames:
-            async for event in session_events(self.store, self.stream, self.from_seq):
+            async for event in session_events(self.store, self.tail, self.stream, self.from_seq):
                 await frames.send(sse_frame(event))
 
 
