@@ -123,3 +123,58 @@ def test_front_end_on_postgres_with_a_separate_worker(tmp_path: Path, pg_dsn: st
         worker.wait(timeout=60)
         stop(proc)
     assert [(e["seq"], e["hash"]) for e in streamed] == log_of(pg_dsn, session)
+
+
+def test_worker_killed_mid_session_followers_see_the_resumption(tmp_path: Path) -> None:
+    env, token, _ = setup(tmp_path)
+    skill = tmp_path / "slow"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: slow\ndescription: Slow.\n---\nWait.\n")
+    (skill / "scripts" / "wait.py").write_text("import time\ntime.sleep(3)\nprint('waited')\n")
+    (tmp_path / "slow.yaml").write_text(
+        "turns:\n"
+        "  - tool_calls: [{name: skills.load, arguments: {names: [slow]}}]\n"
+        "  - tool_calls: [{name: skills.run_script, arguments: {path: scripts/wait.py}}]\n"
+        "  - text: done\n"
+    )
+    db = str(tmp_path / "s.db")
+    proc, url = start(
+        tmp_path, env, "--workers", "0", "--model", f"scripted:{tmp_path / 'slow.yaml'}",
+        "--skills", str(skill), "--tier", "org",
+    )  # fmt: skip
+
+    def worker(name: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "orchestrator._cli", "worker", "--db", db, "--skills",
+             str(skill), "--tier", "org", "--poll-ms", "100", "--lease-ms", "1000",
+             "--name", name],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    first = worker("first")
+    second = None
+    got: list[dict] = []  # type: ignore[type-arg]
+    try:
+        with client(url, token) as c:
+            session = c.post("/api/sessions", json={"task": "wait"}).json()["session_id"]
+            stream = events(c, session, None, "session.ended")
+            for event in stream:  # one live connection throughout
+                got.append(event)
+                if event["type"] == "script.started" and second is None:
+                    first.send_signal(signal.SIGKILL)  # inside the script's run
+                    first.wait(timeout=30)
+                    second = worker("second")
+            view = wait_for(c, session, "ended")
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=60)
+        stop(proc)
+    assert view["ended_reason"] == "completed" and view["workers"] == ["first", "second"]
+    assert [(e["seq"], e["hash"]) for e in got] == log_of(db, session)
+    # Each call has one outcome, whoever finished it.
+    types = [e["type"] for e in got]
+    assert types.count("tool.called") == types.count("tool.completed") == 2
+    assert types.count("script.executed") == 1
