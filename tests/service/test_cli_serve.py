@@ -104,3 +104,15 @@ async def test_a_broken_config_file_refuses_every_token(tmp_path: Path) -> None:
     config.write_text(config.read_text().replace("roles:", "rolez:"))
     await trio.sleep(1.1)
     assert (await book.lookup(token)) is None
+
+
+def test_a_bad_database_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
+    bad = tmp_path / "x.db"
+    bad.write_bytes(b"not a database" * 100)
+    assert main(["serve", "--db", str(bad), "--bind", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("skillog serve: error:") and "Traceback" not in err
+    assert main(["serve", "--workers", "-1"]) == 2
