@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("orchestrator._cli_session", "resume a session from its log where it stopped"),
     "submit": ("orchestrator._cli_fleet", "queue a session for the workers of a database"),
     "worker": ("orchestrator._cli_fleet", "claim and drive queued or orphaned sessions"),
+    "serve": (
+        "orchestrator._cli_serve",
+        "serve the HTTP API, live events and web console (with in-process workers)",
+    ),
     "approvals": ("orchestrator._cli_approvals", "list the approval requests sessions wait for"),
     "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
     "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),

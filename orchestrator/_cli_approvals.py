@@ -14,7 +14,7 @@ import trio
 from eventlog import open_sqlite_store
 
 from ._approvals import decide_approval, pending_approvals
-from ._cli_session import add_db, when
+from ._cli_session import add_db, age, when
 from ._views import AUDIT_VIEWS
 
 
@@ -51,9 +51,9 @@ async def _list(args: argparse.Namespace) -> int:
     now = time.time_ns()
     for p in pending:
         who = f"{p.skill} ({p.tier})" if p.skill else "host tool"
-        age = _age(now - p.requested_at)
+        ago = age(now - p.requested_at)
         expiry = f", expires {when(p.expires_at)} UTC" if p.expires_at is not None else ""
-        print(f"{p.session_id} {p.call_id}  {p.tool} for {who}, {age} ago{expiry}")
+        print(f"{p.session_id} {p.call_id}  {p.tool} for {who}, {ago} ago{expiry}")
         print(f"    {p.action[:200]}")
     print(f"\n{len(pending)} pending; decide with `skillog approve|deny SESSION CALL`")
     return 0
@@ -76,11 +76,3 @@ async def _decide(args: argparse.Namespace) -> int:
         f"continue it with `skillog resume {args.session} --db {args.db}`"
     )
     return 0
-
-
-def _age(ns: int) -> str:
-    seconds = max(0, ns // 1_000_000_000)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

@@ -15,7 +15,7 @@ from eventlog import open_store
 from ._cli_session import add_arguments as add_session_arguments
 from ._cli_session import add_db, agent_for
 from ._events import SessionStarted
-from ._fleet import Worker, describe
+from ._fleet import AgentFactory, Worker, describe
 from ._loop import Agent
 from ._views import AUDIT_VIEWS
 from .skills import Tier
@@ -26,6 +26,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_session_arguments(parser)  # the same as `skillog run`: the session to queue
         return
     add_db(parser)
+    add_worker_arguments(parser)
+    parser.add_argument(
+        "--drain-s", type=float, default=30.0,
+        help="on SIGTERM, how long in-flight sessions may take to finish before they are "
+        "handed back (default: 30)",
+    )  # fmt: skip
+    parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--name", default="", help="worker name in leases (default: host:pid:id)")
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a worker drives sessions with (``skillog worker`` and ``skillog serve``)."""
     parser.add_argument(
         "--skills", action="append", default=[], metavar="DIR",
         help="a skill directory or a folder of skills (repeatable), as for `skillog run`",
@@ -42,13 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "this long after its worker died (default: 15000)",
     )  # fmt: skip
     parser.add_argument("--poll-ms", type=int, default=500, help="queue poll interval (500)")
-    parser.add_argument(
-        "--drain-s", type=float, default=30.0,
-        help="on SIGTERM, how long in-flight sessions may take to finish before they are "
-        "handed back (default: 30)",
-    )  # fmt: skip
-    parser.add_argument("--once", action="store_true", help="exit when the queue is empty")
-    parser.add_argument("--name", default="", help="worker name in leases (default: host:pid:id)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,19 +73,28 @@ async def _submit(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _work(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+def agent_factory(args: argparse.Namespace) -> AgentFactory:
+    """What a worker drives a session with: the model and limits the session recorded,
+    the skills of ``args`` (``--skills``, ``--tier``, ``--project``), no approver."""
 
     def make_agent(started: SessionStarted) -> Agent:
         session_args = argparse.Namespace(
-            **vars(args),
-            approve=False,
-            deny=False,
-            max_turns=started.max_turns,
-            file_access=started.file_access,
+            **{
+                **vars(args),
+                "approve": False,
+                "deny": False,
+                "max_turns": started.max_turns,
+                "file_access": started.file_access,
+            }
         )
         return agent_for(session_args, model_spec=f"{started.provider}:{started.model}")
 
+    return make_agent
+
+
+async def _work(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    make_agent = agent_factory(args)
     stop = trio.Event()
     async with (
         open_store(args.db, migrations=[AUDIT_VIEWS]) as store,

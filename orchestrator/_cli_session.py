@@ -147,6 +147,9 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     status: str
     workers: tuple[str, ...] = ()
+    state: str = ""  # the fold's status: new, running, awaiting_approval, resumable, ended
+    pending_approvals: int = 0
+    started_ns: int = 0
 
 
 async def session_rows(store: EventStore) -> list[SessionRow]:
@@ -169,6 +172,9 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
             events=info.length,
             status=status_text(state),
             workers=tuple(await lease_history(store, info.stream)),
+            state=state.status,
+            pending_approvals=len(state.pending_approvals),
+            started_ns=info.first_recorded_at,
         )
         rows.append((info.first_recorded_at, info.stream, row))
     rows.sort(reverse=True)
@@ -290,3 +296,12 @@ def _fixed(approved: bool, by: str) -> Approver:
 
 def when(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(ns: int) -> str:
+    """A duration as ``42s``, ``5m``, ``3h`` or ``2d`` (rounded down)."""
+    seconds = max(0, ns // 1_000_000_000)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -15,6 +15,7 @@ import difflib
 import os
 import tempfile
 from collections.abc import Mapping
+from typing import Annotated, Literal
 
 import msgspec
 import msgspec.inspect as mi
@@ -71,9 +72,27 @@ class LogConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     trusted_keys: str | None = None
 
 
+Role = Literal["viewer", "approver", "submitter", "admin"]
+
+
+class ServiceToken(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A bearer token of ``skillog serve``: only the sha256 of the token is stored."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[\w.@-]+$")]
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+    roles: tuple[Role, ...] = ("viewer",)
+
+
+class ServiceConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``service:`` section: who may call ``skillog serve`` (docs/service.md)."""
+
+    tokens: tuple[ServiceToken, ...] = ()
+
+
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
+    service: ServiceConfig = msgspec.field(default_factory=ServiceConfig)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
@@ -104,6 +123,32 @@ def load_log_config(path: str) -> LogConfig:
     return LogConfig() if text is None else _parse(path, text).log
 
 
+def load_service_config(path: str) -> ServiceConfig:
+    """The ``service:`` section of the configuration at ``path`` (defaults if missing)."""
+    text = _read(path)
+    return ServiceConfig() if text is None else _parse(path, text).service
+
+
+def add_service_token(path: str, token: ServiceToken) -> None:
+    """Add ``token`` to the ``service:`` section of ``path`` atomically (creating the
+    file). A file without that section gets it appended, the rest kept byte for byte;
+    one that has it is written afresh (its comments are not kept)."""
+    text = _read(path) or ""
+    parsed = _parse(path, text) if text else _File()
+    entry = msgspec.to_builtins(token)
+    if "service" not in (yaml.safe_load(text) or {}):
+        section = yaml.safe_dump({"service": {"tokens": [entry]}}, sort_keys=False)
+        edited = (text + ("\n" if text and not text.endswith("\n") else "")) + section
+    else:
+        merged = msgspec.structs.replace(
+            parsed, service=ServiceConfig(tokens=(*parsed.service.tokens, token))
+        )
+        doc = {k: v for k, v in msgspec.json.decode(msgspec.json.encode(merged)).items()
+               if getattr(merged, k) != getattr(_File(), k)}  # fmt: skip
+        edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    _write_atomic(path, edited, "service configuration")
+
+
 def save_config(path: str, config: SkillsConfig) -> None:
     """Write ``config`` to ``path`` atomically, creating its directory.
 
@@ -124,14 +169,20 @@ def save_config(path: str, config: SkillsConfig) -> None:
         doc: dict[str, object] = {"skills": new}
         if parsed.log != LogConfig():
             doc["log"] = msgspec.to_builtins(parsed.log)
+        if parsed.service != ServiceConfig():
+            doc["service"] = msgspec.to_builtins(parsed.service)
         edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    _write_atomic(path, edited, "skills configuration")
+
+
+def _write_atomic(path: str, text: str, what: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".config-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(edited)
+                f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -139,7 +190,7 @@ def save_config(path: str, config: SkillsConfig) -> None:
             os.unlink(tmp)
             raise
     except OSError as e:
-        raise ConfigError(f"{path}: cannot write the skills configuration ({e.strerror})") from e
+        raise ConfigError(f"{path}: cannot write the {what} ({e.strerror})") from e
 
 
 def _plain(config: SkillsConfig) -> dict[str, object]:

@@ -1,0 +1,180 @@
+"""``skillog serve``: the HTTP API, live events and the web console over one log, with
+in-process workers (docs/service.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import trio
+
+from eventlog import EventStore, SkillogError, describe_db, open_store
+
+from ._cli_demo import DEMO
+from ._cli_fleet import add_worker_arguments, agent_factory
+from ._cli_session import add_db, agent_for
+from ._fleet import Worker
+from ._loop import Agent
+from ._views import AUDIT_VIEWS
+from .skills import config_path
+
+if TYPE_CHECKING:
+    from .service import ServiceContext
+
+DEMO_MODEL = f"scripted:{DEMO / 'turns.yaml'}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_db(parser)
+    parser.add_argument(
+        "--bind", default="127.0.0.1:8765",
+        help="HOST:PORT to listen on (default: 127.0.0.1:8765, loopback only)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, default=1,
+        help="in-process workers driving sessions (default: 1); 0 with PostgreSQL: a pure "
+        "front end for `skillog worker` processes",
+    )  # fmt: skip
+    parser.add_argument(
+        "--model", action="append", default=[], metavar="SPEC",
+        help="a model submissions may use (repeatable; the first is the default), as for "
+        "`skillog run`; without one, the bundled demo script and skills",
+    )  # fmt: skip
+    add_worker_arguments(parser)
+    parser.add_argument("--max-turns", type=int, default=50, help="turn bound of submissions")
+    parser.add_argument(
+        "--otel-endpoint", metavar="URL",
+        help="the OTLP/HTTP backend of POST /api/sessions/ID/otel-export (e.g. "
+        "http://localhost:4318); without it the trigger answers 409",
+    )  # fmt: skip
+    parser.add_argument(
+        "--add-token", metavar="NAME",
+        help="create a token named NAME with --roles, print it once, store its sha256 in the "
+        "configuration file, and exit (remove its entry from the file to revoke it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--roles", default="viewer",
+        help="comma-separated roles of --add-token: viewer, approver, submitter, admin",
+    )  # fmt: skip
+
+
+def use_demo_default(args: argparse.Namespace) -> None:
+    """Without ``--model``: the bundled demo script, with the demo skills when no
+    ``--skills`` are given (at ``--tier``, user by default: its script needs approval)."""
+    if not args.model:
+        args.model = [DEMO_MODEL]
+        args.skills = args.skills or [str(DEMO / "skills")]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from .service import ensure_token
+    except ImportError as e:
+        raise SkillogError(
+            f"skillog serve needs the service extra ({e}): pip install 'skillog[service]'"
+        ) from e
+
+    if args.add_token is not None:
+        return _add_token(args.add_token, args.roles)
+    if args.workers < 0:
+        print("skillog serve: --workers must be 0 or more", file=sys.stderr)
+        return 2
+    use_demo_default(args)
+    path = config_path()
+    token = ensure_token(path)
+    if token is not None:
+        print(
+            f"created an admin token (its sha256 is stored in {path}; the token is shown "
+            f"only now):\n\n    {token}\n",
+            flush=True,
+        )
+    return trio.run(_serve, args)
+
+
+def _add_token(name: str, roles_text: str) -> int:
+    from .service import ROLES, new_token
+    from .skills._config import add_service_token
+
+    roles = tuple(r.strip() for r in roles_text.split(",") if r.strip())
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown or not roles:
+        print(f"skillog serve: unknown role(s) {unknown}; use {', '.join(ROLES)}", file=sys.stderr)
+        return 2
+    token, entry = new_token(name, roles)  # type: ignore[arg-type]
+    add_service_token(config_path(), entry)
+    print(f"token {name} ({', '.join(roles)}), shown only now:\n\n    {token}\n")
+    return 0
+
+
+def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:
+    """The service context and in-process workers ``args`` (of ``skillog serve``) ask
+    for, over ``store``."""
+    from .service import ServiceContext, TokenBook
+
+    def make_agent(spec: str) -> Agent:
+        session_args = argparse.Namespace(
+            **{**vars(args), "approve": False, "deny": False, "file_access": False}
+        )
+        return agent_for(session_args, model_spec=spec)
+
+    ctx = ServiceContext(
+        store=store,
+        tokens=TokenBook(config_path()),
+        models=tuple(args.model),
+        make_agent=make_agent,
+        otel_endpoint=args.otel_endpoint,
+    )
+    workers = [
+        Worker(
+            store,
+            agent_factory(args),
+            name=f"serve-{i}" if args.workers > 1 else "",
+            concurrency=args.concurrency,
+            lease_ms=args.lease_ms,
+            poll_ms=args.poll_ms,
+        )
+        for i in range(args.workers)
+    ]
+    return ctx, workers
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .service import is_loopback, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if not is_loopback(args.bind):
+        print(
+            f"skillog serve: listening on {args.bind}, beyond this machine: put TLS in front",
+            file=sys.stderr,
+        )
+    stop = trio.Event()
+    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        ctx, workers = build(store, args)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signals, stop)
+            urls = await nursery.start(lambda task_status: serve(
+                ctx, args.bind, stop=stop, workers=workers, task_status=task_status
+            ))  # fmt: skip
+            print(
+                f"skillog serve: {', '.join(urls)} on {describe_db(args.db)}; "
+                f"{len(workers)} worker(s); console at {urls[0]}/console",
+                file=sys.stderr,
+                flush=True,
+            )
+            await stop.wait()
+    return 0
+
+
+async def _stop_on_signals(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            print(
+                f"skillog serve: {signal.Signals(signum).name}: shutting down",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
+            return

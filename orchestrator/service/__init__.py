@@ -1,0 +1,32 @@
+"""skillog as a service: an HTTP API, live events and a web console over the log.
+
+``skillog serve`` (docs/service.md). The service keeps no state of its own: what it
+shows is read from the log, what it changes is an event (a submitted session's start,
+an approval decision).
+"""
+
+from ._app import create_app as create_app
+from ._auth import ROLES as ROLES
+from ._auth import Principal as Principal
+from ._auth import TokenBook as TokenBook
+from ._auth import ensure_token as ensure_token
+from ._auth import new_token as new_token
+from ._auth import token_digest as token_digest
+from ._context import ServiceContext as ServiceContext
+from ._serve import is_loopback as is_loopback
+from ._serve import serve as serve
+from ._sse import session_events as session_events
+
+__all__ = [
+    "ROLES",
+    "Principal",
+    "ServiceContext",
+    "TokenBook",
+    "create_app",
+    "ensure_token",
+    "is_loopback",
+    "new_token",
+    "serve",
+    "session_events",
+    "token_digest",
+]

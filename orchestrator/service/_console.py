@@ -1,0 +1,259 @@
+"""The web console: small server-rendered pages, no build step, nothing from elsewhere.
+
+Every value from the log goes through :func:`html.escape` here, or through
+``textContent`` in ``static/console.js``; no page has inline script (the CSP forbids
+it), so a skill description or tool argument holding markup renders as text.
+"""
+
+from __future__ import annotations
+
+import time
+from html import escape
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from .._approvals import PendingApproval, pending_approvals
+from .._cli_session import age, session_rows, status_text, when
+from .._events import PolicyConfig
+from .._fleet import session_config
+from ._auth import Principal
+from ._errors import ApiError
+from ._guard import COOKIE
+from ._routes import body, context, fold, json, require, session_id
+from ._schemas import LoginRequest, WhoAmI
+
+_STATIC = Path(__file__).parent / "static"
+_FILES = {  # read once, at import: serving them never touches the disk
+    "console.js": ((_STATIC / "console.js").read_bytes(), "text/javascript; charset=utf-8"),
+    "console.css": ((_STATIC / "console.css").read_bytes(), "text/css; charset=utf-8"),
+}
+
+
+def _page(title: str, content: str, who: Principal | None) -> HTMLResponse:
+    nav = ""
+    if who is not None:
+        roles = ", ".join(sorted(who.roles))
+        nav = (
+            '<nav><a href="/console">Sessions</a> <a href="/console/approvals">Approvals</a>'
+            f' <span class="who">{escape(who.name)} ({escape(roles)})</span>'
+            ' <button id="logout" type="button">Log out</button></nav>'
+        )
+    return HTMLResponse(
+        "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+        f"<title>{escape(title)} · skillog</title>"
+        '<link rel="stylesheet" href="/static/console.css">'
+        '<script src="/static/console.js" defer></script></head>'
+        f"<body><header><h1>skillog</h1>{nav}</header><main>{content}</main></body></html>"
+    )
+
+
+async def login_page(request: Request) -> Response:
+    form = (
+        '<form id="login"><label>Token <input id="token" type="password" '
+        'autocomplete="off" required></label> <button type="submit">Log in</button>'
+        '<p id="message" class="message"></p></form>'
+    )
+    return _page("log in", form, None)
+
+
+async def login(request: Request) -> Response:
+    """Exchange a valid token for the console's cookie (see ``_guard``)."""
+    req = await body(request, LoginRequest)
+    who = await context(request).tokens.lookup(req.token)
+    if who is None:
+        raise ApiError(401, "invalid or revoked token", "$.token")
+    response = json(WhoAmI(name=who.name, roles=sorted(who.roles)))
+    response.set_cookie(
+        COOKIE, req.token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    response = json({"logged_out": True})
+    response.delete_cookie(COOKIE, httponly=True, samesite="strict")
+    return response
+
+
+async def sessions_page(request: Request) -> Response:
+    who = require(request, "viewer")
+    ctx = context(request)
+    now = time.time_ns()
+    rows = "".join(
+        f'<tr><td><a href="/console/sessions/{escape(r.session)}">{escape(r.session)}</a></td>'
+        f"<td>{escape(r.started)}</td>"
+        f"<td>{age(now - r.started_ns)}</td><td>{escape(r.model)}</td>"
+        f"<td>{r.turns}</td><td>{r.events}</td><td>{escape(r.status)}</td>"
+        f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
+        for r in await session_rows(ctx.store)
+    )
+    table = (
+        "<table id=sessions><thead><tr><th>session</th><th>started (UTC)</th><th>age</th>"
+        "<th>model</th><th>turns</th><th>events</th><th>status</th><th>pending</th>"
+        f"<th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    submit = ""
+    if who.may("submitter"):
+        options = "".join(f"<option>{escape(m)}</option>" for m in ctx.models)
+        submit = (
+            '<form id="submit"><h2>New task</h2><textarea id="task" rows="3" required>'
+            '</textarea><label>Model <select id="model">'
+            f'{options}</select></label> <button type="submit">Submit</button>'
+            '<p id="message" class="message"></p></form>'
+        )
+    return _page("sessions", f"<h2>Sessions</h2>{table}{submit}", who)
+
+
+async def session_page(request: Request) -> Response:
+    who = require(request, "viewer")
+    sid = session_id(request)
+    state = await fold(request, sid)
+    assert state.config is not None
+    skills = "".join(
+        f"<li><b>{escape(s.name)}</b> <i>{escape(s.tier)}</i> {escape(s.description)}</li>"
+        for s in sorted(state.catalog.values(), key=lambda s: s.name)
+    )
+    pending = await pending_approvals(context(request).store, sid)
+    content = (
+        f'<section id="session" data-session="{escape(sid)}">'
+        f"<h2>Session {escape(sid)}</h2>"
+        f'<p>Status: <span id="status">{escape(status_text(state))}</span> · model '
+        f"{escape(state.config.provider)}:{escape(state.config.model)} · "
+        f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
+        f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a> · '
+        f'<a id="audit" href="/console/sessions/{escape(sid)}/audit">audit report</a></p>'
+        f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
+        f'<h3>Pending approvals</h3><div id="approvals">'
+        f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"
+        '<h3>Events <span id="live" class="live"></span></h3>'
+        '<ol id="events" start="0"></ol></section>'
+    )
+    return _page(f"session {sid}", content, who)
+
+
+async def audit_page(request: Request) -> Response:
+    """The audit report: the chain verified, the replay proof and the timeline of who
+    did what, when (``skillog replay --timeline``), from the log alone."""
+    from replay import BrokenLogError, load_recording, replay_session, timeline, verify_recording
+
+    who = require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    if await session_config(store, sid) is None:
+        raise ApiError(404, f"no session {sid!r} in this log")
+    try:
+        await verify_recording(store, sid)
+        recording = await load_recording(store, sid)
+        report = await replay_session(store, recording)
+    except BrokenLogError as e:
+        body = f'<p class="message error" id="verdict">not proven: {escape(str(e))}</p>'
+        return _page(f"audit {sid}", f"<h2>Audit report {escape(sid)}</h2>{body}", who)
+    proven = sum(t.ok for t in report.turns)
+    verdict = (
+        f"chain verified ({report.events} events); {proven} of {len(report.turns)} prompts "
+        "re-rendered from the log byte for byte"
+    )
+    if report.divergence is not None:
+        verdict += f"; first divergence at turn {report.divergence.turn}"
+    rows = "".join(
+        f"<tr><td>{e.seq}</td><td>{escape(e.time)}</td><td>{e.turn}</td>"
+        f"<td>{escape(e.kind)}</td><td>{escape(e.what)}</td><td>"
+        + "; ".join(f"{escape(k)}: {escape(str(v))}" for k, v in e.details.items())
+        + "</td></tr>"
+        for e in timeline(recording)
+    )
+    content = (
+        f"<h2>Audit report {escape(sid)}</h2>"
+        f'<p id="verdict" class="message {"ok" if report.ok else "error"}">{escape(verdict)}</p>'
+        '<table id="timeline"><thead><tr><th>seq</th><th>time (UTC)</th><th>turn</th>'
+        f"<th>kind</th><th>what</th><th>details</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    return _page(f"audit {sid}", content, who)
+
+
+async def approvals_fragment(request: Request) -> Response:
+    """The pending-approvals panel of one session (the live view reloads it)."""
+    who = require(request, "viewer")
+    sid = session_id(request)
+    config = await session_config(context(request).store, sid)
+    if config is None:
+        raise ApiError(404, f"no session {sid!r} in this log")
+    pending = await pending_approvals(context(request).store, sid)
+    return HTMLResponse(_approvals(pending, {sid: config.policy}, who))
+
+
+async def approvals_page(request: Request) -> Response:
+    who = require(request, "viewer")
+    store = context(request).store
+    pending = await pending_approvals(store)
+    policies: dict[str, PolicyConfig] = {}
+    for p in pending:
+        config = await session_config(store, p.session_id)
+        if config is not None:
+            policies[p.session_id] = config.policy
+    panel = _approvals(pending, policies, who)
+    return _page("approvals", f"<h2>Pending approvals</h2>{panel}", who)
+
+
+def _approvals(
+    pending: list[PendingApproval], policies: dict[str, PolicyConfig], who: Principal
+) -> str:
+    """Each request with everything the approver needs: session, skill, tier, tool, the
+    arguments, what the policy said, and the buttons (disabled without the role)."""
+    if not pending:
+        return '<p class="none">none</p>'
+    can = "" if who.may("approver") else " disabled"
+    items = []
+    for p in pending:
+        policy = policies.get(p.session_id)
+        said = (
+            f"scripts of tiers {', '.join(policy.approve) or 'none'} need approval; "
+            f"sandbox {policy.sandbox}; network for {', '.join(policy.network) or 'no tier'}"
+            if policy is not None
+            else ""
+        )
+        expiry = f"<dt>expires</dt><dd>{when(p.expires_at)} UTC</dd>" if p.expires_at else ""
+        items.append(
+            f'<article class="approval" data-session="{escape(p.session_id)}" '
+            f'data-call="{escape(p.call_id)}"><dl>'
+            f'<dt>session</dt><dd><a href="/console/sessions/{escape(p.session_id)}">'
+            f"{escape(p.session_id)}</a></dd>"
+            f"<dt>call</dt><dd>{escape(p.call_id)}</dd>"
+            f"<dt>skill</dt><dd>{escape(p.skill or 'host tool')}</dd>"
+            f"<dt>tier</dt><dd>{escape(p.tier or '-')}</dd>"
+            f"<dt>tool</dt><dd>{escape(p.tool)}</dd>"
+            f"<dt>arguments</dt><dd><pre>{escape(p.arguments)}</pre></dd>"
+            f"<dt>policy</dt><dd>{escape(p.action)}<br>{escape(said)}</dd>"
+            f"<dt>requested</dt><dd>{when(p.requested_at)} UTC</dd>{expiry}</dl>"
+            '<label>Reason <input class="reason" maxlength="2000"></label> '
+            f'<button class="decide" data-verdict="approve"{can}>Approve</button> '
+            f'<button class="decide" data-verdict="deny"{can}>Deny</button>'
+            '<p class="message"></p></article>'
+        )
+    return "".join(items)
+
+
+async def static(request: Request) -> Response:
+    found = _FILES.get(request.path_params["name"])  # a fixed set: a URL is never a path
+    if found is None:
+        raise ApiError(404, "no such file")
+    return Response(found[0], media_type=found[1])
+
+
+async def home(request: Request) -> Response:
+    return RedirectResponse("/console", status_code=303)
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/", home),
+    Route("/console", sessions_page),
+    Route("/console/login", login_page),
+    Route("/console/approvals", approvals_page),
+    Route("/console/sessions/{session}", session_page),
+    Route("/console/sessions/{session}/approvals", approvals_fragment),
+    Route("/console/sessions/{session}/audit", audit_page),
+    Route("/static/{name}", static),
+]

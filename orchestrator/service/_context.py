@@ -1,0 +1,38 @@
+"""The service's configuration: one typed object, built by ``skillog serve`` (or a
+test) and read by every handler. It holds no state of the service: the store is the
+log, the token book a view of the configuration file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from eventlog import EventStore
+
+from .._loop import Agent
+from ._auth import TokenBook
+from ._sse import Tail
+
+MAX_BODY = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ServiceContext:
+    """``models``: the model specs a submission may name (the first is the default);
+    ``make_agent(spec)`` builds the agent that records a submitted session's start
+    (blocking: discovery reads the disk; called from a worker thread);
+    ``otel_endpoint`` the OTLP/HTTP backend of the export trigger, set by the operator
+    (never by a client: the service sends to no address a request names)."""
+
+    store: EventStore
+    tokens: TokenBook
+    models: tuple[str, ...]
+    make_agent: Callable[[str], Agent]
+    max_body: int = MAX_BODY
+    otel_endpoint: str | None = None
+    tail: Tail = field(init=False)  # one follow of the log, run by serve()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "tail", Tail(self.store)
+        )  # where the export trigger sends traces (OTLP/HTTP)

@@ -1,0 +1,327 @@
+"""The API's handlers: thin over the library. Each reads the log or records an event;
+none keeps anything. Authentication happened before (``_guard``); each handler states
+the role it needs."""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+import msgspec
+import trio
+from starlette.requests import Request
+from starlette.responses import Response
+
+from eventlog import EventStore, Head, closing, verify_stream
+
+from .._approvals import decide_approval, pending_approvals
+from .._cli_session import session_rows, status_text
+from .._events import CODEC
+from .._fleet import lease_history, session_config
+from .._session import SessionNotFoundError
+from .._state import SessionState, apply
+from ..skills._config import Role
+from ._auth import Principal
+from ._context import ServiceContext
+from ._errors import ApiError
+from ._schemas import (
+    ActiveSkillOut,
+    ApprovalList,
+    DecisionOut,
+    DecisionRequest,
+    DivergenceOut,
+    EventPage,
+    ExportOut,
+    ExportRequest,
+    FaultOut,
+    Health,
+    ReplayOut,
+    SessionList,
+    SessionView,
+    SubmitRequest,
+    Submitted,
+    TurnOut,
+    VerifyOut,
+    WhoAmI,
+)
+from ._sse import EventStreamResponse, event_out
+
+MAX_PAGE = 1000
+_SESSION_ID = re.compile(r"[0-9A-Za-z_.-]{1,128}")
+_ENCODER = msgspec.json.Encoder()
+T = TypeVar("T")
+
+
+def json(value: object, status: int = 200) -> Response:
+    return Response(_ENCODER.encode(value), status, media_type="application/json")
+
+
+def context(request: Request) -> ServiceContext:
+    ctx: ServiceContext = request.app.state.ctx
+    return ctx
+
+
+def require(request: Request, role: Role) -> Principal:
+    """The caller, who must hold ``role`` (403 otherwise)."""
+    principal: Principal = request.state.principal
+    if not principal.may(role):
+        raise ApiError(403, f"token {principal.name!r} lacks the {role!r} role for this request")
+    return principal
+
+
+async def body(request: Request, kind: type[T]) -> T:
+    """The JSON body decoded strictly as ``kind`` (422 naming the field at fault)."""
+    raw = await request.body()
+    return msgspec.json.decode(raw or b"{}", type=kind)
+
+
+def session_id(request: Request) -> str:
+    sid: str = request.path_params["session"]
+    if not _SESSION_ID.fullmatch(sid):
+        raise ApiError(422, "a session id is 1-128 letters, digits, '_', '.' or '-'", "session")
+    return sid
+
+
+def query_int(request: Request, name: str, default: int, high: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    if not re.fullmatch(r"\d{1,12}", text) or int(text) > high:
+        raise ApiError(422, f"{name} must be an integer from 0 to {high}", f"query.{name}")
+    return int(text)
+
+
+async def fold(request: Request, sid: str) -> SessionState:
+    """The session's state, folded from its log (404 when it is not a session)."""
+    state = SessionState(sid)
+    async with closing(context(request).store.read(sid)) as events:
+        async for event in events:
+            apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
+    if state.config is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    return state
+
+
+async def head_of(store: EventStore, sid: str) -> Head:
+    head = await store.head(sid)
+    if head is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    return head
+
+
+async def health(request: Request) -> Response:
+    require(request, "viewer")
+    return json(Health(status="ok"))
+
+
+async def ready(request: Request) -> Response:
+    """Ready when the log answers a read."""
+    require(request, "viewer")
+    with trio.move_on_after(5):
+        await context(request).store.head("readiness-probe")
+        return json(Health(status="ready"))
+    raise ApiError(503, "the event log did not answer within 5 s")
+
+
+async def whoami(request: Request) -> Response:
+    principal = require(request, "viewer")
+    return json(WhoAmI(name=principal.name, roles=sorted(principal.roles)))
+
+
+async def list_sessions(request: Request) -> Response:
+    require(request, "viewer")
+    return json(SessionList(sessions=await session_rows(context(request).store)))
+
+
+async def submit(request: Request) -> Response:
+    """Queue a session (the same as ``skillog submit``); the workers run it."""
+    require(request, "submitter")
+    ctx = context(request)
+    req = await body(request, SubmitRequest)
+    spec = ctx.models[0] if req.model is None else req.model
+    if spec not in ctx.models:
+        offered = ", ".join(ctx.models)
+        raise ApiError(422, f"model {spec!r} is not offered here; one of: {offered}", "$.model")
+    agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
+    try:
+        session = await agent.start(ctx.store, task=req.task)
+    finally:
+        agent.close()
+    return json(Submitted(session_id=session.id, model=spec), 201)
+
+
+async def get_session(request: Request) -> Response:
+    require(request, "viewer")
+    sid = session_id(request)
+    state = await fold(request, sid)
+    config = state.config
+    assert config is not None
+    store = context(request).store
+    view = SessionView(
+        session_id=sid,
+        status=state.status,
+        status_text=status_text(state),
+        provider=config.provider,
+        model=config.model,
+        turn=state.turn,
+        seq=state.seq,
+        head_hash=state.head_hash,
+        active_skills=[
+            ActiveSkillOut(name=s.name, hash=s.hash, tier=s.tier, source=s.source)
+            for s in state.active
+        ],
+        catalog=sorted(state.catalog.values(), key=lambda s: s.name),
+        pending_approvals=await pending_approvals(store, sid),
+        ended_reason=state.ended.reason if state.ended else None,
+        input_tokens=state.input_tokens,
+        output_tokens=state.output_tokens,
+        messages=len(state.messages),
+        workers=await lease_history(store, sid),
+    )
+    return json(view)
+
+
+async def session_events(request: Request) -> Response:
+    """A page of the session's events by seq: ``from_seq`` (0), ``limit`` (100, max
+    1000); ``next_seq`` is where the next page starts."""
+    require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    head = await head_of(store, sid)
+    start = query_int(request, "from_seq", 0, 2**62)
+    limit = query_int(request, "limit", 100, MAX_PAGE)
+    async with closing(store.read(sid, from_seq=start, to_seq=start + limit)) as events:
+        page = [event_out(e) async for e in events]
+    next_seq = page[-1].seq + 1 if page else max(start, 0)
+    return json(EventPage(session_id=sid, events=page, next_seq=next_seq, head_seq=head.seq))
+
+
+async def stream_events(request: Request) -> Response:
+    """Server-Sent Events: ``id`` is the seq; reconnecting with ``Last-Event-ID`` (or
+    ``?from_seq=``) resumes right after it."""
+    require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    head = await head_of(store, sid)
+    last = request.headers.get("last-event-id")
+    if last is not None:
+        if not re.fullmatch(r"\d{1,12}", last.strip()):
+            raise ApiError(422, "Last-Event-ID must be the seq of an event", "header.last-event-id")
+        start = int(last) + 1
+    else:
+        start = query_int(request, "from_seq", 0, 2**62)
+    return EventStreamResponse(store, context(request).tail, sid, min(start, head.seq + 1))  # type: ignore[return-value]
+
+
+async def list_approvals(request: Request) -> Response:
+    require(request, "viewer")
+    sid = request.query_params.get("session")
+    if sid is not None and not _SESSION_ID.fullmatch(sid):
+        raise ApiError(422, "not a session id", "query.session")
+    return json(ApprovalList(approvals=await pending_approvals(context(request).store, sid)))
+
+
+async def decide(request: Request) -> Response:
+    """Approve or deny a pending request; ``decided_by`` is the token's name. 409 when
+    the call is not pending (never requested, decided, expired, lost a race)."""
+    principal = require(request, "approver")
+    sid = session_id(request)
+    call = request.path_params["call"]
+    if not _SESSION_ID.fullmatch(call):
+        raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
+    req = await body(request, DecisionRequest)
+    decision = await decide_approval(
+        context(request).store,
+        sid,
+        call,
+        approved=request.url.path.endswith("/approve"),
+        decided_by=principal.name,
+        reason=req.reason,
+    )
+    return json(
+        DecisionOut(
+            session_id=sid,
+            call_id=call,
+            approved=decision.approved,
+            decided_by=decision.decided_by,
+            reason=decision.reason,
+        )
+    )
+
+
+async def verify_session(request: Request) -> Response:
+    """Verify the session's hash chain from the stored bytes (as ``skillog log verify``)."""
+    require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    if await session_config(store, sid) is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    count, fault = await verify_stream(store, sid)
+    out = None if fault is None else FaultOut(kind=fault.kind, seq=fault.seq, detail=fault.detail)
+    return json(VerifyOut(session_id=sid, ok=fault is None, events=count, fault=out))
+
+
+async def replay_proof(request: Request) -> Response:
+    """Prove every prompt of the session from the log alone (``skillog replay``)."""
+    from replay import BrokenLogError, load_recording, replay_session, verify_recording
+
+    require(request, "viewer")
+    sid = session_id(request)
+    store = context(request).store
+    if await session_config(store, sid) is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    try:
+        await verify_recording(store, sid)
+        report = await replay_session(store, await load_recording(store, sid))
+    except BrokenLogError as e:
+        return json(
+            ReplayOut(session_id=sid, ok=False, events=0, turns=[], divergence=None, broken=str(e))
+        )
+    turns = [
+        TurnOut(turn=t.turn, seq=t.seq, request_hash=t.request_hash,
+                rerendered_hash=t.rerendered_hash, ok=t.ok)
+        for t in report.turns
+    ]  # fmt: skip
+    d = report.divergence
+    divergence = None if d is None else DivergenceOut(turn=d.turn, seq=d.seq, diff=d.diff)
+    out = ReplayOut(
+        session_id=sid, ok=report.ok, events=report.events, turns=turns,
+        divergence=divergence, broken=None,
+    )  # fmt: skip
+    return json(out)
+
+
+async def otel_export(request: Request) -> Response:
+    """Send the session's trace to the configured OTLP backend (``skillog otel export``);
+    the session must have ended. 409 when no backend is configured or the log does not
+    verify, 502 when the backend refuses."""
+    from otel import (
+        BrokenChainError,
+        ExportFailedError,
+        ExportOptions,
+        SessionNotEndedError,
+        export_sessions,
+        otlp_exporter,
+        traces_url,
+    )
+
+    require(request, "admin")
+    sid = session_id(request)
+    ctx = context(request)
+    req = await body(request, ExportRequest)
+    if ctx.otel_endpoint is None:
+        raise ApiError(409, "no OTLP endpoint configured: start skillog serve --otel-endpoint URL")
+    if await session_config(ctx.store, sid) is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    url = traces_url(ctx.otel_endpoint)
+    exporter = otlp_exporter(url, timeout_s=5.0)
+    options = ExportOptions(content=req.content, retries=1, endpoint=url)
+    try:
+        report = await export_sessions(ctx.store, exporter, sessions=[sid], options=options)
+    except (SessionNotEndedError, BrokenChainError) as e:
+        raise ApiError(409, str(e)) from e
+    except ExportFailedError as e:
+        raise ApiError(502, str(e)) from e
+    finally:
+        await trio.to_thread.run_sync(exporter.shutdown)
+    return json(ExportOut(session_id=sid, endpoint=url, spans=report.spans))

@@ -1,0 +1,178 @@
+"""What the API takes and gives: msgspec structs, strict (unknown fields refused), the
+same types the OpenAPI schema is generated from."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from .._approvals import PendingApproval
+from .._cli_session import SessionRow
+from .._events import SkillInfo
+
+Task = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
+Reason = Annotated[str, msgspec.Meta(max_length=2_000)]
+ModelSpec = Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
+TokenText = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class _In(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class SubmitRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A task to queue: a session recorded as started with this task; the workers run
+    it. ``model`` is one of the server's configured models (default: the first)."""
+
+    task: Task
+    model: ModelSpec | None = None
+
+
+class DecisionRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Why (recorded with the decision)."""
+
+    reason: Reason | None = None
+
+
+class ExportRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``content``: include message content in the spans (off by default)."""
+
+    content: bool = False
+
+
+class LoginRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    token: TokenText
+
+
+class _Out(msgspec.Struct, frozen=True, kw_only=True):
+    pass
+
+
+class Submitted(_Out, frozen=True, kw_only=True):
+    session_id: str
+    model: str
+
+
+class SessionList(_Out, frozen=True, kw_only=True):
+    sessions: list[SessionRow]
+
+
+class ActiveSkillOut(_Out, frozen=True, kw_only=True):
+    name: str
+    hash: str
+    tier: str
+    source: str
+
+
+class SessionView(_Out, frozen=True, kw_only=True):
+    """One session folded from its log: what the runtime itself decides from."""
+
+    session_id: str
+    status: str
+    status_text: str
+    provider: str
+    model: str
+    turn: int
+    seq: int
+    head_hash: str
+    active_skills: list[ActiveSkillOut]
+    catalog: list[SkillInfo]
+    pending_approvals: list[PendingApproval]
+    ended_reason: str | None
+    input_tokens: int
+    output_tokens: int
+    messages: int
+    workers: list[str]
+
+
+class EventOut(_Out, frozen=True, kw_only=True):
+    """A committed event: the envelope as stored, ``body`` the stored JSON verbatim."""
+
+    stream: str
+    seq: int
+    position: int
+    type: str
+    recorded_at: int
+    prev_hash: str
+    hash: str
+    body: msgspec.Raw
+
+
+class EventPage(_Out, frozen=True, kw_only=True):
+    session_id: str
+    events: list[EventOut]
+    next_seq: int
+    head_seq: int
+
+
+class ApprovalList(_Out, frozen=True, kw_only=True):
+    approvals: list[PendingApproval]
+
+
+class DecisionOut(_Out, frozen=True, kw_only=True):
+    session_id: str
+    call_id: str
+    approved: bool
+    decided_by: str
+    reason: str | None
+
+
+class FaultOut(_Out, frozen=True, kw_only=True):
+    kind: str
+    seq: int | None
+    detail: str
+
+
+class VerifyOut(_Out, frozen=True, kw_only=True):
+    session_id: str
+    ok: bool
+    events: int
+    fault: FaultOut | None
+
+
+class TurnOut(_Out, frozen=True, kw_only=True):
+    turn: int
+    seq: int
+    request_hash: str
+    rerendered_hash: str
+    ok: bool
+
+
+class DivergenceOut(_Out, frozen=True, kw_only=True):
+    turn: int
+    seq: int
+    diff: str
+
+
+class ReplayOut(_Out, frozen=True, kw_only=True):
+    """The replay proof (``skillog replay``): the chain verified, every recorded model
+    request re-rendered from the log alone and compared byte for byte. ``broken`` says
+    why nothing could be proven (a chain or blob that does not verify)."""
+
+    session_id: str
+    ok: bool
+    events: int
+    turns: list[TurnOut]
+    divergence: DivergenceOut | None
+    broken: str | None
+
+
+class ExportOut(_Out, frozen=True, kw_only=True):
+    session_id: str
+    endpoint: str
+    spans: int
+
+
+class Health(_Out, frozen=True, kw_only=True):
+    status: str
+
+
+class WhoAmI(_Out, frozen=True, kw_only=True):
+    name: str
+    roles: list[str]
+
+
+class ErrorOut(_Out, frozen=True, kw_only=True):
+    error: str
+    field: str | None

@@ -1,0 +1,80 @@
+"""Run the service: Hypercorn's trio worker serving the app, beside the in-process
+fleet workers, all in one nursery over one store."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Sequence
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from eventlog import SkillogError
+
+from .._fleet import Worker
+from ._app import create_app
+from ._context import ServiceContext
+
+log = logging.getLogger("skillog.service")
+
+
+def is_loopback(bind: str) -> bool:
+    host = bind.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def hypercorn_config(bind: str) -> Config:
+    config = Config()
+    config.bind = [bind]
+    config.accesslog = None
+    config.include_server_header = False
+    config.graceful_timeout = 3.0  # live event streams never end by themselves
+    config.keep_alive_timeout = 30.0
+    return config
+
+
+async def serve(
+    ctx: ServiceContext,
+    bind: str,
+    *,
+    stop: trio.Event,
+    workers: Sequence[Worker] = (),
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``ctx`` on ``bind`` (``HOST:PORT``; port 0 picks one) and run ``workers``
+    until ``stop`` is set; ``task_status.started`` gets the bound URLs. The workers then
+    drain as ``skillog worker`` does on SIGTERM."""
+    app = create_app(ctx)
+    config = hypercorn_config(bind)
+
+    async def http(task_status: trio.TaskStatus[list[str]]) -> None:
+        await hypercorn_serve(  # Starlette is an ASGI app; hypercorn types it narrower
+            app,  # type: ignore[arg-type]
+            config,
+            shutdown_trigger=stop.wait,
+            task_status=task_status,
+        )
+
+    tail_scope = trio.CancelScope()
+
+    async def tail(task_status: trio.TaskStatus[None]) -> None:
+        with tail_scope:
+            try:
+                await ctx.tail.run(task_status=task_status)
+            except SkillogError as e:  # live streams fall back to polling once a second
+                log.error("skillog serve: stopped following the log: %s", e)
+
+    async with trio.open_nursery() as outer:
+        await outer.start(tail)
+        async with trio.open_nursery() as nursery:
+            for worker in workers:
+                nursery.start_soon(worker.run, stop)
+            task_status.started(await nursery.start(http))
+        tail_scope.cancel()

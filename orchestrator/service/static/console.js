@@ -1,0 +1,133 @@
+// skillog console: no framework, no build step. Every value from the server is put
+// on the page with textContent (never innerHTML), except the approvals panel, which
+// the server renders escaped. The token travels only in the HttpOnly cookie set by
+// /api/login: this script never sees it after the login form.
+"use strict";
+
+async function call(method, url, body) {
+  const response = await fetch(url, {
+    method,
+    credentials: "same-origin",
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await response.json(); } catch (e) { data = null; }
+  return { ok: response.ok, status: response.status, data };
+}
+
+function say(element, text, ok) {
+  if (!element) return;
+  element.textContent = text;
+  element.className = "message " + (ok ? "ok" : "error");
+}
+
+function failure(result) {
+  const data = result.data || {};
+  return result.status + ": " + (data.error || "request failed") + (data.field ? " (" + data.field + ")" : "");
+}
+
+function setupLogin() {
+  const form = document.getElementById("login");
+  if (!form) return;
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const token = document.getElementById("token").value.trim();
+    const result = await call("POST", "/api/login", { token });
+    if (result.ok) { window.location.assign("/console"); return; }
+    say(document.getElementById("message"), failure(result), false);
+  });
+}
+
+function setupLogout() {
+  const button = document.getElementById("logout");
+  if (!button) return;
+  button.addEventListener("click", async () => {
+    await call("POST", "/api/logout", {});
+    window.location.assign("/console/login");
+  });
+}
+
+function setupSubmit() {
+  const form = document.getElementById("submit");
+  if (!form) return;
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const task = document.getElementById("task").value;
+    const model = document.getElementById("model").value;
+    const result = await call("POST", "/api/sessions", { task, model });
+    if (result.ok) { window.location.assign("/console/sessions/" + encodeURIComponent(result.data.session_id)); return; }
+    say(document.getElementById("message"), failure(result), false);
+  });
+}
+
+// Approve/deny buttons, wherever the panel is (delegated: the panel is reloaded).
+function setupDecisions() {
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.decide");
+    if (!button) return;
+    const article = button.closest("article.approval");
+    const session = article.dataset.session;
+    const callId = article.dataset.call;
+    const reason = article.querySelector("input.reason").value || null;
+    const url = "/api/sessions/" + encodeURIComponent(session) + "/approvals/" +
+      encodeURIComponent(callId) + "/" + button.dataset.verdict;
+    const result = await call("POST", url, { reason });
+    const message = article.querySelector(".message");
+    if (result.ok) {
+      say(message, (result.data.approved ? "approved" : "denied") + " by " + result.data.decided_by, true);
+      article.querySelectorAll("button.decide").forEach((b) => { b.disabled = true; });
+    } else {
+      say(message, failure(result), false);
+    }
+  });
+}
+
+function summary(event) {
+  const body = JSON.stringify(event.body);
+  return body.length > 400 ? body.slice(0, 400) + "…" : body;
+}
+
+function setupLive() {
+  const section = document.getElementById("session");
+  if (!section) return;
+  const session = section.dataset.session;
+  const list = document.getElementById("events");
+  const live = document.getElementById("live");
+  const base = "/api/sessions/" + encodeURIComponent(session);
+  let refreshing = null;
+  async function refresh() {
+    const state = await call("GET", base);
+    if (state.ok) document.getElementById("status").textContent = state.data.status_text;
+    const panel = await fetch("/console/sessions/" + encodeURIComponent(session) + "/approvals",
+      { credentials: "same-origin" });
+    if (panel.ok) document.getElementById("approvals").innerHTML = await panel.text();  // server-escaped
+  }
+  // EventSource reconnects by itself, sending Last-Event-ID: the server resumes after it.
+  const source = new EventSource(base + "/stream");
+  source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
+  source.onerror = () => { live.textContent = "reconnecting"; live.className = "live off"; };
+  source.onmessage = (message) => {
+    const event = JSON.parse(message.data);
+    if (list.querySelector('li[data-seq="' + event.seq + '"]')) return;
+    const item = document.createElement("li");
+    item.dataset.seq = String(event.seq);
+    item.dataset.type = event.type;
+    const type = document.createElement("b");
+    type.textContent = event.type;
+    const body = document.createElement("code");
+    body.textContent = summary(event);
+    item.append(type, " ", body);
+    list.append(item);
+    clearTimeout(refreshing);
+    refreshing = setTimeout(refresh, 100);
+  };
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  setupLogin();
+  setupLogout();
+  setupSubmit();
+  setupDecisions();
+  setupLive();
+});

@@ -1,0 +1,111 @@
+"""A real service for the tests: Hypercorn's trio worker on a free loopback port,
+serving the app over a real SQLite log, with one in-process worker, wired exactly as
+``skillog serve`` wires it (``_cli_serve.build``); httpx (the model SDKs' client) calls
+it. The model is scripted; everything else is real."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+import trio
+
+from eventlog import EventStore, open_sqlite_store
+from orchestrator._cli import _parser
+from orchestrator._cli_serve import build
+from orchestrator.service import new_token, serve
+from orchestrator.skills._config import add_service_token
+
+ROLES = {
+    "alice": ("admin",),
+    "victor": ("viewer",),
+    "april": ("approver",),
+    "sam": ("submitter",),
+}
+HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+TURNS = """\
+turns:
+  - text: "Loading the skill."
+    tool_calls: [{name: skills.load, arguments: {names: [greet]}}]
+  - text: "Running its script <b>now</b>."
+    tool_calls: [{name: skills.run_script, arguments: {path: scripts/hi.py, args: ["<i>x</i>"]}}]
+  - text: "Done: <script>alert(1)</script>"
+"""
+
+
+@dataclass
+class Service:
+    url: str
+    tokens: dict[str, str]
+    store: EventStore
+    config: Path
+    db: Path
+
+    def client(self, who: str | None = "alice", **kw: object) -> httpx.AsyncClient:
+        headers = {} if who is None else {"authorization": f"Bearer {self.tokens[who]}"}
+        return httpx.AsyncClient(
+            base_url=self.url, headers=headers, trust_env=False, timeout=30, **kw
+        )
+
+
+def write_skill(root: Path, description: str = "Greets people.") -> Path:
+    skill = root / "skills" / "greet"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        f"---\nname: greet\ndescription: {description!r}\n---\nRun scripts/hi.py.\n"
+    )
+    (skill / "scripts" / "hi.py").write_text("import sys\nprint('hi', sys.argv[1:])\n")
+    return skill
+
+
+@pytest.fixture
+def service_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A configuration file with one token per role, and a home with no skills."""
+    config = tmp_path / "config.yaml"
+    monkeypatch.setenv("SKILLOG_CONFIG", str(config))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    tokens = {}
+    for name, roles in ROLES.items():
+        token, entry = new_token(name, roles)  # type: ignore[arg-type]
+        add_service_token(str(config), entry)
+        tokens[name] = token
+    return config, tokens
+
+
+@asynccontextmanager
+async def running_service(
+    tmp_path: Path, config: Path, tokens: dict[str, str], *extra: str
+) -> AsyncIterator[Service]:
+    """The service as ``skillog serve`` wires it, with ``extra`` command-line options."""
+    skill = write_skill(tmp_path, HOSTILE)
+    script = tmp_path / "turns.yaml"
+    script.write_text(TURNS)
+    db = tmp_path / "service.db"
+    args = _parser("serve").parse_args(
+        ["serve", "--db", str(db), "--model", f"scripted:{script}", "--skills", str(skill),
+         "--tier", "user", "--poll-ms", "50", "--project", str(tmp_path), *extra]
+    )  # fmt: skip
+    stop = trio.Event()
+    async with open_sqlite_store(db) as store, trio.open_nursery() as nursery:
+        ctx, workers = build(store, args)
+        urls = await nursery.start(
+            lambda task_status: serve(
+                ctx, "127.0.0.1:0", stop=stop, workers=workers, task_status=task_status
+            )
+        )
+        yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db)
+        stop.set()
+
+
+@pytest.fixture
+async def service(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> AsyncIterator[Service]:
+    config, tokens = service_env
+    async with running_service(tmp_path, config, tokens) as service:
+        yield service

@@ -1,0 +1,145 @@
+"""The console in a real headless Chromium (Debian's, driven by Playwright; never a
+downloaded browser): log in with a token, submit a task, watch its events arrive,
+approve the script from the page and see the session finish; a hostile skill
+description renders inert; a viewer's token cannot approve."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from orchestrator.service import new_token
+from orchestrator.skills._config import add_service_token
+
+from .conftest import HOSTILE, TURNS, write_skill
+from .test_cli_serve import start, stop
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def _need_chromium() -> None:
+    reason = ""
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        reason = "Debian's chromium is not installed (apt-get install chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "playwright is not installed (pip install -e '.[test]')"
+    if reason:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the browser test: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    _need_chromium()
+    config = tmp_path / "config.yaml"
+    tokens = {}
+    for name, roles in (("ada", ("admin",)), ("vic", ("viewer",))):
+        tokens[name], entry = new_token(name, roles)  # type: ignore[arg-type]
+        add_service_token(str(config), entry)
+    skill = write_skill(tmp_path, HOSTILE)
+    (tmp_path / "turns.yaml").write_text(TURNS)
+    env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home")}
+    proc, url = start(
+        tmp_path, env,
+        "--model", f"scripted:{tmp_path / 'turns.yaml'}", "--skills", str(skill),
+        "--poll-ms", "100",
+    )  # fmt: skip
+    try:
+        yield url, tokens
+    finally:
+        stop(proc)
+
+
+def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    url, tokens = server
+    dialogs: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(url + "/console")
+            expect(page).to_have_url(url + "/console/login")
+            page.fill("#token", tokens["ada"])
+            page.click("#login button")
+            expect(page).to_have_url(url + "/console")
+            page.fill("#task", "greet <b>me</b>")
+            page.click("#submit button")
+            page.wait_for_url(url + "/console/sessions/*")
+            session = page.url.rsplit("/", 1)[1]
+            # Events arrive live, up to the suspension for the script's approval.
+            expect(page.locator('#events li[data-type="session.suspended"]')).to_have_count(1)
+            expect(page.locator("#live")).to_have_text("live")
+            request = page.locator("article.approval")
+            expect(request).to_have_count(1, timeout=10_000)
+            expect(request).to_contain_text("skills.run_script")
+            expect(request).to_contain_text("<i>x</i>")  # the argument, as text
+            expect(request.locator("dd").nth(3)).to_have_text("user")
+            request.locator("input.reason").fill("looks fine")
+            request.locator('button[data-verdict="approve"]').click()
+            expect(request.locator(".message")).to_have_text("approved by ada")
+            # The in-process worker continues the session; its events arrive live.
+            ended = page.locator('#events li[data-type="session.ended"]')
+            expect(ended).to_have_count(1, timeout=30_000)
+            expect(page.locator("#status")).to_have_text("ended (completed)")
+            # Hostile text from the skill and the model is inert text.
+            catalog = page.locator("#catalog li")
+            expect(catalog).to_contain_text(HOSTILE)
+            assert page.locator("#catalog img, #catalog script, #events script").count() == 0
+            assert page.evaluate("window.__pwned") is None and dialogs == []
+            expect(page.locator("#events")).to_contain_text("<script>alert(1)</script>")
+            # The events on the page are the log's, each once, in order.
+            log = httpx.get(
+                f"{url}/api/sessions/{session}/events?limit=1000",
+                headers={"authorization": f"Bearer {tokens['ada']}"}, trust_env=False,
+            ).json()["events"]  # fmt: skip
+            seqs = page.eval_on_selector_all("#events li", "els => els.map(e => +e.dataset.seq)")
+            assert seqs == [e["seq"] for e in log]
+            # The audit report: proven from the log, hostile text still text.
+            page.click("#audit")
+            expect(page.locator("#verdict")).to_contain_text("byte for byte")
+            expect(page.locator("#timeline")).to_contain_text("approved")
+            expect(page.locator("#timeline")).to_contain_text("ada")
+            assert page.locator("#timeline script, #timeline img").count() == 0
+            assert page.evaluate("window.__pwned") is None and dialogs == []
+
+            # A viewer sees a pending request but cannot approve it.
+            second = httpx.post(
+                url + "/api/sessions", json={"task": "again"},
+                headers={"authorization": f"Bearer {tokens['ada']}"}, trust_env=False,
+            ).json()["session_id"]  # fmt: skip
+            viewer = browser.new_context().new_page()
+            viewer.goto(url + "/console/login")
+            viewer.fill("#token", tokens["vic"])
+            viewer.click("#login button")
+            expect(viewer).to_have_url(url + "/console")
+            viewer.goto(f"{url}/console/sessions/{second}")
+            button = viewer.locator('article.approval button[data-verdict="approve"]')
+            expect(button).to_have_count(1, timeout=30_000)
+            expect(button).to_be_disabled()
+            call = viewer.locator("article.approval").get_attribute("data-call")
+            status = viewer.evaluate(
+                """async ([s, c]) => (await fetch(`/api/sessions/${s}/approvals/${c}/approve`,
+                {method: "POST", headers: {"content-type": "application/json"},
+                 body: "{}"})).status""",
+                [second, call],
+            )
+            assert status == 403
+            assert dialogs == []
+        finally:
+            browser.close()

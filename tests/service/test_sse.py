@@ -1,0 +1,114 @@
+"""Live events: what a follower receives is the log, each event once, in seq order,
+including across a dropped connection resumed with Last-Event-ID."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx2 as httpx
+import trio
+
+from .conftest import Service
+from .test_api import submit, wait_for
+
+
+@asynccontextmanager
+async def follow(
+    client: httpx.AsyncClient, url: str, last: int | None = None
+) -> AsyncIterator[trio.MemoryReceiveChannel[tuple[int, dict[str, object]]]]:
+    """The SSE messages of ``url`` as (id, event) on a channel, read by a task."""
+    send, receive = trio.open_memory_channel[tuple[int, dict[str, object]]](1000)
+    headers = {} if last is None else {"last-event-id": str(last)}
+
+    async def read(task_status: trio.TaskStatus[None]) -> None:
+        async with client.stream("GET", url, headers=headers) as response:
+            assert response.status_code == 200, await response.aread()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            task_status.started()
+            ident, data = None, None
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    ident = int(line[4:])
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+                elif line == "" and data is not None:
+                    assert ident is not None
+                    await send.send((ident, data))
+                    ident, data = None, None
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(read)
+        yield receive
+        nursery.cancel_scope.cancel()
+
+
+async def test_resume_with_last_event_id_misses_nothing(service: Service) -> None:
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    url = f"/api/sessions/{session}/stream"
+    got: list[tuple[int, dict[str, object]]] = []
+    async with service.client("victor") as client:
+        async with follow(client, url) as events:
+            for _ in range(5):
+                got.append(await events.receive())
+        # Dropped after seq 4. While nobody follows, the session moves on.
+        async with service.client("april") as approver:
+            view = (await approver.get(f"/api/sessions/{session}")).json()
+            call = view["pending_approvals"][0]["call_id"]
+            ok = await approver.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
+            assert ok.status_code == 200
+        async with follow(client, url, last=got[-1][0]) as events:
+            with trio.fail_after(30):
+                while got[-1][1]["type"] != "session.ended":
+                    got.append(await events.receive())
+    stored = [e async for e in service.store.read(session)]
+    assert [i for i, _ in got] == [e.seq for e in stored] == list(range(len(stored)))
+    assert [d["hash"] for _, d in got] == [e.hash for e in stored]
+    assert [d["seq"] for _, d in got] == [i for i, _ in got]
+
+
+async def test_live_events_arrive_as_they_commit(service: Service) -> None:
+    """A follower connected while a session runs sees each event once as it commits,
+    across the suspension and the decision."""
+    session = await submit(service)
+    async with (
+        service.client("victor") as client,
+        follow(client, f"/api/sessions/{session}/stream") as events,
+    ):
+        seen = []
+        with trio.fail_after(30):
+            while not seen or seen[-1]["type"] != "session.suspended":
+                seen.append((await events.receive())[1])
+        async with service.client("alice") as admin:
+            call = next(e for e in seen if e["type"] == "approval.requested")["body"]
+            url = f"/api/sessions/{session}/approvals/{call['call_id']}/deny"  # type: ignore[index]
+            assert (await admin.post(url, json={"reason": "no"})).status_code == 200
+        with trio.fail_after(30):
+            while seen[-1]["type"] != "session.ended":
+                seen.append((await events.receive())[1])
+    stored = [e async for e in service.store.read(session)]
+    assert [e["seq"] for e in seen] == [e.seq for e in stored]
+
+
+async def test_bad_last_event_id_and_one_past_the_head(service: Service) -> None:
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    async with service.client("victor") as client:
+        url = f"/api/sessions/{session}/stream"
+        bad = await client.get(url, headers={"last-event-id": "x; DROP"})
+        assert bad.status_code == 422 and bad.json()["field"] == "header.last-event-id"
+        missing = await client.get("/api/sessions/nope/stream")
+        assert missing.status_code == 404
+        head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+        # An id past the head (a client of another log, say) resumes at the head: the
+        # next event to commit is the first one sent.
+        async with follow(client, url, last=head + 1000) as events:
+            async with service.client("alice") as admin:
+                view = (await admin.get(f"/api/sessions/{session}")).json()
+                call = view["pending_approvals"][0]["call_id"]
+                await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
+            with trio.fail_after(30):
+                first = await events.receive()
+        assert first[0] == head + 1
