@@ -188,7 +188,9 @@ async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
         if _may_have_started(ctx, plan) and plan.effect == "at-most-once":
             await _interrupted(ctx, hooks)
             return True
-        if plan.script is not None and ctx.recorded.started is None:
+        if plan.script is not None:
+            # Every run of a script commits its own start, a re-run after a restart
+            # too (only a pure one gets here): the log shows each process that ran.
             await ctx.commit([plan.script])
         assert plan.act is not None
         content = await plan.act(ctx)

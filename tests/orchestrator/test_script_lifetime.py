@@ -94,3 +94,40 @@ def test_two_processes_materialize_one_skill_at_once(tmp_path: Path) -> None:
     for rel, (executable, data) in files.items():
         assert (root / rel).read_bytes() == data
         assert os.access(root / rel, os.X_OK) == executable
+
+
+async def test_a_rerun_script_records_its_own_start(kit, store, make_skill) -> None:
+    """Resumed after its process died while the script ran, a pure (sandboxed) script
+    runs again, and the log shows both starts: every process that ran is in it."""
+    from orchestrator._events import CODEC, ScriptStarted, ToolCalled
+
+    skill = make_skill("again", files={"scripts/go.py": "print('ran')\n"})
+    turns = [
+        {"tool_calls": [{"id": "l", "name": "skills.load", "arguments": {"names": ["again"]}}]},
+        {"tool_calls": [{"id": "r", "name": "skills.run_script",
+                         "arguments": {"path": "scripts/go.py"}}]},
+        {"text": "done"},
+    ]  # fmt: skip
+    agent = Agent(model=ScriptedModel(turns), model_name="m", skills=[skill])
+    await agent.run(store, "go", session_id="s")
+    agent.close()
+    events = [e async for e in store.read("s")]
+    cut = next(i for i, e in enumerate(events) if e.type == "script.started") + 1
+    # The same log as a process that died right after script.started (its script ran).
+    from eventlog import MemoryStore, NewEvent
+
+    crashed = MemoryStore()
+    blobs = [b async for _, b in store.read_blobs()]
+    await crashed.append(
+        "s",
+        [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in events[:cut]],
+        expected_seq=0,
+        blobs=blobs,
+    )
+    resumed = Agent(model=ScriptedModel(turns, follow_history=True), model_name="m", skills=[skill])
+    await resumed.resume(crashed, "s")
+    resumed.close()
+    bodies = [CODEC.decode(e) async for e in crashed.read("s")]
+    assert len(kit.of_type(bodies, ToolCalled)) == 2  # the load and the script: no new intent
+    assert [b.call_id for b in kit.of_type(bodies, ScriptStarted)] == ["r", "r"]
+    assert len(kit.of_type(bodies, ScriptExecuted)) == 1

@@ -86,7 +86,7 @@ async def running_service(
     script = tmp_path / "turns.yaml"
     script.write_text(TURNS)
     db = tmp_path / "service.db"
-    args = _parser("serve").parse_args(
+    args = _parser("serve")[0].parse_args(
         ["serve", "--db", str(db), "--model", f"scripted:{script}", "--skills", str(skill),
          "--tier", "user", "--poll-ms", "50", "--project", str(tmp_path), *extra]
     )  # fmt: skip

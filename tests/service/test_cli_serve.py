@@ -74,7 +74,7 @@ def test_loopback_only_by_default() -> None:
     assert not is_loopback("0.0.0.0:8765") and not is_loopback("192.168.1.2:80")
     from orchestrator._cli import _parser
 
-    assert _parser("serve").parse_args(["serve"]).bind == "127.0.0.1:8765"
+    assert _parser("serve")[0].parse_args(["serve"]).bind == "127.0.0.1:8765"
 
 
 def test_add_token_prints_once_and_refuses_bad_names(
