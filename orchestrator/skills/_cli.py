@@ -59,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("validate", help="validate skill directories (or SKILL.md files)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--lenient", action="store_true", help="apply the client guide's lenient rules")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per path: path, valid, name, hash, problems, warnings",
+    )
     p = sub.add_parser("install", help="install a skill from a folder, a .zip or a git URL")
     p.add_argument("source")
     p.add_argument("--ref", help="git branch or tag")
@@ -90,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(cfg_file)
     action = args.skills_command
     if action == "validate":
-        return _validate(args.paths, strict=not args.lenient)
+        return _validate(args.paths, strict=not args.lenient, as_json=args.json)
     if action == "install":
         tier = Tier(args.tier) if args.tier else None
         r = install(
@@ -160,23 +165,50 @@ def _record(catalog: Catalog, db: str) -> None:
     trio.run(record)
 
 
-def _validate(paths: list[str], *, strict: bool) -> int:
-    failed = 0
-    for path in paths:
-        root = os.path.dirname(path) if os.path.basename(path).lower() == "skill.md" else path
-        try:
-            skill = load_skill(root or ".", tier=Tier.USER, source="cli", strict=strict)
-        except SkillValidationError as e:
-            failed += 1
-            for p in e.problems:
-                print(p)
-            for w in e.warnings:
-                print(f"warning: {w}")
+class Validation(msgspec.Struct, frozen=True, kw_only=True):
+    """`skills validate --json`: one per path (a stable shape, docs/skills.md)."""
+
+    path: str
+    valid: bool
+    name: str | None = None
+    hash: str | None = None
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def _validate(paths: list[str], *, strict: bool, as_json: bool = False) -> int:
+    results = [_validate_one(path, strict=strict) for path in paths]
+    for r in results:
+        if as_json:
+            print(msgspec.json.encode(r).decode())
             continue
-        for w in skill.warnings:
+        for p in r.problems:
+            print(p)
+        for w in r.warnings:
             print(f"warning: {w}")
-        print(f"{root}: valid skill {skill.name} sha256:{skill.hash}")
-    return 1 if failed else 0
+        if r.valid:
+            print(f"{r.path}: valid skill {r.name} sha256:{r.hash}")
+    return 0 if all(r.valid for r in results) else 1
+
+
+def _validate_one(path: str, *, strict: bool) -> Validation:
+    root = os.path.dirname(path) if os.path.basename(path).lower() == "skill.md" else path
+    try:
+        skill = load_skill(root or ".", tier=Tier.USER, source="cli", strict=strict)
+    except SkillValidationError as e:
+        return Validation(
+            path=root,
+            valid=False,
+            problems=tuple(map(str, e.problems)),
+            warnings=tuple(map(str, e.warnings)),
+        )
+    return Validation(
+        path=root,
+        valid=True,
+        name=skill.name,
+        hash=f"sha256:{skill.hash}",
+        warnings=tuple(map(str, skill.warnings)),
+    )
 
 
 def _list(catalog: Catalog, *, as_json: bool) -> int:

@@ -195,3 +195,19 @@ def test_list_and_show_print_lenient_warnings(
     assert "(unknown-field)" in out
     assert skills("show loose") == 0
     assert "\nwarning: " in capsys.readouterr().out
+
+
+def test_validate_json_is_one_object_per_path(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from orchestrator._cli import main
+
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "SKILL.md").write_text("---\nname: good\ndescription: Good.\n---\nBody.\n")
+    code = main(["skills", "validate", str(good), str(tmp_path / "missing"), "--json"])
+    assert code == 1
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["valid"], r["name"]) for r in rows] == [(True, "good"), (False, None)]
+    assert rows[0]["hash"].startswith("sha256:") and "skill-dir-missing" in rows[1]["problems"][0]
+    assert set(rows[0]) == {"path", "valid", "name", "hash", "problems", "warnings"}
