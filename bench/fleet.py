@@ -26,7 +26,7 @@ import trio  # noqa: E402
 from eventlog import open_store  # noqa: E402
 from orchestrator import Agent, HostTool  # noqa: E402
 from orchestrator._events import CODEC, LeaseAcquired  # noqa: E402
-from orchestrator._fleet import Worker, lease_stream  # noqa: E402
+from orchestrator._fleet import Worker, lease_stream, queue_session  # noqa: E402
 from orchestrator.adapters import ScriptedModel  # noqa: E402
 
 TURNS = [{"tool_calls": [{"id": "c", "name": "step", "arguments": {}}]}, {"text": "done"}]
@@ -48,7 +48,7 @@ def agent(delay: float = 0.0) -> Agent:
 async def submit(url: str, count: int) -> None:
     async with open_store(url) as store:
         for i in range(count):
-            await agent().start(store, task=f"task {i}")
+            await queue_session(store, agent(), f"task {i}")
 
 
 def fork_worker(url: str, name: str, **kw: Any) -> int:

@@ -15,7 +15,7 @@ from eventlog import open_store
 from ._cli_session import add_arguments as add_session_arguments
 from ._cli_session import add_db, agent_for
 from ._events import SessionStarted
-from ._fleet import AgentFactory, Worker, describe
+from ._fleet import AgentFactory, Worker, describe, queue_session
 from ._loop import Agent
 from ._views import AUDIT_VIEWS
 from .skills import Tier
@@ -66,8 +66,7 @@ async def _submit(args: argparse.Namespace) -> int:
     try:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             for task in args.tasks:
-                session = await agent.start(store, task=task)
-                print(session.id)
+                print(await queue_session(store, agent, task))
     finally:
         agent.close()
     return 0

@@ -113,20 +113,40 @@ async def lease_history(store: EventStore, session_id: str) -> list[str]:
     return workers
 
 
+QUEUED = "queued"
+"""The outcome of the lease stream's first event, written by :func:`queue_session`."""
+
+
+async def queue_session(
+    store: EventStore, agent: Agent, task: str, *, session_id: str | None = None
+) -> str:
+    """Queue a session for the fleet: its lease stream first (``lease.released``,
+    outcome ``queued``: no holder yet), then the session's start with ``task``. Only
+    sessions queued this way are ever claimed: a session an embedding program drives
+    itself (``Agent.run``) is never taken from it. Returns the session id."""
+    session_id = session_id or uuid.uuid4().hex
+    queued = LeaseReleased(worker="submit", outcome=QUEUED)
+    await store.append(
+        lease_stream(session_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
+    )
+    await agent.start(store, session_id=session_id, task=task)
+    return session_id
+
+
 async def runnable_sessions(store: EventStore, now: int) -> list[str]:
-    """Sessions a worker could take now, oldest first: started, not ended, not waiting
-    for an approval, and with no live lease."""
+    """Sessions a worker could take now, oldest first: queued for the fleet (they have a
+    lease stream), started, not ended, not waiting for an approval, no live lease."""
     infos = await store.streams()
     leases = {i.stream[len(LEASE_PREFIX) :]: i for i in infos if i.stream.startswith(LEASE_PREFIX)}
     found: list[tuple[int, str]] = []
     for info in infos:
-        if info.stream.startswith(LEASE_PREFIX) or info.length == 0:
-            continue
+        lease = leases.get(info.stream)
+        if lease is None or info.length == 0:
+            continue  # a lease stream, or a session nobody queued for the fleet
         tail = await _last(store, info.stream, info.length)
         if isinstance(tail, SessionEnded | SessionSuspended):
             continue
-        lease = leases.get(info.stream)
-        if lease is not None and _held(await _last(store, lease.stream, lease.length), now):
+        if _held(await _last(store, lease.stream, lease.length), now):
             continue
         if await session_config(store, info.stream) is None:
             continue  # not a session (the skills index, ...)

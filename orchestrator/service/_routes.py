@@ -17,7 +17,7 @@ from eventlog import EventStore, Head, closing, verify_stream
 from .._approvals import decide_approval, pending_approvals
 from .._cli_session import session_rows, status_text
 from .._events import CODEC
-from .._fleet import lease_history, session_config
+from .._fleet import lease_history, queue_session, session_config
 from .._session import SessionNotFoundError
 from .._state import SessionState, apply
 from ..skills._config import Role
@@ -144,10 +144,10 @@ async def submit(request: Request) -> Response:
         raise ApiError(422, f"model {spec!r} is not offered here; one of: {offered}", "$.model")
     agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
     try:
-        session = await agent.start(ctx.store, task=req.task)
+        session_id = await queue_session(ctx.store, agent, req.task)
     finally:
         agent.close()
-    return json(Submitted(session_id=session.id, model=spec), 201)
+    return json(Submitted(session_id=session_id, model=spec), 201)
 
 
 async def get_session(request: Request) -> Response:

@@ -53,7 +53,7 @@ from orchestrator import (
     ToolContext,
 )
 from orchestrator._events import CODEC, Event, PromptRendered, ToolCalled, ToolInterrupted
-from orchestrator._fleet import Worker
+from orchestrator._fleet import Worker, lease_stream, queue_session
 from orchestrator._model import ModelRequest, ModelResponse
 from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Tier, load_skill
@@ -252,7 +252,10 @@ async def _session(
         try:
             if fleet:
                 if not exists:  # queued, as `skillog submit` does
-                    await agent.start(store, session_id=SESSION, task="go")
+                    if await store.head(lease_stream(SESSION)) is None:
+                        await queue_session(store, agent, "go", session_id=SESSION)
+                    else:  # died between queueing and the start: start it now
+                        await agent.start(store, session_id=SESSION, task="go")
                 await _work(store, lambda started: build_agent(kind, skills, ledger, crash))
             elif exists:
                 await agent.resume(store, SESSION)

@@ -20,6 +20,7 @@ from orchestrator._fleet import (
     Worker,
     lease_history,
     lease_stream,
+    queue_session,
     runnable_sessions,
     try_acquire,
 )
@@ -57,7 +58,7 @@ def factory(ledger: Path | None = None, delay: float = 0.0) -> Callable[[Session
 async def submit(store: EventStore, count: int) -> list[str]:
     """Queue sessions as `skillog submit` does: started, with their task, not driven."""
     return [
-        (await agent().start(store, session_id=f"task-{i}", task=f"task {i}")).id
+        await queue_session(store, agent(), f"task {i}", session_id=f"task-{i}")
         for i in range(count)
     ]
 
@@ -102,14 +103,28 @@ async def test_a_live_lease_is_not_taken_and_an_expired_one_is(tmp_path: Path) -
         (sid,) = await submit(store, 1)
         now = time.time_ns()
         first = await try_acquire(store, sid, "a", 1_000_000_000, now)
-        assert first is not None
+        assert first is not None and first.seq == 1  # after the queued event at 0
         assert await try_acquire(store, sid, "b", 1_000_000_000, now + 10) is None
         assert await runnable_sessions(store, now + 10) == []
         later = now + 2_000_000_000
         assert await runnable_sessions(store, later) == [sid]
         second = await try_acquire(store, sid, "b", 1_000_000_000, later)
-        assert second is not None and second.seq == 1
+        assert second is not None and second.seq == 2
         assert await lease_history(store, sid) == ["a", "b"]
+
+
+async def test_only_queued_sessions_are_claimed(tmp_path: Path) -> None:
+    """A session an embedding program starts (and drives) itself is never a worker's."""
+    async with open_sqlite_store(tmp_path / "log.db") as store:
+        await agent().start(store, session_id="embedded", task="mine")
+        (queued,) = await submit(store, 1)
+        now = time.time_ns()
+        assert await runnable_sessions(store, now) == [queued]
+        worker = Worker(store, factory(), name="w", lease_ms=1000)
+        await worker.run(trio.Event(), once=True)
+        assert await lease_history(store, "embedded") == []
+        tail = [e.type async for e in store.read("embedded")][-1]
+        assert tail == "message.user"  # untouched: still the embedding program's
 
 
 def _worker_process(db: Path, ledger: Path, lease_ms: int) -> int:
