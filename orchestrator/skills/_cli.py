@@ -7,12 +7,15 @@ Exit codes: 0 ok; 1 a validation failed; 2 unusable input (bad path, config, dat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 import msgspec
 
 from eventlog import default_db, is_postgres_url, open_store, sqlite_path
+from eventlog._progress import Progress
 
 from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
 from ._config import SkillsConfig, config_path, load_config, save_config
@@ -104,6 +107,16 @@ def _json_flag(parser: argparse.ArgumentParser, shape: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print JSON: {shape}")
 
 
+@contextlib.contextmanager
+def _progress(what: str, as_json: bool) -> Iterator[Progress]:
+    """A progress line on a terminal (never with ``--json``), erased when done."""
+    progress = Progress(what, enabled=not as_json)
+    try:
+        yield progress
+    finally:
+        progress.close()
+
+
 def _out(as_json: bool, value: object, text: str) -> None:
     """Print ``value`` as JSON with ``--json``, else ``text`` (when there is any)."""
     if as_json:
@@ -126,18 +139,21 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args.paths, strict=not args.lenient, as_json=args.json)
     if action == "install":
         tier = Tier(args.tier) if args.tier else None
-        r = install(
-            args.source,
-            config=config,
-            config_file=cfg_file,
-            ref=args.ref,
-            name=args.name,
-            tier=tier,
-        )
+        with _progress("cloned bytes", args.json) as progress:
+            r = install(
+                args.source,
+                config=config,
+                config_file=cfg_file,
+                ref=args.ref,
+                name=args.name,
+                tier=tier,
+                progress=progress,
+            )
         _out(args.json, r, f"installed {r.name} ({r.tier}) sha256:{r.hash} from {r.origin}")
         return 0
     if action == "update":
-        r = update(args.name, config=config, config_file=cfg_file)
+        with _progress("cloned bytes", args.json) as progress:
+            r = update(args.name, config=config, config_file=cfg_file, progress=progress)
         _out(args.json, r, f"updated {r.name} sha256:{r.hash}")
         return 0
     if action == "remove":
