@@ -231,7 +231,7 @@ def _validate(paths: list[str], *, strict: bool, as_json: bool = False) -> int:
         for w in r.warnings:
             print(f"warning: {w}")
         if r.valid:
-            print(f"{r.path}: valid skill {r.name} sha256:{r.hash}")
+            print(f"{r.path}: valid skill {r.name} {r.hash}")
     return 0 if all(r.valid for r in results) else 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import zipfile
 from collections.abc import Callable
@@ -62,6 +63,8 @@ def test_validate_exit_codes_and_messages(
     good = write_skill(project, "good")
     bad = write_skill(project, "bad", frontmatter="name: Bad\ndescription: d\nx: 1\n")
     assert main(["skills", "validate", str(good), str(good / "SKILL.md")]) == 0
+    valid = capsys.readouterr().out.splitlines()[0]
+    assert re.fullmatch(rf"{good}: valid skill good sha256:[0-9a-f]{{64}}", valid), valid
     assert main(["skills", "validate", str(good), str(bad)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert f"{bad}/SKILL.md: x: 'x' is not a frontmatter field" in "\n".join(lines)
@@ -199,6 +202,7 @@ def test_list_and_show_print_lenient_warnings(
 
 def test_validate_json_is_one_object_per_path(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     import json
+import re
 
     from orchestrator._cli import main
 
