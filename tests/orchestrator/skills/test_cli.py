@@ -202,7 +202,6 @@ def test_list_and_show_print_lenient_warnings(
 
 def test_validate_json_is_one_object_per_path(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     import json
-import re
 
     from orchestrator._cli import main
 
