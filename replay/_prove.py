@@ -89,7 +89,7 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
                     )
                     checked.add(digest)
         elif isinstance(body, PromptRendered):
-            tail = await _recorded_turn(store, session, seq, body, recorded)
+            tail = await recorded_turn(store, session, seq, body, recorded)
             try:
                 request = _prompt.compose(state, bodies)
             except ValueError as e:
@@ -120,11 +120,12 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
     )
 
 
-async def _recorded_turn(
+async def recorded_turn(
     store: EventStore, session: str, seq: int, body: PromptRendered, recorded: RecordedRequests
 ) -> bytes:
-    """Add the turn's recorded message blobs; return its tail. The recorded request
-    must hash to ``request_hash``: the runtime hashed exactly those bytes."""
+    """Add the turn's recorded message blobs to ``recorded``; return its tail. The
+    recorded request must hash to ``request_hash``: the runtime hashed exactly those
+    bytes. Raises :class:`BrokenLogError` (:class:`BlobError` for a blob)."""
     what = f"prompt.rendered turn {body.turn}"
     lines = [
         await get_checked_blob(store, d, session=session, seq=seq, what=f"{what} message")

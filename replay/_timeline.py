@@ -19,12 +19,14 @@ from orchestrator._events import (
     SessionEnded,
     SessionForked,
     SessionStarted,
+    SessionSuspended,
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
     ToolCalled,
     ToolCompleted,
+    ToolInterrupted,
     UserMessage,
 )
 from orchestrator._events import Event as Body
@@ -187,6 +189,18 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 f"{body.tool}: {_clip(body.content)}",
                 {"tool": body.tool, "call_id": body.call_id, "error_type": body.error_type},
             )
+        case ToolCompleted():
+            yield (
+                "tool✓",
+                f"{body.tool} ({body.duration_ms} ms): {_clip(body.content)}",
+                {"tool": body.tool, "call_id": body.call_id, "duration_ms": body.duration_ms},
+            )
+        case ToolInterrupted():
+            yield (
+                "interrupted",
+                f"{body.tool}: {_clip(body.content)}",
+                {"tool": body.tool, "call_id": body.call_id},
+            )
         case ResourceRead():
             yield (
                 "read",
@@ -254,6 +268,12 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 "approval",
                 f"{verdict} by {body.decided_by}",
                 {"approved": body.approved, "decided_by": body.decided_by, "call_id": body.call_id},
+            )
+        case SessionSuspended():
+            yield (
+                "suspended",
+                f"awaiting approval of {len(body.call_ids)} call(s)",
+                {"reason": body.reason, "call_ids": ",".join(body.call_ids)},
             )
         case SessionEnded():
             yield (
