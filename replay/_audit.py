@@ -20,7 +20,7 @@ from orchestrator._events import PromptRendered, SessionEnded, SessionStarted
 
 from ._errors import BlobError, BrokenLogError
 from ._fork import check_fork_link
-from ._prove import ReplayReport, recorded_turn, replay_session
+from ._prove import ReplayReport, replay_session
 from ._recording import Recording, load_recording, verify_recording
 from ._redrive import redrive
 from ._request import RecordedRequests, request_diff
@@ -94,11 +94,12 @@ async def audit_session(
     link = await check_fork_link(store, recording)
     if link is not None:
         checks.append(Check("fork", link.ok, link.detail))
-    report, failure = await _prove(store, recording)
+    recorded = RecordedRequests()
+    report, failure = await _prove(store, recording, recorded)
     checks += _proof_checks(report, failure)
     if redrive:
         checks.append(await _redrive(store, recording, report))
-    lines, tails, prompts = await _prompts(store, recording, report)
+    lines, tails, prompts = _prompts(recording, recorded, report)
     entries = timeline(recording)
     return Audit(
         session=session,
@@ -148,10 +149,10 @@ async def _checkpoint(
 
 
 async def _prove(
-    store: EventStore, recording: Recording
+    store: EventStore, recording: Recording, recorded: RecordedRequests
 ) -> tuple[ReplayReport | None, BrokenLogError | None]:
     try:
-        return await replay_session(store, recording), None
+        return await replay_session(store, recording, recorded=recorded), None
     except BrokenLogError as e:
         return None, e
 
@@ -195,43 +196,40 @@ async def _redrive(store: EventStore, recording: Recording, report: ReplayReport
     return Check("redrive", True, f"the current code reproduces all {result.compared} events{note}")
 
 
-async def _prompts(
-    store: EventStore, recording: Recording, report: ReplayReport | None
+def _prompts(
+    recording: Recording, recorded: RecordedRequests, report: ReplayReport | None
 ) -> tuple[list[str], list[str], list[RecordedPrompt]]:
     """The recorded requests as deltas: each message line once, each distinct tail
     once, so the page grows with the bytes the session added, not with the sum of its
-    requests. Stops quietly at a broken blob (the blobs check reports it)."""
+    requests. Only the requests the proof read (and checked) are shown."""
     proven = {t.seq: t.ok for t in report.turns} if report is not None else {}
-    recorded = RecordedRequests()
-    tails: dict[bytes, int] = {}
+    tail_index = {digest: i for i, digest in enumerate(recorded.tails)}
     prompts: list[RecordedPrompt] = []
     previous = b""
-    history = 0
+    before = history = 0
     for event, body in zip(recording.events, recording.bodies, strict=True):
         if not isinstance(body, PromptRendered):
             continue
-        before = len(recorded.lines)
-        try:
-            tail = await recorded_turn(store, recording.session, event.seq, body, recorded)
-        except BrokenLogError:
-            break
-        history += sum(len(line) for line in recorded.lines[before:])
+        tail = recorded.tails.get(body.tail_digest)
+        if tail is None or body.message_count > len(recorded.lines):
+            break  # the proof stopped before this request (the checks say why)
+        history += sum(len(line) for line in recorded.lines[before : body.message_count])
         prompts.append(
             RecordedPrompt(
                 turn=body.turn,
                 seq=event.seq,
                 request_hash=body.request_hash,
-                message_count=len(recorded.lines),
-                new_messages=len(recorded.lines) - before,
-                tail=tails.setdefault(tail, len(tails)),
+                message_count=body.message_count,
+                new_messages=body.message_count - before,
+                tail=tail_index[body.tail_digest],
                 size=history + len(tail),
                 tail_diff="" if tail == previous else request_diff(previous, tail),
                 proven=proven.get(event.seq),
             )
         )
-        previous = tail
+        previous, before = tail, body.message_count
     text = [line.decode("utf-8", "replace") for line in recorded.lines]
-    return text, [t.decode("utf-8", "replace") for t in tails], prompts
+    return text, [t.decode("utf-8", "replace") for t in recorded.tails.values()], prompts
 
 
 def summary(recording: Recording, entries: Sequence[TimelineEntry]) -> dict[str, str | int]:

@@ -99,33 +99,62 @@ def _summary(summary: dict[str, str | int]) -> str:
     return f'<section id="summary"><h2>Session</h2><dl class="summary">{items}</dl></section>'
 
 
+_COLUMNS = (
+    ("seq", "c-seq"),
+    ("time (UTC)", "c-time"),
+    ("kind", "c-kind"),
+    ("what", "c-what"),
+    ("call", "c-call"),
+    ("details", "c-details"),
+)
+_COLGROUP = "<colgroup>" + "".join(f'<col class="{c}">' for _, c in _COLUMNS) + "</colgroup>"
+
+
 def _timeline(entries: list[TimelineEntry]) -> str:
+    """One fixed-layout table per turn, so a browser lays out (and skips, while off
+    screen) each turn on its own: a 1,000-turn page opens as fast as a short one."""
+    turns: list[str] = []
     rows: list[str] = []
     turn = -1
+
+    def close() -> None:
+        if rows:
+            label = "before the first model call" if turn == 0 else f"turn {turn}"
+            turns.append(
+                f'<div class="turn" id="turn-{turn}"><h3>{label}</h3>'
+                f"<table>{_COLGROUP}<tbody>{''.join(rows)}</tbody></table></div>"
+            )
+            rows.clear()
+
     for e in entries:
         if e.turn != turn:
+            close()
             turn = e.turn
-            label = "before the first model call" if turn == 0 else f"turn {turn}"
-            rows.append(f'<tr class="turn" id="turn-{turn}"><th colspan=6>{label}</th></tr>')
-        call = e.details.get("call_id")
-        classes = ["bad"] if e.kind == "denial" or e.kind.endswith("✗") else []
-        if call and e.kind != "tool":
-            classes.append("in-call")
-        details = "; ".join(
-            f"{escape(k)}: {escape(str(v))}"
-            for k, v in e.details.items()
-            if v not in (None, "") and k != "call_id"
-        )
-        rows.append(
-            f'<tr class="{" ".join(classes)}" data-seq={e.seq} data-kind="{escape(e.kind)}">'
-            f'<td>{e.seq}</td><td class="time">{escape(e.time)}</td><td>{escape(e.kind)}</td>'
-            f'<td class="what">{escape(e.what)}</td><td>{escape(str(call or ""))}</td>'
-            f'<td class="details">{details}</td></tr>'
-        )
+        rows.append(_entry(e))
+    close()
+    head = "".join(f"<th>{name}</th>" for name, _ in _COLUMNS)
     return (
-        '<section><h2>Timeline</h2><table id="timeline"><thead><tr><th>seq</th>'
-        "<th>time (UTC)</th><th>kind</th><th>what</th><th>call</th><th>details</th></tr>"
-        f"</thead><tbody>{''.join(rows)}</tbody></table></section>"
+        '<section id="timeline"><h2>Timeline</h2>'
+        f'<table class="head">{_COLGROUP}<thead><tr>{head}</tr></thead></table>'
+        f"{''.join(turns)}</section>"
+    )
+
+
+def _entry(e: TimelineEntry) -> str:
+    call = e.details.get("call_id")
+    classes = ["bad"] if e.kind == "denial" or e.kind.endswith("✗") else []
+    if call and e.kind != "tool":
+        classes.append("in-call")
+    details = "; ".join(
+        f"{escape(k)}: {escape(str(v))}"
+        for k, v in e.details.items()
+        if v not in (None, "") and k != "call_id"
+    )
+    return (
+        f'<tr class="{" ".join(classes)}" data-seq={e.seq} data-kind="{escape(e.kind)}">'
+        f"<td>{e.seq}</td><td>{escape(e.time)}</td><td>{escape(e.kind)}</td>"
+        f'<td class="what">{escape(e.what)}</td><td>{escape(str(call or ""))}</td>'
+        f'<td class="details">{details}</td></tr>'
     )
 
 

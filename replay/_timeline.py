@@ -30,6 +30,7 @@ from orchestrator._events import (
     UserMessage,
 )
 from orchestrator._events import Event as Body
+from orchestrator._model import TextPart, ToolCall
 
 from ._recording import Recording, turn_at
 
@@ -158,6 +159,7 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                     "output_tokens": usage.output_tokens,
                     "duration_ms": body.duration_ms,
                     "response_id": body.response.id,
+                    "text": _clip(_text(body.response.parts), 300),
                 },
             )
         case ModelFailed():
@@ -284,6 +286,10 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
             )
         case _:
             pass
+
+
+def _text(parts: tuple[TextPart | ToolCall, ...]) -> str:
+    return " ".join(p.text for p in parts if isinstance(p, TextPart))
 
 
 def _short(digest: str | None) -> str:

@@ -30,6 +30,21 @@ def _load_pgcluster():  # type: ignore[no-untyped-def]
 
 
 pgcluster = _load_pgcluster()
+
+
+def _load_chromium() -> None:
+    # tests/chromium.py as the module ``chromium``: the browser tests of several
+    # packages import CHROMIUM, ARGS and need_chromium from it.
+    spec = importlib.util.spec_from_file_location(
+        "chromium", Path(__file__).with_name("chromium.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["chromium"] = module
+    spec.loader.exec_module(module)
+
+
+_load_chromium()
 PgCluster = pgcluster.PgCluster
 _names = itertools.count()
 
