@@ -215,3 +215,27 @@ def test_the_report_in_chromium(
     expect(chain).to_contain_text("✗")
     expect(chain).to_contain_text("does not verify")
     assert errors == [] and requests == [bad.as_uri()] and dialogs == []
+
+
+async def test_a_divergence_fails_only_the_prompts_row_and_shows_its_diff(
+    recorded: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orchestrator._prompt
+    from replay import audit_session, render_html
+
+    monkeypatch.setattr(
+        orchestrator._prompt,
+        "BASE_RULES",
+        orchestrator._prompt.BASE_RULES.replace("load it with", "activate it with"),
+    )
+    db, sid = recorded
+    async with open_sqlite_store(db, readonly=True) as store:
+        audit = await audit_session(store, sid, redrive=True)
+    rows = {c.name: c for c in audit.checks}
+    assert not audit.ok and list(rows) == ["chain", "blobs", "prompts", "redrive"]
+    assert rows["chain"].ok and rows["blobs"].ok and rows["prompts"].ok is False
+    assert "0 of 5 requests" in rows["prompts"].details and "turn 1" in rows["prompts"].details
+    assert all(p.proven is False for p in audit.prompts) and len(audit.prompts) == 5
+    html = render_html(audit)
+    assert "First divergence" in html and "activate it with" in html
+    assert html.count("✗ differs") == 5
