@@ -19,7 +19,7 @@ from eventlog import DB_HELP, EventStore, SkillogError, default_db
 from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
 
 from ._audit import audit_session
-from ._errors import BrokenLogError
+from ._errors import BrokenLogError, ReplayError
 from ._fork import check_fork_link, fork_session
 from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
@@ -167,7 +167,12 @@ async def _write_report(
     )
     version = importlib.metadata.version("skillog")
     page = render_html(audit, generator=f"skillog {version}")
-    await trio.Path(args.html).write_text(page, encoding="utf-8")
+    try:
+        await trio.Path(args.html).write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise ReplayError(
+            f"cannot write the report to {args.html}: {e.strerror or e}; give a writable path"
+        ) from e
     for check in audit.checks:
         mark = {True: "✓", False: "✗", None: "–"}[check.ok]
         print(f"{mark} {check.name:<10} {check.details}")
