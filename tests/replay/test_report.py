@@ -241,3 +241,28 @@ async def test_a_divergence_fails_only_the_prompts_row_and_shows_its_diff(
     html = render_html(audit)
     assert "First divergence" in html and "activate it with" in html
     assert html.count("✗ differs") == 5
+
+
+def test_a_checkpoint_row_trusted_by_key_and_failing_for_another_key(
+    cli: Cli, recorded: tuple[Path, str], tmp_path: Path
+) -> None:
+    db, sid = recorded
+    key, other = tmp_path / "signer.pem", tmp_path / "other.pem"
+    assert cli("log", "keygen", "--out", key)[0] == 0
+    assert cli("log", "keygen", "--out", other)[0] == 0
+    checkpoints = tmp_path / "checkpoints.jsonl"
+    assert cli("log", "checkpoint", "--db", db, "--key", key, "--out", checkpoints)[0] == 0
+    page = tmp_path / "r.html"
+    code, out, html = _report(
+        cli, db, sid, page, "--checkpoint", checkpoints, "--key", f"{key}.pub"
+    )
+    assert code == 0, out
+    assert "✓ checkpoint" in out and "signed by a trusted key" in out
+    assert 'class="check ok" data-check="checkpoint"' in html
+    code, out, html = _report(
+        cli, db, sid, page, "--checkpoint", checkpoints, "--key", f"{other}.pub"
+    )
+    assert code == 1 and "✗ checkpoint" in out and "✓ chain" in out
+    assert 'class="check fail" data-check="checkpoint"' in html
+    code, out, _ = _report(cli, db, sid, page, "--checkpoint", checkpoints, "--tofu")
+    assert code == 0 and "trusted on first use" in out
