@@ -36,6 +36,11 @@ class Check(msgspec.Struct, frozen=True):
     ok: bool | None
     details: str
 
+    @property
+    def mark(self) -> str:
+        """✓ passed, ✗ failed, – not checked."""
+        return "✓" if self.ok else "–" if self.ok is None else "✗"
+
 
 class RecordedPrompt(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded request, stored as a delta: its bytes are ``lines[:message_count]``

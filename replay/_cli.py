@@ -4,6 +4,8 @@ Exit codes: 0 every request (and the re-drive) matches; 1 the first divergence, 
 diff (or the re-drive's first differing event); 2 the log cannot be replayed (a missing
 session, a broken chain or checkpoint, a missing or altered blob, a damaged export, an
 event type from a newer version), with a message naming the session, seq and problem.
+With ``--html`` a broken log is a failed check in the report written: 0 the verdict
+holds, 1 it does not, 2 nothing to report on (no such session, an unwritable path).
 """
 
 from __future__ import annotations
@@ -174,8 +176,7 @@ async def _write_report(
             f"cannot write the report to {args.html}: {e.strerror or e}; give a writable path"
         ) from e
     for check in audit.checks:
-        mark = {True: "✓", False: "✗", None: "–"}[check.ok]
-        print(f"{mark} {check.name:<10} {check.details}")
+        print(f"{check.mark} {check.name:<10} {check.details}")
     verdict = "proven" if audit.ok else "NOT PROVEN"
     print(f"verdict: {verdict}; report written to {args.html} ({len(page.encode()):,} bytes)")
     return 0 if audit.ok else 1

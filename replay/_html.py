@@ -36,7 +36,6 @@ CSP = (
 """The page's policy (also sent as a header by the service): only its own inline
 style and script run, nothing is fetched."""
 
-_MARK = {True: "✓", False: "✗", None: "–"}
 _STATE = {True: "ok", False: "fail", None: "unchecked"}
 
 
@@ -89,7 +88,7 @@ def _verdict(audit: Audit) -> str:
 def _check(c: Check) -> str:
     return (
         f'<tr class="check {_STATE[c.ok]}" data-check="{escape(c.name)}">'
-        f'<th>{escape(c.name)}</th><td class="mark">{_MARK[c.ok]}</td>'
+        f'<th>{escape(c.name)}</th><td class="mark">{c.mark}</td>'
         f"<td>{escape(c.details)}</td></tr>"
     )
 
