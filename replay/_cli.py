@@ -19,6 +19,7 @@ import trio
 
 from eventlog import DB_HELP, EventStore, SkillogError, default_db
 from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
+from eventlog._progress import Progress
 
 from ._audit import audit_session
 from ._errors import BrokenLogError, ReplayError
@@ -142,7 +143,11 @@ async def _replay(args: argparse.Namespace) -> int:
             if link.ok is False:
                 raise BrokenLogError(args.session, 0, f"session.forked: {link.detail}")
             print(link.detail if link.ok else f"fork of {link.parent}@{link.at_seq}: {link.detail}")
-        report = await replay_session(store, recording)
+        progress = Progress("events proved", len(recording), enabled=not args.json)
+        try:
+            report = await replay_session(store, recording, progress=progress)
+        finally:
+            progress.close()
         _print_report(report, checkpoint=args.checkpoint is not None)
         code = 0 if report.ok else 1
         if args.against_disk:

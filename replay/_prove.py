@@ -8,6 +8,8 @@ from the blob store and must hash to it too. The first turn that differs gets a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from eventlog import EventStore
@@ -63,7 +65,11 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def replay_session(
-    store: EventStore, recording: Recording, *, recorded: RecordedRequests | None = None
+    store: EventStore,
+    recording: Recording,
+    *,
+    recorded: RecordedRequests | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
     """Refold ``recording`` and prove every recorded request against the composer.
 
@@ -72,7 +78,8 @@ async def replay_session(
     Every turn is checked, the first mismatch gets a :class:`Divergence`. Raises
     :class:`BrokenLogError` when a blob is missing or altered or the recorded request
     blobs do not hash to the recorded ``request_hash``. The recorded requests are
-    gathered in ``recorded`` when given (as far as the proof got)."""
+    gathered in ``recorded`` when given (as far as the proof got); ``progress(1)`` is
+    called after each event."""
     session = recording.session
     state = SessionState(session)
     bodies: dict[str, str] = {}
@@ -114,6 +121,8 @@ async def replay_session(
                     diff=request_diff(recorded.request_bytes(tail), _prompt.request_bytes(request)),
                 )
         apply(state, body, seq=seq, hash=event.hash)
+        if progress is not None:
+            progress(1)
     return ReplayReport(
         session=session,
         events=len(recording),

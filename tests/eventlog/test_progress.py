@@ -52,6 +52,7 @@ def _stderr_on_a_terminal(argv: list[str], cwd: Path) -> str:
     [
         (["log", "verify"], "verified: "),
         (["log", "export", "--out", "out.jsonl"], "exported: "),
+        (["replay", "SESSION"], "events proved: "),
         (["otel", "metrics", "--all"], None),  # quick, prints data: no progress line
     ],
 )
@@ -60,7 +61,9 @@ def test_long_commands_draw_progress_on_a_terminal(
 ) -> None:
     db = tmp_path / "skillog.db"
     assert main(["demo", "--db", str(db)]) == 0
-    capsys.readouterr()
+    session = re.search(r"session ([0-9a-f]{32})", capsys.readouterr().out)
+    assert session is not None
+    argv = [session[1] if a == "SESSION" else a for a in argv]
     got = _stderr_on_a_terminal([*argv, "--db", str(db)], tmp_path)
     if line is None:
         assert got == ""
