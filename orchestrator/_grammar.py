@@ -214,33 +214,43 @@ def _tag(type_: str) -> str:
     return split_type(type_)[0] if "@" in type_ else type_
 
 
+Step = Callable[[bytes], None]
+
+
 class GrammarCheck:
     """The grammar of one stream, fed its events in seq order (pure, no I/O).
 
-    :meth:`check` takes one event and returns its violation, if any; :meth:`feed` is
-    the hook eventlog's verify calls with row batches and returns the first violation.
-    After a violation the state still advances, so a caller may keep checking."""
+    :meth:`feed` is the hook eventlog's verify calls with row batches and returns the
+    first violation; :meth:`check` takes one event. After a violation the state still
+    advances, so a caller may keep checking.
+
+    The hot path: ``fast`` maps the envelope types the stream's current phase expects
+    to steps that take the body alone (a session's turns); anything else goes through
+    :meth:`step`, which knows every rule of the phase."""
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
+        self.fast: dict[str, Step] = {}
 
     def feed(self, rows: Iterable[Row]) -> Violation | None:
-        check = self.check
         for row in rows:
-            found = check(row[0], row[1], row[3])
-            if found is not None:
-                return found
+            try:
+                run = self.fast.get(row[1])
+                if run is None:
+                    self.step(row[0], _tag(row[1]), row[3])
+                else:
+                    run(row[3])
+            except _Broken as e:
+                return Violation(stream=self.stream, seq=row[0], rule=e.rule, detail=e.detail)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                detail = f"{row[1]} body does not hold what the type always has: {e}"
+                return Violation(
+                    stream=self.stream, seq=row[0], rule="malformed_body", detail=detail
+                )
         return None
 
     def check(self, seq: int, type_: str, body: bytes) -> Violation | None:
-        try:
-            self.step(seq, _tag(type_), body)
-        except _Broken as e:
-            return Violation(stream=self.stream, seq=seq, rule=e.rule, detail=e.detail)
-        except (msgspec.DecodeError, msgspec.ValidationError) as e:
-            detail = f"{type_} body does not hold what the type always has: {e}"
-            return Violation(stream=self.stream, seq=seq, rule="malformed_body", detail=detail)
-        return None
+        return self.feed([(seq, type_, None, body)])
 
     def step(self, seq: int, tag: str, body: bytes) -> None:
         raise NotImplementedError
@@ -260,7 +270,7 @@ class SessionGrammar(GrammarCheck):
         self.prompt_open = False
         self.calls: dict[str, int] = {}  # the last response's calls -> their progress
         self.open_calls = 0  # calls of the last response without an outcome
-        self.steps: dict[str, Callable[[int, bytes], None]] = {
+        self.running: dict[str, Step] = {  # the steps of a started session
             "message.user": _nothing,
             "prompt.rendered": self._prompt,
             "model.responded": self._responded,
@@ -274,15 +284,13 @@ class SessionGrammar(GrammarCheck):
             "session.ended": self._ended,
         }
         for tag in _CALL_EVENTS:
-            self.steps[tag] = self._call_event_of(tag)
+            self.running[tag] = self._call_event_of(tag)
 
     def step(self, seq: int, tag: str, body: bytes) -> None:
         phase = self.phase
-        if phase == self.RUNNING:
-            run = self.steps.get(tag)
-            if run is not None:
-                run(seq, body)
-                return
+        if phase == self.RUNNING and tag in self.running:  # a versioned type (tag@N)
+            self.running[tag](body)
+            return
         if phase == self.FOREIGN:
             return
         if tag not in KNOWN_TAGS:
@@ -306,7 +314,7 @@ class SessionGrammar(GrammarCheck):
         elif phase == self.STARTED:
             if tag != "catalog.snapshot":
                 raise _Broken("catalog_misplaced", f"{tag} where catalog.snapshot belongs")
-            self.phase = self.RUNNING
+            self.phase, self.fast = self.RUNNING, self.running
         elif tag == "catalog.snapshot":
             raise _Broken("catalog_misplaced", "a second catalog.snapshot")
         else:  # pragma: no cover - every known session tag has a step
@@ -314,7 +322,7 @@ class SessionGrammar(GrammarCheck):
 
     # -- turns --------------------------------------------------------------------------
 
-    def _prompt(self, seq: int, body: bytes) -> None:
+    def _prompt(self, body: bytes) -> None:
         turn = _TURN(body).turn
         if self.prompt_open:
             raise _Broken("prompt_unanswered", f"turn {self.turn}'s prompt has no answer yet")
@@ -330,10 +338,10 @@ class SessionGrammar(GrammarCheck):
         if turn != self.turn:
             raise _Broken("turn_order", f"{tag} for turn {turn}, the prompt is turn {self.turn}")
 
-    def _failed(self, seq: int, body: bytes) -> None:
+    def _failed(self, body: bytes) -> None:
         self._outcome_turn("model.failed", _TURN(body).turn)
 
-    def _responded(self, seq: int, body: bytes) -> None:
+    def _responded(self, body: bytes) -> None:
         responded = _RESPONDED(body)
         self._outcome_turn("model.responded", responded.turn)
         ids = [p.id for p in responded.response.parts if type(p) is _ToolCall]
@@ -354,7 +362,7 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("after_outcome", f"{tag} for call {call_id!r}, already resolved")
         return state
 
-    def _called(self, seq: int, body: bytes) -> None:
+    def _called(self, body: bytes) -> None:
         called = _CALLED(body)
         state = self.calls.get(called.call_id)
         if state is None:
@@ -368,11 +376,11 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("turn_order", f"tool.called for turn {called.turn} in turn {self.turn}")
         self.calls[called.call_id] = CALLED
 
-    def _call_event_of(self, tag: str) -> Callable[[int, bytes], None]:
+    def _call_event_of(self, tag: str) -> Step:
         decode = _MAYBE_CALL if tag in _OPTIONAL_CALL else _CALL
         denial = tag == "policy.denied"
 
-        def call_event(seq: int, body: bytes) -> None:
+        def call_event(body: bytes) -> None:
             call_id = decode(body).call_id
             if call_id is None:
                 return  # an activation the user asked for (/skill), not a call's
@@ -396,14 +404,14 @@ class SessionGrammar(GrammarCheck):
         self.calls[call_id] = DONE
         self.open_calls -= 1
 
-    def _completed(self, seq: int, body: bytes) -> None:
+    def _completed(self, body: bytes) -> None:
         completed = _COMPLETED(body)
         self._resolve("tool.completed", completed.call_id, error=completed.is_error)
 
-    def _interrupted(self, seq: int, body: bytes) -> None:
+    def _interrupted(self, body: bytes) -> None:
         self._resolve("tool.interrupted", _CALL(body).call_id, error=False)
 
-    def _requested(self, seq: int, body: bytes) -> None:
+    def _requested(self, body: bytes) -> None:
         call_id = _CALL(body).call_id
         state = self._progress("approval.requested", call_id)
         if state == ACTING:
@@ -412,14 +420,14 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("approval_repeated", f"call {call_id!r} already asked for approval")
         self.calls[call_id] = AWAITING
 
-    def _resolved(self, seq: int, body: bytes) -> None:
+    def _resolved(self, body: bytes) -> None:
         resolved = _RESOLVED(body)
         call_id = resolved.call_id
         if self._progress("approval.resolved", call_id) != AWAITING:
             raise _Broken("decision_without_request", f"call {call_id!r} awaits no decision")
         self.calls[call_id] = APPROVED if resolved.approved else DENIED
 
-    def _suspended(self, seq: int, body: bytes) -> None:
+    def _suspended(self, body: bytes) -> None:
         ids = _SUSPENDED(body).call_ids
         waiting = [i for i in ids if self.calls.get(i) == AWAITING]
         if not ids or len(waiting) != len(ids):
@@ -427,7 +435,7 @@ class SessionGrammar(GrammarCheck):
                 "suspend_without_pending", f"suspended for {ids}, awaiting approval: {waiting}"
             )
 
-    def _ended(self, seq: int, body: bytes) -> None:
+    def _ended(self, body: bytes) -> None:
         reason = _ENDED(body).reason
         if self.open_calls:
             raise _Broken("end_with_open_calls", self._open_detail())
@@ -439,7 +447,7 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("end_reason", f"ended {reason} while turn {self.turn} awaits an answer")
         if reason == "completed" and (self.turn == 0 or self.calls):
             raise _Broken("end_reason", "ended completed, but the last answer asked for tools")
-        self.phase = self.ENDED
+        self.phase, self.fast = self.ENDED, {}
 
     def _open_detail(self) -> str:
         names = ("not called", "called", "awaiting approval", "approved", "denied", "under way")
@@ -447,7 +455,7 @@ class SessionGrammar(GrammarCheck):
         return f"calls without an outcome: {', '.join(open_)}"
 
 
-def _nothing(seq: int, body: bytes) -> None:
+def _nothing(body: bytes) -> None:
     return None
 
 
