@@ -130,16 +130,13 @@ class _Suspended(msgspec.Struct):
     call_ids: list[str]
 
 
-class _Text(msgspec.Struct, tag="text"):
-    pass
-
-
-class _ToolCall(msgspec.Struct, tag="tool_call"):
-    id: str
+class _Part(msgspec.Struct):
+    type: str  # "text" or "tool_call" (not decoded as a tagged union: twice as fast)
+    id: str = ""
 
 
 class _Response(msgspec.Struct):
-    parts: list[_Text | _ToolCall]
+    parts: list[_Part]
 
 
 class _Responded(msgspec.Struct):
@@ -181,6 +178,7 @@ INDEX_TAG = "catalog.indexed"
 # A call's progress within its turn: asked for by the model, its intent recorded, its
 # approval asked for, approved, denied, its effect (or refusal) under way, resolved.
 REQUESTED, CALLED, AWAITING, APPROVED, DENIED, ACTING, DONE = range(7)
+_MAY_ACT = frozenset({CALLED, APPROVED, ACTING})  # effects and an outcome may follow
 
 # Call events that are neither its intent, its approval nor its outcome.
 _CALL_EVENTS = frozenset(
@@ -344,7 +342,12 @@ class SessionGrammar(GrammarCheck):
     def _responded(self, body: bytes) -> None:
         responded = _RESPONDED(body)
         self._outcome_turn("model.responded", responded.turn)
-        ids = [p.id for p in responded.response.parts if type(p) is _ToolCall]
+        ids = []
+        for part in responded.response.parts:
+            if part.type == "tool_call":
+                ids.append(part.id)
+            elif part.type != "text":
+                raise _Broken("malformed_body", f"a response part of type {part.type!r}")
         calls = dict.fromkeys(ids, REQUESTED)
         if len(calls) != len(ids) or "" in calls:
             raise _Broken("response_duplicate_ids", f"tool call ids {ids}")
@@ -384,23 +387,25 @@ class SessionGrammar(GrammarCheck):
             call_id = decode(body).call_id
             if call_id is None:
                 return  # an activation the user asked for (/skill), not a call's
-            state = self._progress(tag, call_id)
-            if state == AWAITING:
-                raise _Broken("effect_before_approval", f"{tag} for call {call_id!r}")
-            if state == DENIED:
-                if not denial:
-                    raise _Broken("effect_after_denial", f"{tag} for call {call_id!r}")
-                return
-            self.calls[call_id] = ACTING
+            if self.calls.get(call_id) in _MAY_ACT:
+                self.calls[call_id] = ACTING
+            else:
+                self._not_acting(tag, call_id, denial=denial)
 
         return call_event
 
-    def _resolve(self, tag: str, call_id: str, *, error: bool) -> None:
+    def _not_acting(self, tag: str, call_id: str, *, denial: bool) -> None:
+        """An event of a call that may not act now: allowed only as the denial (or the
+        error result) of a denied call."""
         state = self._progress(tag, call_id)
         if state == AWAITING:
             raise _Broken("effect_before_approval", f"{tag} for call {call_id!r}")
-        if state == DENIED and not error:
+        if state == DENIED and not denial:
             raise _Broken("effect_after_denial", f"{tag} for call {call_id!r}")
+
+    def _resolve(self, tag: str, call_id: str, *, error: bool) -> None:
+        if self.calls.get(call_id) not in _MAY_ACT:
+            self._not_acting(tag, call_id, denial=error)
         self.calls[call_id] = DONE
         self.open_calls -= 1
 

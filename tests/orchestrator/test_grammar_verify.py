@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from eventlog import import_jsonl, open_sqlite_store, verify
+from eventlog import EventStore, import_jsonl, open_sqlite_store, open_store, verify
 from orchestrator._cli import main
 from orchestrator._events import CODEC, ToolCompleted
 from orchestrator._grammar import session_grammar
@@ -19,24 +19,26 @@ GOLDEN = Path(__file__).parents[1] / "golden"
 SESSION = "golden-approvals"
 
 
+async def append_forged(store: EventStore, call_id: str = "call_1_1") -> None:
+    """A ``tool.completed`` appended by someone with write access, through the store,
+    so every hash is right."""
+    head = await store.head(SESSION)
+    assert head is not None
+    forged = ToolCompleted(
+        call_id=call_id, tool="send_email", is_error=False, content="sent again", duration_ms=0
+    )
+    await store.append(SESSION, [CODEC.encode(forged, recorded_at=1)], expected_seq=head.seq + 1)
+
+
 def golden_db(path: Path, *, forge: bool) -> str:
     """The golden approvals session in a SQLite log; with ``forge``, a well-chained
-    ``tool.completed`` appended after its ``session.ended`` by someone with write
-    access (through the store, so every hash is right)."""
+    event appended after its ``session.ended``."""
 
     async def build() -> None:
         async with open_sqlite_store(path) as store:
             await import_jsonl(store, str(GOLDEN / "approvals.jsonl"))
             if forge:
-                head = await store.head(SESSION)
-                assert head is not None
-                forged = ToolCompleted(
-                    call_id="call_1_1", tool="send_email", is_error=False, content="sent again",
-                    duration_ms=0,
-                )  # fmt: skip
-                await store.append(
-                    SESSION, [CODEC.encode(forged, recorded_at=1)], expected_seq=head.seq + 1
-                )
+                await append_forged(store)
 
     trio.run(build)
     return str(path)
@@ -113,17 +115,21 @@ def test_checkpoint_refuses_to_sign_a_log_grown_by_a_forgery(
 
     async def forge() -> None:
         async with open_sqlite_store(db) as store:
-            head = await store.head(SESSION)
-            assert head is not None
-            forged = ToolCompleted(
-                call_id="ghost", tool="t", is_error=False, content="", duration_ms=0
-            )
-            await store.append(
-                SESSION, [CODEC.encode(forged, recorded_at=1)], expected_seq=head.seq + 1
-            )
+            await append_forged(store, "ghost")
 
     trio.run(forge)
     code, _, err = cli(
         capsys, "log", "checkpoint", "--key", str(key), "--out", str(checkpoints), "--db", db
     )
     assert code == 2 and "refusing to sign" in err and "grammar after_end" in err
+
+
+async def test_the_grammar_reads_postgres_rows_too(pg_dsn: str) -> None:
+    async with open_store(pg_dsn) as store:
+        await import_jsonl(store, str(GOLDEN / "approvals.jsonl"))
+        assert (await verify(store, grammar=session_grammar)).ok
+        await append_forged(store)
+        report = await verify(store, grammar=session_grammar)
+    assert [(f.kind, f.rule, f.stream, f.seq) for f in report.faults] == [
+        ("grammar", "after_end", SESSION, 24)
+    ]
