@@ -229,8 +229,11 @@ class GrammarCheck:
     def __init__(self, stream: str) -> None:
         self.stream = stream
         self.fast: dict[str, Step] = {}
+        self.unchecked = False  # a stream another program wrote: nothing to check
 
     def feed(self, rows: Iterable[Row]) -> Violation | None:
+        if self.unchecked:
+            return None
         for row in rows:
             try:
                 run = self.fast.get(row[1])
@@ -259,7 +262,7 @@ class SessionGrammar(GrammarCheck):
     turns (prompt, model outcome, tool calls through the pipeline), at most one
     ``session.ended`` and nothing after it."""
 
-    HEADER, STARTED, RUNNING, ENDED, FOREIGN = range(5)
+    HEADER, STARTED, RUNNING, ENDED = range(4)
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -289,11 +292,11 @@ class SessionGrammar(GrammarCheck):
         if phase == self.RUNNING and tag in self.running:  # a versioned type (tag@N)
             self.running[tag](body)
             return
-        if phase == self.FOREIGN:
+        if self.unchecked:
             return
         if tag not in KNOWN_TAGS:
             if seq == 0:
-                self.phase = self.FOREIGN
+                self.unchecked = True
                 return
             raise _Broken("unknown_type", f"type {tag!r} is not an event the runtime writes")
         if tag in LEASE_TAGS or tag == INDEX_TAG:
