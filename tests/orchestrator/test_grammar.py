@@ -10,9 +10,12 @@ have written are found, each at its seq with a rule of :data:`RULES`.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 import msgspec
 import pytest
@@ -20,7 +23,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventlog import MemoryStore, import_jsonl
+from eventlog import MemoryStore, NewEvent, import_jsonl
 from orchestrator import Agent
 from orchestrator._events import CODEC, Event, LeaseAcquired, ToolCompleted
 from orchestrator._fleet import Worker, queue_session
@@ -35,9 +38,41 @@ Ev = tuple[int, str, bytes]
 Stream = tuple[str, list[Ev]]
 
 
+def _regenerate() -> ModuleType:
+    """tests/golden/regenerate.py (a script): the golden scenarios' agents."""
+    spec = importlib.util.spec_from_file_location("golden_regenerate", GOLDEN / "regenerate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("golden_regenerate", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def _crash_and_resume(store: MemoryStore, name: str, cut: int) -> None:
+    """What a process killed right after seq ``cut`` of a golden session leaves (its
+    events up to there), resumed by a new process to its end: at-most-once calls that
+    may have run come back as ``tool.interrupted``, approvals pending again suspend."""
+    golden = _regenerate()
+    original = await load_recording(store, f"golden-{name}")
+    crashed = f"crashed-{name}-{cut}"
+    copies = [
+        NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in original.events
+    ]
+    await store.append(crashed, copies[: cut + 1], expected_seq=0)
+    agent, _ = getattr(golden, f"{name}_agent")()
+    agent.model = ScriptedModel(agent.model.turns, follow_history=True)
+    try:
+        await agent.resume(store, crashed)
+        if name == "approvals":  # suspended again: decided from outside, then resumed
+            await golden.decide_then_resume(agent, store, crashed)
+    finally:
+        agent.close()
+
+
 async def _corpus() -> list[Stream]:
-    """The golden sessions (and 0.1's), forks of them, a fork of a fork, and a session
-    queued for the fleet and driven by a worker (its lease stream)."""
+    """The golden sessions (and 0.1's), forks of them, a fork of a fork, golden sessions
+    crashed at a few points and resumed, and a session queued for the fleet and driven
+    by a worker (its lease stream)."""
     store = MemoryStore()
     for path in GOLDEN.glob("*.jsonl"):
         await import_jsonl(store, str(path))
@@ -51,6 +86,8 @@ async def _corpus() -> list[Stream]:
         await fork_session(store, recording, at, session_id=f"fork-{recording.session}-{at}")
     twice = await load_recording(store, "fork-golden-approvals-14")
     await fork_session(store, twice, 12, session_id="fork-of-fork")
+    for name, cut in (("lifecycle", 28), ("lifecycle", 29), ("approvals", 12)):
+        await _crash_and_resume(store, name, cut)
     agent = Agent(
         model=ScriptedModel([{"tool_calls": [{"name": "skills.list"}]}, {"text": "done"}]),
         model_name="m",
