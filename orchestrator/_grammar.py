@@ -223,8 +223,9 @@ class GrammarCheck:
     advances, so a caller may keep checking.
 
     The hot path: ``fast`` maps the envelope types the stream's current phase expects
-    to steps that take the body alone (a session's turns); anything else goes through
-    :meth:`step`, which knows every rule of the phase."""
+    to steps that take the body alone and never change the phase (a session's turns);
+    anything else goes through :meth:`step`, which knows every rule of the phase and is
+    the only place ``fast`` changes."""
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
@@ -234,11 +235,13 @@ class GrammarCheck:
     def feed(self, rows: Iterable[Row]) -> Violation | None:
         if self.unchecked:
             return None
+        fast = self.fast.get
         for row in rows:
             try:
-                run = self.fast.get(row[1])
+                run = fast(row[1])
                 if run is None:
                     self.step(row[0], _tag(row[1]), row[3])
+                    fast = self.fast.get
                 else:
                     run(row[3])
             except _Broken as e:
@@ -282,16 +285,19 @@ class SessionGrammar(GrammarCheck):
             "approval.requested": self._requested,
             "approval.resolved": self._resolved,
             "session.suspended": self._suspended,
-            "session.ended": self._ended,
         }
         for tag in _CALL_EVENTS:
             self.running[tag] = self._call_event_of(tag)
 
     def step(self, seq: int, tag: str, body: bytes) -> None:
         phase = self.phase
-        if phase == self.RUNNING and tag in self.running:  # a versioned type (tag@N)
-            self.running[tag](body)
-            return
+        if phase == self.RUNNING:
+            if tag in self.running:  # a versioned type (tag@N)
+                self.running[tag](body)
+                return
+            if tag == "session.ended":
+                self._ended(body)
+                return
         if self.unchecked:
             return
         if tag not in KNOWN_TAGS:
