@@ -92,7 +92,8 @@ async def _demo(args: argparse.Namespace) -> int:
         return 1
     print(
         f"log verified: {report.events} events in {report.streams} session(s) and "
-        f"{report.blobs} blobs, every hash chain and blob intact"
+        f"{report.blobs} blobs, every hash chain and blob intact, every event in the "
+        "session grammar"
     )
     print(f"next: skillog replay {session.id} --db {describe_db(args.db)}")
     return 0
