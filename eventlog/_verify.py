@@ -64,8 +64,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     """What :func:`verify` checked; ``fault`` is the first problem, or None if intact.
 
     ``faults`` lists every problem found: the first fault of each broken chain (a chain
-    is not checked past its first fault), each row outside the log, the first bad blob;
-    beyond :data:`MAX_LISTED` they are counted in ``unlisted``.
+    is not checked past its first fault), with a grammar the first violation of each
+    stream, each row outside the log, the first bad blob; beyond :data:`MAX_LISTED`
+    they are counted in ``unlisted``.
     """
 
     streams: int
