@@ -394,8 +394,8 @@ class SessionGrammar(GrammarCheck):
 
         def call_event(body: bytes) -> None:
             call_id = decode(body).call_id
-            if call_id is None:
-                return  # an activation the user asked for (/skill), not a call's
+            if not call_id:
+                return  # an activation the user asked for (/skill: None or ""), no call's
             if self.calls.get(call_id) in _MAY_ACT:
                 self.calls[call_id] = ACTING
             else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -406,3 +407,17 @@ def test_fields_the_rules_do_not_read_are_ignored() -> None:
     name, events = SESSIONS[0]
     extra = [(t, b[:-1] + b',"zz_future_field":1}') for t, b in plain(events)]
     assert violations(name, extra) == []
+
+
+async def test_a_user_activation_that_fails_names_no_call(kit, store, make_skill, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``/name`` in the task activates before any model call, so its events name no
+    call: a skill gone from disk since the catalog records ``skill.activation_failed``
+    with an empty ``call_id``, which is no violation."""
+    gone = make_skill("gone")
+    agent = kit.agent([], [gone])
+    shutil.rmtree(tmp_path / "skills" / "gone")
+    session = await agent.run(store, "/gone\nplease")
+    events = [(e.seq, e.type, e.body) async for e in store.read(session.id)]
+    failed = [b for _, t, b in events if t == "skill.activation_failed"]
+    assert failed and b'"call_id":""' in failed[0]
+    assert list(check_stream(session.id, events)) == []
