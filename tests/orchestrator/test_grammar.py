@@ -11,6 +11,7 @@ have written are found, each at its seq with a rule of :data:`RULES`.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 import shutil
 import sys
@@ -421,3 +422,39 @@ async def test_a_user_activation_that_fails_names_no_call(kit, store, make_skill
     failed = [b for _, t, b in events if t == "skill.activation_failed"]
     assert failed and b'"call_id":""' in failed[0]
     assert list(check_stream(session.id, events)) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(CORPUS), st.data())
+def test_every_prefix_of_a_recorded_stream_is_valid(stream: Stream, data: st.DataObject) -> None:
+    """Prefix-closed: a process may stop after any commit, and a cut tail is for
+    checkpoints to find, so no prefix of what the runtime wrote is a violation."""
+    name, events = stream
+    cut = data.draw(st.integers(0, len(events)))
+    assert list(check_stream(name, events[:cut])) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(sessions, st.data())
+def test_outcomes_of_concurrent_calls_may_land_in_any_order(
+    session: tuple[str, list[tuple[str, bytes]]], data: st.DataObject
+) -> None:
+    """Two calls' events after both intents, swapped as whole calls (concurrent calls
+    commit their outcomes as each finishes): still a sequence the runtime writes."""
+    name, events = session
+    runs = []  # (start, end) of consecutive events naming one call, after its intent
+    i = 0
+    while i < len(events):
+        ids = call_ids(events[i])
+        j = i
+        while j < len(events) and tag(events[j]) != "tool.called" and call_ids(events[j]) == ids:
+            j += 1
+        if j > i and ids and tag(events[j - 1]) in ("tool.completed", "tool.interrupted"):
+            runs.append((i, j))
+        i = max(j, i + 1)
+    pairs = [(a, b) for a, b in itertools.pairwise(runs) if a[1] == b[0]]
+    if not pairs:
+        return
+    (a0, a1), (_, b1) = data.draw(st.sampled_from(pairs))
+    swapped = [*events[:a0], *events[a1:b1], *events[a0:a1], *events[b1:]]
+    assert violations(name, swapped) == []
