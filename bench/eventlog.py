@@ -4,7 +4,9 @@
     .venv/bin/python bench/eventlog.py --quick    # small sizes, a smoke test
 
 Everything is measured in the same run on the same disk: the raw floor (plain sqlite3,
-same pragmas, ~300-byte JSON rows), skillog, and eventsourcing's SQLite recorder.
+same pragmas, ~300-byte JSON rows), skillog, and eventsourcing's SQLite recorder. Verify
+with the session grammar (issue 14) is measured on a 1M-event session log beside verify
+of the same file without it (``--verify-only`` runs just the verify figures).
 """
 
 from __future__ import annotations
