@@ -4,7 +4,9 @@
     .venv/bin/python bench/eventlog.py --quick    # small sizes, a smoke test
 
 Everything is measured in the same run on the same disk: the raw floor (plain sqlite3,
-same pragmas, ~300-byte JSON rows), skillog, and eventsourcing's SQLite recorder.
+same pragmas, ~300-byte JSON rows), skillog, and eventsourcing's SQLite recorder. Verify
+with the session grammar (issue 14) is measured on a 1M-event session log beside verify
+of the same file without it (``--verify-only`` runs just the verify figures).
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import eventlog as el
+from orchestrator import _events as ev
+from orchestrator._grammar import session_grammar
+from orchestrator._model import ModelResponse, TextPart, ToolCall, Usage
 
 
 class Noted(msgspec.Struct, frozen=True, kw_only=True):
@@ -197,6 +202,113 @@ def print_verify(bigdb: Path, big: int, small: Path, small_n: int) -> None:
     )
 
 
+def session_turn(turn: int) -> list[ev.Event]:
+    """One turn as the runtime writes it (11 events): a prompt, an answer with two
+    calls, a read and an approved script."""
+    read, run = f"call_{turn}_0", f"call_{turn}_1"
+    digest = "ab" * 32
+    response = ModelResponse(
+        parts=(
+            TextPart(text="Reading the guide, then running the check." * 2),
+            ToolCall(id=read, name="skills.read", arguments='{"path":"references/guide.md"}'),
+            ToolCall(id=run, name="skills.run_script", arguments='{"path":"scripts/check.py"}'),
+        ),
+        stop_reason="tool_use",
+        usage=Usage(input_tokens=1200, output_tokens=40),
+    )
+    return [
+        ev.PromptRendered(
+            turn=turn, request_hash=digest, message_count=2 * turn,
+            new_message_digests=(digest, digest), tail_digest=digest,
+        ),
+        ev.ModelResponded(turn=turn, response=response, duration_ms=812),
+        ev.ToolCalled(turn=turn, call_id=read, tool="skills.read",
+                      arguments='{"path":"references/guide.md"}', skills=("alpha",),
+                      effect="pure"),
+        ev.ToolCalled(turn=turn, call_id=run, tool="skills.run_script",
+                      arguments='{"path":"scripts/check.py"}', skills=("alpha",)),
+        ev.ResourceRead(call_id=read, skill="alpha", path="references/guide.md", size=912,
+                        digest=digest),
+        ev.ToolCompleted(call_id=read, tool="skills.read", is_error=False,
+                         content="The guide says: " + "check every row. " * 12, duration_ms=1),
+        ev.ApprovalRequested(call_id=run, tool="skills.run_script",
+                             action="run scripts/check.py", skill="alpha", tier="user"),
+        ev.ApprovalResolved(call_id=run, approved=True, decided_by="reviewer"),
+        ev.ScriptStarted(call_id=run, skill="alpha", path="scripts/check.py", args=(),
+                         sandbox="required", network=False, timeout_ms=30_000),
+        ev.ScriptExecuted(call_id=run, skill="alpha", path="scripts/check.py", args=(),
+                          exit_code=0, duration_ms=23, stdout_digest=digest,
+                          stderr_digest=digest, sandbox="bwrap", network=False,
+                          timed_out=False, truncated=False),
+        ev.ToolCompleted(call_id=run, tool="skills.run_script", is_error=False,
+                         content='{"exit_code":0,"stdout":"2 rows invalid"}', duration_ms=27),
+    ]  # fmt: skip
+
+
+def session_events(n: int) -> list[ev.Event]:
+    """One session of ``n`` events: start, catalog, task, turns, padded with messages."""
+    start = ev.SessionStarted(
+        agent="bench", provider="skillog.scripted", model="m", max_tokens=4096,
+        max_turns=10**9, max_active_skills=3, file_access=False, policy=ev.PolicyConfig(),
+    )  # fmt: skip
+    out: list[ev.Event] = [start, ev.CatalogSnapshot(skills=()), ev.UserMessage(text="go")]
+    turn = 0
+    while len(out) + 11 <= n:
+        turn += 1
+        out += session_turn(turn)
+    out += [ev.UserMessage(text="more")] * (n - len(out))
+    return out
+
+
+async def bulk_session(path: Path, n: int, batch: int = 10_000) -> None:
+    """A log holding one ``n``-event session (the grammar's worst case: one stream)."""
+    bodies = session_events(n)
+    async with el.open_sqlite_store(path) as store:
+        for start in range(0, n, batch):
+            chunk = enumerate(bodies[start : start + batch], start)
+            evs = [ev.CODEC.encode(b, recorded_at=i) for i, b in chunk]
+            await store.append("session", evs, expected_seq=start)
+
+
+async def verify_grammar(path: Path, n: int, grammar: bool, trace: bool) -> float:
+    """Events/s of a whole-log verify of the session log, with or without the session
+    grammar; with ``trace``, its peak traced bytes."""
+    async with el.open_sqlite_store(path, readonly=True) as store:
+        gc.collect()
+        if trace:
+            tracemalloc.start()
+        t = time.perf_counter()
+        report = await el.verify(store, grammar=session_grammar if grammar else None)
+        dt = time.perf_counter() - t
+        assert report.ok and report.events == n, report.faults
+        if trace:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            return float(peak)
+        return rate(n, dt)
+
+
+def print_grammar(d: Path, big: int) -> None:
+    """verify with the session grammar beside plain verify, same session log, same run."""
+    small_n = big // 10
+    sessdb, small = fresh(d, "session.db"), fresh(d, "session_small.db")
+    trio.run(bulk_session, sessdb, big)
+    trio.run(bulk_session, small, small_n)
+    plain = max(trio.run(verify_grammar, sessdb, big, False, False) for _ in range(2))
+    checked = max(trio.run(verify_grammar, sessdb, big, True, False) for _ in range(2))
+    print(f"verify {big:,}-event session log, chains only:  {plain:>10,.0f} ev/s")
+    print(
+        f"verify {big:,}-event session log + grammar:    {checked:>10,.0f} ev/s  "
+        f"= {checked / plain:.2f} x chains only (target >= 300,000)"
+    )
+    sizes = ((small, small_n), (sessdb, big))
+    speak, peak = (trio.run(verify_grammar, db, k, True, True) for db, k in sizes)
+    print(
+        f"peak traced memory verify + grammar: {speak / 1e6:.1f} MB at {small_n:,} events, "
+        f"{peak / 1e6:.1f} MB at {big:,} (ratio {peak / speak:.2f}; flat = ~1)"
+    )
+
+
 def reduce(state: int, b: Noted) -> int:
     return state + b.n
 
@@ -304,6 +416,7 @@ def main() -> None:
             trio.run(bulk, bigdb, big)
             trio.run(bulk, small, big // 10)
             print_verify(bigdb, big, small, big // 10)
+            print_grammar(d, big)
             return
         floor = raw_floor(fresh(d, "raw.db"), seq_n)
         off_loop = raw_floor(fresh(d, "raw_off.db"), seq_n, off_loop=True)
@@ -353,6 +466,7 @@ def main() -> None:
         small = fresh(d, "small.db")
         trio.run(bulk, small, small_n)
         print_verify(bigdb, big, small, small_n)
+        print_grammar(d, big)
         svpeak, sfpeak = trio.run(verify_and_fold, small, small_n, True)
         vpeak, fpeak = trio.run(verify_and_fold, bigdb, big, True)
         print(

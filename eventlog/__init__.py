@@ -59,6 +59,8 @@ from ._types import NewEvent as NewEvent
 from ._types import StreamInfo as StreamInfo
 from ._types import closing as closing
 from ._verify import Fault as Fault
+from ._verify import Grammar as Grammar
+from ._verify import StreamGrammar as StreamGrammar
 from ._verify import VerifyReport as VerifyReport
 from ._verify import verify as verify
 from ._verify import verify_stream as verify_stream
@@ -81,6 +83,7 @@ __all__ = [
     "EventStore",
     "Fault",
     "Folded",
+    "Grammar",
     "Head",
     "ImportFormatError",
     "ImportReport",
@@ -95,6 +98,7 @@ __all__ = [
     "SnapshotStore",
     "SqliteStore",
     "StoreError",
+    "StreamGrammar",
     "StreamInfo",
     "UnknownEventTypeError",
     "VerifyReport",

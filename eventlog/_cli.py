@@ -30,7 +30,7 @@ from ._jsonl import encode_line, export_jsonl, import_jsonl
 from ._open import DB_HELP, default_db, describe_db, open_store
 from ._progress import Progress
 from ._types import EventStore
-from ._verify import verify
+from ._verify import Grammar, VerifyReport, verify
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="JSON Lines (the export format)")
     p = cmd("verify", "check every hash chain (and signed checkpoints); exit 1 on a fault")
     add_trust_arguments(p)
+    p.add_argument("--json", action="store_true", help="the report as one JSON object")
     p = cmd("checkpoint", "sign every stream head and append it to a checkpoint file")
     p.add_argument("--key", type=Path, required=True, help="Ed25519 private key (PEM)")
     p.add_argument("--out", type=Path, required=True, help="checkpoint file (JSON Lines)")
@@ -116,9 +117,12 @@ def tofu_notice(key: str | None) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the ``log`` subcommand in ``args``; returns the exit code."""
+def run(args: argparse.Namespace, *, grammar: Grammar | None = None) -> int:
+    """Run the ``log`` subcommand in ``args``; returns the exit code. ``verify`` and
+    ``checkpoint`` also check each stream against ``grammar`` (the writing program's
+    rules, see :data:`eventlog.Grammar`)."""
     handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
+    args.grammar = grammar
     code: int = trio.run(handler, args)
     return code
 
@@ -181,10 +185,19 @@ async def _verify(args: argparse.Namespace) -> int:
         progress = Progress("verified", await _last_position(store))
         try:
             report = await verify(
-                store, checkpoints=checkpoints, keys=keys, tofu=tofu, progress=progress
+                store,
+                checkpoints=checkpoints,
+                keys=keys,
+                tofu=tofu,
+                progress=progress,
+                grammar=args.grammar,
             )
         finally:
             progress.close()
+    if args.json:
+        _out(msgspec.json.encode(_report_json(report, grammar=args.grammar is not None)).decode())
+        _out("\n")
+        return 0 if report.ok else 1
     _out(tofu_notice(report.tofu_key))
     if report.fault is not None:
         for fault in report.faults:
@@ -200,6 +213,24 @@ async def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
+    """``log verify --json``: the report, with ``ok`` and whether a grammar was checked."""
+    faults = [
+        {k: v for k, v in msgspec.structs.asdict(f).items() if v is not None} for f in report.faults
+    ]
+    return {
+        "ok": report.ok,
+        "streams": report.streams,
+        "events": report.events,
+        "blobs": report.blobs,
+        "checkpoints": report.checkpoints,
+        "grammar": grammar,
+        "faults": faults,
+        "unlisted": report.unlisted,
+        "tofu_key": report.tofu_key,
+    }
+
+
 async def _checkpoint(args: argparse.Namespace) -> int:
     key = load_private_key(args.key)
     own = public_hex(key.public_key())
@@ -213,7 +244,7 @@ async def _checkpoint(args: argparse.Namespace) -> int:
             # Consistency, as transparency logs define it: the log must still hold every
             # head signed before, with the same hashes, and verify. Signing a log that
             # went backwards would make the rewrite look legitimate.
-            report = await verify(store, checkpoints=chain, keys={own})
+            report = await verify(store, checkpoints=chain, keys={own}, grammar=args.grammar)
             if report.fault is not None:
                 raise CheckpointError(
                     f"refusing to sign: the log is not an extension of the {len(chain)} "

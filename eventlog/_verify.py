@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol
 
 import msgspec
 
@@ -27,6 +27,7 @@ KINDS = {
     "checkpoint": "the checkpoint file itself does not verify",
     "blob_modified": "a blob's bytes no longer hash to its digest (changed in place)",
     "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
+    "grammar": "a sequence of events the writing program cannot produce (``rule`` says which)",
 }
 
 
@@ -40,6 +41,7 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True):
     detail: str
     blob: str | None = None  # the digest column of a faulty blob, as stored
     position: int | None = None
+    rule: str | None = None  # for a ``grammar`` fault: the rule the event breaks
 
     def __str__(self) -> str:
         if self.blob is not None:
@@ -50,7 +52,8 @@ class Fault(msgspec.Struct, frozen=True, kw_only=True):
             where += f" seq {self.seq}"
         if self.position is not None:
             where += f" position {self.position}"
-        return f"{where}: {self.kind}: {self.detail}"
+        kind = self.kind if self.rule is None else f"{self.kind} {self.rule}"
+        return f"{where}: {kind}: {self.detail}"
 
 
 #: Faults listed in a report at most; the rest are only counted (``unlisted``).
@@ -61,8 +64,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     """What :func:`verify` checked; ``fault`` is the first problem, or None if intact.
 
     ``faults`` lists every problem found: the first fault of each broken chain (a chain
-    is not checked past its first fault), each row outside the log, the first bad blob;
-    beyond :data:`MAX_LISTED` they are counted in ``unlisted``.
+    is not checked past its first fault), with a grammar the first violation of each
+    stream, each row outside the log, the first bad blob; beyond :data:`MAX_LISTED`
+    they are counted in ``unlisted``.
     """
 
     streams: int
@@ -82,6 +86,31 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 Row = tuple[Any, ...]  # (seq, type, recorded_at, body, prev_hash, hash) as stored
 
 
+class Violation(Protocol):
+    """What a grammar reports: the event (``seq``) and the ``rule`` it breaks."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+
+
+class StreamGrammar(Protocol):
+    """A domain's rules over one stream's events, fed the rows in seq order, batch by
+    batch, once the chain check has accepted them; returns the first violation."""
+
+    def feed(self, rows: Sequence[Row]) -> Violation | None: ...
+
+
+Grammar = Callable[[str], StreamGrammar | None]
+"""The hook through which the program that writes a log has verify check what only it
+knows: which sequences of events it can produce. Called with each stream id; None
+leaves that stream unchecked. The log itself stays generic (it knows no event types);
+skillog's runtime plugs in its session grammar (``orchestrator.session_grammar``)."""
+
+
 def _malformed(row: Row) -> str | None:
     seq, type_, recorded_at, body, prev_hash, hash_ = row
     if type(seq) is not int or type(recorded_at) is not int:
@@ -97,20 +126,30 @@ class ChainCheck:
     """Checks one stream's rows in seq order, batch by batch (pure, no I/O).
 
     ``signed`` maps seqs to the hashes a checkpoint signed for them. After the last
-    batch, :meth:`finish` reports a stream shorter than a signed head.
+    batch, :meth:`finish` reports a stream shorter than a signed head. With a
+    ``grammar``, the rows the chain accepted are fed to it too; its first violation is
+    ``violation`` (a chain fault stops the chain check, a violation does not).
     """
 
-    def __init__(self, stream: str, signed: dict[int, str] | None = None) -> None:
+    def __init__(
+        self,
+        stream: str,
+        signed: dict[int, str] | None = None,
+        grammar: StreamGrammar | None = None,
+    ) -> None:
         self.stream = stream
         self.signed = signed or {}
+        self.grammar = grammar
         self.count = 0
         self.fault: Fault | None = None
+        self.violation: Fault | None = None
         self._prev = GENESIS_HASH
         self._sb = stream.encode()
 
     def feed(self, rows: list[Row]) -> Fault | None:
-        """Check ``rows`` (continuing the previous batch); the first fault, if any."""
-        expected, prev, sb, signed = self.count, self._prev, self._sb, self.signed
+        """Check ``rows`` (continuing the previous batch); the first chain fault, if any."""
+        start = expected = self.count
+        prev, sb, signed = self._prev, self._sb, self.signed
         sha = hashlib.sha256
         for row in rows:
             seq, type_, recorded_at, body, prev_hash, hash_ = row
@@ -124,16 +163,32 @@ class ChainCheck:
             if h != hash_ or prev_hash != prev or seq != expected:
                 self.count = expected
                 self.fault = self._classify(row, h, prev, expected)
+                self._check_grammar(rows[: expected - start])
                 return self.fault
             if signed and seq in signed and signed[seq] != h:
                 self.count = expected
                 detail = f"checkpoint signed {signed[seq]}, the log has {h}"
                 self.fault = Fault(kind="rewritten", stream=self.stream, seq=seq, detail=detail)
+                self._check_grammar(rows[: expected - start])
                 return self.fault
             prev = h
             expected += 1
         self.count, self._prev = expected, prev
+        self._check_grammar(rows)
         return None
+
+    def _check_grammar(self, rows: Sequence[Row]) -> None:
+        if self.grammar is None or self.violation is not None or not rows:
+            return
+        found = self.grammar.feed(rows)
+        if found is not None:
+            self.violation = Fault(
+                kind="grammar",
+                stream=self.stream,
+                seq=found.seq,
+                rule=found.rule,
+                detail=found.detail,
+            )
 
     def _classify(self, row: Row, h: str, prev: str, expected: int) -> Fault:
         bad = _malformed(row)
@@ -165,32 +220,47 @@ async def verify_stream(
     *,
     signed: dict[int, str] | None = None,
     progress: Callable[[int], None] | None = None,
+    grammar: Grammar | None = None,
 ) -> tuple[int, Fault | None]:
-    """Check one chain from seq 0, hashing the stored bytes; (events checked, fault).
+    """Check one chain from seq 0, hashing the stored bytes, and with a ``grammar``
+    the sequence of its events; (events checked, the chain's fault, else the grammar's).
 
     ``signed`` maps seqs to the hashes a checkpoint signed for them. A store with a
     ``check_chain(check, progress)`` method (the SQLite store) runs the check next to
     its rows in a worker thread; others are read event by event.
     """
-    check = ChainCheck(stream, signed)
+    check = await _check_stream(store, stream, signed, progress, grammar)
+    return check.count, check.fault or check.violation
+
+
+async def _check_stream(
+    store: EventStore,
+    stream: str,
+    signed: dict[int, str] | None,
+    progress: Callable[[int], None] | None,
+    grammar: Grammar | None,
+) -> ChainCheck:
+    check = ChainCheck(stream, signed, grammar(stream) if grammar is not None else None)
     native = getattr(store, "check_chain", None)
     if native is not None:
         await native(check, progress)
-        return check.count, check.finish()
+        check.finish()
+        return check
     batch: list[Row] = []
     async with closing(store.read(stream)) as events:
         async for e in events:
             batch.append((e.seq, e.type, e.recorded_at, e.body, e.prev_hash, e.hash))
             if len(batch) == 1024:
                 if check.feed(batch):
-                    return check.count, check.fault
+                    return check
                 if progress is not None:
                     progress(len(batch))
                 batch = []
     check.feed(batch)
     if progress is not None:
         progress(len(batch))
-    return check.count, check.finish()
+    check.finish()
+    return check
 
 
 def blob_fault(digest: object, data: object) -> Fault | None:
@@ -262,6 +332,7 @@ async def verify(
     keys: Collection[str] = (),
     tofu: bool = False,
     progress: Callable[[int], None] | None = None,
+    grammar: Grammar | None = None,
 ) -> VerifyReport:
     """Verify every stream's chain and, with ``checkpoints``, the log against them.
 
@@ -274,7 +345,9 @@ async def verify(
     so); a checkpoint signed by any other key is a fault.
     Then every blob is rehashed against its digest (events reference blobs by digest,
     so a changed blob is a changed record). Chains are checked in stream-id order, each
-    up to its first fault; ``progress(n)`` is called as events are done.
+    up to its first fault; ``progress(n)`` is called as events are done. With a
+    ``grammar`` (see :data:`Grammar`) each stream's events are also checked against the
+    writing program's rules, up to the first violation (a ``grammar`` fault).
     """
     cps = checkpoints or []
     signed: dict[str, dict[int, str]] = {}
@@ -303,10 +376,9 @@ async def verify(
             detail = f"signed up to seq {max(signed[stream])} but absent from the log"
             faults.append(Fault(kind="stream_missing", stream=stream, seq=None, detail=detail))
             continue
-        n, found = await verify_stream(store, stream, signed=signed.get(stream), progress=progress)
-        total += n
-        if found:
-            faults.append(found)
+        check = await _check_stream(store, stream, signed.get(stream), progress, grammar)
+        total += check.count
+        faults += [f for f in (check.fault, check.violation) if f is not None]
     strays, unlisted = await verify_strays(store, total)
     faults += strays
     blobs, found = await verify_blobs(store)

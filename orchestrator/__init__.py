@@ -51,6 +51,10 @@ from ._events import ToolCompleted as ToolCompleted
 from ._events import ToolDef as ToolDef
 from ._events import ToolInterrupted as ToolInterrupted
 from ._events import UserMessage as UserMessage
+from ._grammar import RULES as GRAMMAR_RULES
+from ._grammar import Violation as Violation
+from ._grammar import check_stream as check_stream
+from ._grammar import session_grammar as session_grammar
 from ._host_tools import HostTool as HostTool
 from ._host_tools import HostToolError as HostToolError
 from ._host_tools import ToolContext as ToolContext
@@ -101,6 +105,7 @@ __all__ = [
     "AUDIT_VIEWS",
     "CODEC",
     "EVENT_TYPES",
+    "GRAMMAR_RULES",
     "INDEX_STREAM",
     "ActiveSkill",
     "Agent",
@@ -173,7 +178,9 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "UserMessage",
+    "Violation",
     "apply",
+    "check_stream",
     "compose",
     "decide_approval",
     "deny_all",
@@ -189,5 +196,6 @@ __all__ = [
     "resolve_in_root",
     "run_script",
     "sandbox_available",
+    "session_grammar",
     "transcript",
 ]

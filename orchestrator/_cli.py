@@ -40,7 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
     "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),
     "skills": ("orchestrator.skills._cli", "list, validate, install and materialize skills"),
-    "log": ("eventlog._cli", "inspect, verify, checkpoint, export and import the event log"),
+    "log": (
+        "orchestrator._cli_log",
+        "inspect, verify, checkpoint, export and import the event log",
+    ),
     "replay": ("replay._cli", "replay a session from its log and prove every prompt"),
     "otel": ("otel._cli", "export traces and metrics of recorded sessions over OTLP"),
 }

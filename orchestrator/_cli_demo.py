@@ -19,6 +19,7 @@ from eventlog import describe_db, open_store, verify
 
 from ._cli_session import add_db, read_bodies
 from ._events import PolicyConfig
+from ._grammar import session_grammar
 from ._host_tools import HostTool
 from ._loop import Agent
 from ._sandbox import sandbox_available
@@ -75,7 +76,7 @@ async def _demo(args: argparse.Namespace) -> int:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             session = await agent.run(store, TASK)
             bodies = await read_bodies(store, session.id)
-            report = await verify(store)
+            report = await verify(store, grammar=session_grammar)
     finally:
         agent.close()
     print(f"skillog demo: session {session.id} in {describe_db(args.db)}")
@@ -91,7 +92,8 @@ async def _demo(args: argparse.Namespace) -> int:
         return 1
     print(
         f"log verified: {report.events} events in {report.streams} session(s) and "
-        f"{report.blobs} blobs, every hash chain and blob intact"
+        f"{report.blobs} blobs, every hash chain and blob intact, every event in the "
+        "session grammar"
     )
     print(f"next: skillog replay {session.id} --db {describe_db(args.db)}")
     return 0

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from eventlog import Event, EventStore, split_type, verify_stream
 from orchestrator._events import CODEC, PromptRendered
+from orchestrator._grammar import session_grammar
 
 from ._errors import BrokenChainError, ExportFailedError, OtelError, SessionNotEndedError
 from ._mapping import map_session
@@ -57,7 +58,7 @@ class ExportReport(msgspec.Struct, kw_only=True):
 
 
 async def _verified(store: EventStore, stream: str, refused: str) -> None:
-    _, fault = await verify_stream(store, stream)
+    _, fault = await verify_stream(store, stream, grammar=session_grammar)
     if fault is not None:
         raise BrokenChainError(
             f"{fault}; the log does not verify, so {refused}. Run `skillog log verify` for "

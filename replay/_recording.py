@@ -28,6 +28,7 @@ from eventlog import (
 )
 from orchestrator._events import CODEC, PromptRendered
 from orchestrator._events import Event as Body
+from orchestrator._grammar import session_grammar
 
 from ._errors import BlobError, BrokenLogError
 
@@ -100,7 +101,8 @@ async def verify_recording(
     keys: Collection[str] = (),
     tofu: bool = False,
 ) -> str | None:
-    """Check the session's hash chain (the stored bytes, from seq 0).
+    """Check the session's hash chain (the stored bytes, from seq 0) and that its
+    events are a sequence the runtime can write (the session grammar).
 
     With a ``checkpoint`` file the whole log is verified against its signed heads
     (a checkpoint signs every session's head at once), which also reveals a truncated
@@ -109,16 +111,29 @@ async def verify_recording(
     Raises :class:`BrokenLogError`."""
     tofu_key = None
     if checkpoint is not None:
-        report = await verify(store, checkpoints=read_checkpoints(checkpoint), keys=keys, tofu=tofu)
+        report = await verify(
+            store,
+            checkpoints=read_checkpoints(checkpoint),
+            keys=keys,
+            tofu=tofu,
+            grammar=session_grammar,
+        )
         fault, tofu_key = report.fault, report.tofu_key
     else:
-        _, fault = await verify_stream(store, session)
+        _, fault = await verify_stream(store, session, grammar=session_grammar)
     if fault is not None:
         raise BrokenLogError(
             fault.stream or session,
             fault.seq,
-            f"the log does not verify: {fault.kind}: {fault.detail}; it was altered or "
-            "damaged after it was written - replay proves nothing from it",
+            f"the log does not verify: {fault.kind}{f' {fault.rule}' if fault.rule else ''}: "
+            f"{fault.detail}; "
+            + (
+                "the runtime cannot have written this sequence of events (forged, or "
+                "written around skillog)"
+                if fault.kind == "grammar"
+                else "it was altered or damaged after it was written"
+            )
+            + " - replay proves nothing from it",
         )
     return tofu_key
 

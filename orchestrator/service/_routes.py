@@ -18,6 +18,7 @@ from .._approvals import decide_approval, pending_approvals
 from .._cli_session import session_rows, status_text
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
+from .._grammar import session_grammar
 from .._session import SessionNotFoundError
 from .._state import SessionState, apply
 from ..skills._config import Role
@@ -250,14 +251,19 @@ async def decide(request: Request) -> Response:
 
 
 async def verify_session(request: Request) -> Response:
-    """Verify the session's hash chain from the stored bytes (as ``skillog log verify``)."""
+    """Verify the session's hash chain from the stored bytes and its events against the
+    session grammar (as ``skillog log verify``)."""
     require(request, "viewer")
     sid = session_id(request)
     store = context(request).store
     if await session_config(store, sid) is None:
         raise SessionNotFoundError(f"no session {sid!r} in this log")
-    count, fault = await verify_stream(store, sid)
-    out = None if fault is None else FaultOut(kind=fault.kind, seq=fault.seq, detail=fault.detail)
+    count, fault = await verify_stream(store, sid, grammar=session_grammar)
+    out = (
+        None
+        if fault is None
+        else FaultOut(kind=fault.kind, seq=fault.seq, detail=fault.detail, rule=fault.rule)
+    )
     return json(VerifyOut(session_id=sid, ok=fault is None, events=count, fault=out))
 
 

@@ -119,9 +119,12 @@ class DecisionOut(_Out, frozen=True, kw_only=True):
 
 
 class FaultOut(_Out, frozen=True, kw_only=True):
+    """A fault as ``skillog log verify`` names it; ``rule`` for a ``grammar`` fault."""
+
     kind: str
     seq: int | None
     detail: str
+    rule: str | None = None
 
 
 class VerifyOut(_Out, frozen=True, kw_only=True):

@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from eventlog import (
     GENESIS_HASH,
     Checkpoint,
+    Fault,
     MemoryStore,
     NewEvent,
     blob_digest,
@@ -242,3 +243,60 @@ async def test_a_checkpoint_signed_by_an_untrusted_key_fails_unless_tofu(tmp_pat
         assert report.tofu_key is None
         report = await verify(store, checkpoints=[cp], tofu=True)
         assert report.ok and report.tofu_key == cp.key
+
+
+class _Seen:
+    """A toy grammar: records the seqs it is fed; seq ``bad`` breaks rule ``odd``."""
+
+    def __init__(self, bad: int | None) -> None:
+        self.bad, self.seqs = bad, []  # type: list[int]
+
+    def feed(self, rows):  # type: ignore[no-untyped-def]
+        for row in rows:
+            self.seqs.append(row[0])
+            if row[0] == self.bad:
+                return Fault(kind="-", stream=None, seq=row[0], detail="odd one", rule="odd")
+        return None
+
+
+@pytest.mark.parametrize("sqlite", [True, False])
+async def test_a_grammar_hook_sees_exactly_the_rows_the_chain_accepted(
+    tmp_path: Path, sqlite: bool
+) -> None:
+    """The hook through which a writing program checks its own event sequences: fed
+    every row of a stream in seq order, up to a chain fault and no further; its first
+    violation is a ``grammar`` fault naming the rule, and the chain is still checked to
+    its end. A stream the factory returns None for is not checked."""
+    path = tmp_path / "g.db"
+    await build(path)
+    with sqlite3.connect(path) as db:  # stream b: seq 2 edited in place
+        db.execute("UPDATE events SET body = X'00' WHERE stream = 'b' AND seq = 2")
+    fed: dict[str, _Seen] = {}
+
+    def grammar(stream: str) -> _Seen | None:
+        if stream == "c":
+            return None
+        fed[stream] = _Seen(bad=3 if stream == "a" else None)
+        return fed[stream]
+
+    if sqlite:
+        async with open_sqlite_store(path, readonly=True) as store:
+            report = await verify(store, grammar=grammar)
+    else:
+        store = MemoryStore()
+        async with open_sqlite_store(path, readonly=True) as src:
+            for stream in ("a", "b"):
+                rows = [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at)
+                        async for e in src.read(stream)]  # fmt: skip
+                await store.append(stream, rows, expected_seq=0)
+        await store.append("c", events(2), expected_seq=0)
+        report = await verify(store, grammar=grammar)
+    assert fed["a"].seqs == [0, 1, 2, 3]  # fed no more after its violation...
+    assert report.events == (6 + 2 if sqlite else 6 + 4 + 2)  # ...but every chain checked
+    found = [(f.kind, f.stream, f.seq, f.rule) for f in report.faults]
+    if sqlite:
+        assert fed["b"].seqs == [0, 1]  # nothing past the chain fault
+        assert found == [("grammar", "a", 3, "odd"), ("modified", "b", 2, None)]
+    else:
+        assert found == [("grammar", "a", 3, "odd")]
+    assert str(report.faults[0]) == "stream 'a' seq 3: grammar odd: odd one"

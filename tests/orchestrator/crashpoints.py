@@ -54,6 +54,7 @@ from orchestrator import (
 )
 from orchestrator._events import CODEC, Event, PromptRendered, ToolCalled, ToolInterrupted
 from orchestrator._fleet import Worker, lease_stream, queue_session
+from orchestrator._grammar import session_grammar
 from orchestrator._model import ModelRequest, ModelResponse
 from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Tier, load_skill
@@ -418,8 +419,9 @@ def scenario(
 
 async def _check(db: Path, ledger: Ledger, ref: Reference, tally: Tally, name: str) -> None:
     async with open_sqlite_store(db, readonly=True) as store:
-        if not (await verify(store)).ok:
-            tally.failures.append(f"{name}: the log does not verify")
+        report = await verify(store, grammar=session_grammar)
+        if not report.ok:
+            tally.failures.append(f"{name}: the log does not verify: {report.faults}")
         bodies = [CODEC.decode(e) async for e in store.read(SESSION)]
         proof = await replay_session(store, await load_recording(store, SESSION))
         hashes = await requests(store, bodies)

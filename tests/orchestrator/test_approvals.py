@@ -33,6 +33,7 @@ from orchestrator._events import (
     ToolCalled,
     ToolCompleted,
 )
+from orchestrator._grammar import session_grammar
 from orchestrator.adapters import ScriptedModel
 
 SENT: list[str] = []
@@ -89,7 +90,7 @@ async def test_without_an_approver_the_session_suspends_and_any_process_decides(
     assert done.state.status == "ended" and [pending.call_id] == SENT
     bodies = await kit.bodies(store, "s")
     assert kit.of_type(bodies, ToolCompleted)[0].content == "sent to a@example.com"
-    assert (await verify(store)).ok
+    assert (await verify(store, grammar=session_grammar)).ok
     with pytest.raises(ApprovalError, match="has ended"):
         await decide_approval(store, "s", pending.call_id, approved=True, decided_by="bob")
 

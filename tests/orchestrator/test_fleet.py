@@ -24,6 +24,7 @@ from orchestrator._fleet import (
     runnable_sessions,
     try_acquire,
 )
+from orchestrator._grammar import session_grammar
 from orchestrator.adapters import ScriptedModel
 
 TURNS = [
@@ -85,7 +86,7 @@ async def check_fleet(store: EventStore) -> None:
     # A worker that claimed a session another had just finished did nothing with it.
     assert {o for w in fleet for _, o in w.finished} <= {"ended", "already ended"}
     assert await runnable_sessions(store, time.time_ns()) == []
-    assert (await verify(store)).ok
+    assert (await verify(store, grammar=session_grammar)).ok
 
 
 async def test_two_workers_share_the_queue_on_sqlite(tmp_path: Path) -> None:
@@ -186,7 +187,7 @@ def test_a_killed_workers_session_resumes_elsewhere_once(tmp_path: Path) -> None
             # Taken over after the kill (how soon, against lease + 1 s, is bench/fleet.py's
             # figure: a time bound would be flaky on a shared machine).
             assert took_over.until - 1_000_000_000 >= killed_at - 1_000_000_000
-            assert (await verify(store)).ok
+            assert (await verify(store, grammar=session_grammar)).ok
 
     trio.run(rescue)
     assert ledger.read_text().count(sid) == 1  # the effect ran once
@@ -233,4 +234,4 @@ async def test_a_worker_whose_lease_is_taken_stops_and_says_so(
         assert "taken over; stopped acting on it" in caplog.text
         bodies = [CODEC.decode(e) async for e in store.read(sid)]
         assert not [b for b in bodies if isinstance(b, ToolCompleted)]  # it stopped mid-call
-        assert (await verify(store)).ok
+        assert (await verify(store, grammar=session_grammar)).ok

@@ -9,6 +9,7 @@ import pytest
 from eventlog import MemoryStore, open_sqlite_store, verify
 from orchestrator._cli import main
 from orchestrator._events import CODEC, CatalogIndexed
+from orchestrator._grammar import session_grammar
 from orchestrator._index_log import INDEX_STREAM, record_index_run
 from orchestrator.skills import SkillSource, Tier, build_catalog
 
@@ -34,7 +35,7 @@ async def test_runs_chain_in_their_own_stream(tmp_path: Path) -> None:
     assert body.record.entries[0].hash == catalog.entries[0].hash
     (rejected,) = body.record.rejected
     assert rejected.path.endswith("Bad_Name") and rejected.problems
-    assert (await verify(store)).ok
+    assert (await verify(store, grammar=session_grammar)).ok
 
 
 def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

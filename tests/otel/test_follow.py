@@ -38,8 +38,11 @@ async def test_sessions_are_exported_as_they_end_and_resume_after_restart(kit: A
             await nursery.start(follow(exporter))
             assert await receive.receive() == "a"  # b has not ended
             b_len = len([e async for e in store.read("b")])
+            # As the runtime ends it: turn 4's model call kept failing (export verifies
+            # the session grammar, so an impossible end would not be exported).
             ended = CODEC.encode(
-                SessionEnded(reason="completed", turns=4), recorded_at=kit.T0 + 10**10
+                SessionEnded(reason="error", turns=4, error="model timed out"),
+                recorded_at=kit.T0 + 10**10,
             )
             (committed,) = await store.append("b", [ended], expected_seq=b_len)
             assert await receive.receive() == "b"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eventlog import EventStore, export_jsonl, import_jsonl, open_store, verify
+from orchestrator._grammar import session_grammar
 from replay import load_recording, replay_session
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -27,7 +28,7 @@ async def exported(store: EventStore) -> bytes:
 async def verdicts(store: EventStore) -> tuple[object, ...]:
     recording = await load_recording(store, SESSION)
     replayed = await replay_session(store, recording)
-    return (await verify(store), replayed, await store.streams())
+    return (await verify(store, grammar=session_grammar), replayed, await store.streams())
 
 
 async def test_a_session_keeps_every_hash_sqlite_postgres_sqlite(

@@ -13,6 +13,7 @@ import orchestrator._prompt
 import orchestrator._tools
 from eventlog import MemoryStore, NewEvent, import_jsonl, verify
 from orchestrator._events import CODEC, ModelResponded
+from orchestrator._grammar import session_grammar
 from orchestrator.adapters import RecordedModel
 from replay import load_recording, redrive, replay_session
 from replay._compare import in_call_order
@@ -70,7 +71,7 @@ async def test_a_log_written_before_write_ahead_resumes_mid_turn(golden) -> None
     finally:
         agent.close()
     assert resumed.state.status == "ended" and resumed.state.ended.reason == "completed"
-    assert (await verify(store)).ok
+    assert (await verify(store, grammar=session_grammar)).ok
     assert (await replay_session(store, await load_recording(store, session))).ok
 
 

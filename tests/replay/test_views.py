@@ -11,6 +11,7 @@ import trio
 import replay
 from eventlog import open_sqlite_store, verify
 from orchestrator._events import CODEC, SessionForked
+from orchestrator._grammar import session_grammar
 from orchestrator._loop import Agent
 from orchestrator.adapters import ScriptedModel
 from replay import load_recording, redrive, replay_session
@@ -88,7 +89,7 @@ def test_fork_starts_a_linked_session_that_replays_resumes_and_redrives(
             assert [e.body for e in forked.events[1:]] == [
                 e.body for e in original.events[: at + 1]
             ]
-            assert (await verify(store)).ok
+            assert (await verify(store, grammar=session_grammar)).ok
             assert (await replay_session(store, forked)).ok
             # "what if": continue the fork with another model, then re-drive it
             agent = Agent(

@@ -9,7 +9,7 @@ import sqlite3
 import trio
 
 from eventlog import verify_stream
-from orchestrator._events import CODEC, ApprovalResolved
+from orchestrator._events import CODEC, ApprovalResolved, ToolCompleted
 
 from .conftest import Service
 
@@ -217,3 +217,30 @@ async def test_a_tampered_log_is_reported_not_proven(service: Service) -> None:
         proof = (await client.get(f"/api/sessions/{session}/replay")).json()
     assert verified["ok"] is False and verified["fault"]["seq"] == 2
     assert proof["ok"] is False and "does not verify" in proof["broken"]
+
+
+async def test_a_forged_but_chained_event_is_reported_with_its_rule(service: Service) -> None:
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = await service.store.head(session)
+    assert head is not None
+    forged = ToolCompleted(call_id="ghost", tool="t", is_error=False, content="", duration_ms=0)
+    # Appended through the store, so its hash links: only the session grammar can tell.
+    await service.store.append(
+        session, [CODEC.encode(forged, recorded_at=1)], expected_seq=head.seq + 1
+    )
+    async with service.client("victor") as client:
+        verified = (await client.get(f"/api/sessions/{session}/verify")).json()
+        proof = (await client.get(f"/api/sessions/{session}/replay")).json()
+    async with service.client(None) as browser:
+        await browser.post("/api/login", json={"token": service.tokens["victor"]})
+        audit = (await browser.get(f"/console/sessions/{session}/audit")).text
+    assert verified["ok"] is False
+    assert verified["fault"] == {
+        "kind": "grammar",
+        "seq": head.seq + 1,
+        "rule": "event_before_call",
+        "detail": "tool.completed for call 'ghost', never called",
+    }
+    assert proof["ok"] is False and "grammar event_before_call" in proof["broken"]
+    assert "not proven" in audit and "grammar event_before_call" in audit
