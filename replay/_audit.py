@@ -15,8 +15,9 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from eventlog import EventStore
+from eventlog import EventStore, verify_stream
 from orchestrator._events import PromptRendered, SessionEnded, SessionStarted
+from orchestrator._grammar import session_grammar
 
 from ._errors import BlobError, BrokenLogError
 from ._fork import check_fork_link
@@ -93,7 +94,7 @@ async def audit_session(
     report on (no such session, or events that do not decode); every other failure is
     a failed :class:`Check`."""
     recording = await load_recording(store, session)
-    checks = [await _chain(store, session, len(recording))]
+    checks = await _chain_and_grammar(store, session, len(recording))
     if checkpoint is not None:
         checks.append(await _checkpoint(store, session, checkpoint, keys, tofu))
     link = await check_fork_link(store, recording)
@@ -120,12 +121,20 @@ async def audit_session(
     )
 
 
-async def _chain(store: EventStore, session: str, events: int) -> Check:
-    try:
-        await verify_recording(store, session)
-    except BrokenLogError as e:
-        return Check("chain", False, str(e))
-    return Check("chain", True, f"{events} events re-hashed from their stored bytes, seq 0 on")
+async def _chain_and_grammar(store: EventStore, session: str, events: int) -> list[Check]:
+    """Two rows from one pass: the hash chain, and the session grammar over the rows
+    the chain check accepted (not run past a broken chain)."""
+    _, fault = await verify_stream(store, session, grammar=session_grammar)
+    chain = Check("chain", True, f"{events} events re-hashed from their stored bytes, seq 0 on")
+    grammar = Check(
+        "grammar", True, "every event is one the runtime can write at that point (RULES)"
+    )
+    if fault is not None and fault.kind == "grammar":
+        grammar = Check("grammar", False, f"seq {fault.seq}: {fault.rule}: {fault.detail}")
+    elif fault is not None:
+        chain = Check("chain", False, str(fault))
+        grammar = Check("grammar", None, "not checked past the broken chain")
+    return [chain, grammar]
 
 
 async def _checkpoint(

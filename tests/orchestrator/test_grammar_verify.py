@@ -133,3 +133,15 @@ async def test_the_grammar_reads_postgres_rows_too(pg_dsn: str) -> None:
     assert [(f.kind, f.rule, f.stream, f.seq) for f in report.faults] == [
         ("grammar", "after_end", SESSION, 24)
     ]
+
+
+def test_the_audit_report_fails_its_grammar_row_and_only_that(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = golden_db(tmp_path / "forged.db", forge=True)
+    page = tmp_path / "report.html"
+    code, out, _ = cli(capsys, "replay", SESSION, "--db", db, "--html", str(page))
+    assert code == 1 and "verdict: NOT PROVEN" in out
+    html = page.read_text()
+    assert 'class="check ok" data-check="chain"' in html
+    assert 'class="check fail" data-check="grammar"' in html and "after_end" in html

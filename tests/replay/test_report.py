@@ -215,7 +215,7 @@ def test_the_report_in_chromium(
     expect(page.locator("#verdict h2")).to_have_text("Verdict: NOT PROVEN")
     chain = page.locator('#checks tr[data-check="chain"]')
     expect(chain).to_contain_text("✗")
-    expect(chain).to_contain_text("does not verify")
+    expect(chain).to_contain_text("modified: the event's content changed in place")
     assert errors == [] and requests == [bad.as_uri()] and dialogs == []
 
 
@@ -234,7 +234,7 @@ async def test_a_divergence_fails_only_the_prompts_row_and_shows_its_diff(
     async with open_sqlite_store(db, readonly=True) as store:
         audit = await audit_session(store, sid, redrive=True)
     rows = {c.name: c for c in audit.checks}
-    assert not audit.ok and list(rows) == ["chain", "blobs", "prompts", "redrive"]
+    assert not audit.ok and list(rows) == ["chain", "grammar", "blobs", "prompts", "redrive"]
     assert rows["chain"].ok and rows["blobs"].ok and rows["prompts"].ok is False
     assert "0 of 5 requests" in rows["prompts"].details and "turn 1" in rows["prompts"].details
     assert all(p.proven is False for p in audit.prompts) and len(audit.prompts) == 5
