@@ -62,6 +62,10 @@ class SkillsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     requires_timeout_ms: int = 5000
     max_depth: int = 6
     max_dirs: int = 2000
+    follow_external_symlinks: bool = False  # follow symlinked folders leaving a source
+    compact_catalog_over: int = 50  # the model's catalog is one line per skill above this
+    watch: bool = False  # rescan the sources between turns (stat-based)
+    trusted_signers: str | None = None  # a public key file or trusted-keys file
     installed: tuple[InstalledSkill, ...] = ()
 
 
