@@ -19,6 +19,7 @@ from ._config import SourceConfig as SourceConfig
 from ._config import config_path as config_path
 from ._config import load_config as load_config
 from ._config import save_config as save_config
+from ._config import trusted_signers as trusted_signers
 from ._discover import SkillSource as SkillSource
 from ._discover import default_sources as default_sources
 from ._discover import find_skill_dirs as find_skill_dirs
@@ -127,5 +128,6 @@ __all__ = [
     "snapshot_skill",
     "source_kind",
     "split_skill_dirs",
+    "trusted_signers",
     "update",
 ]

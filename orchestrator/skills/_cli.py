@@ -1,5 +1,5 @@
 """``skillog skills``: list, show, validate, install, update, remove, enable, disable,
-materialize. A thin layer over the library; errors become one-line messages.
+materialize, sign. A thin layer over the library; errors become one-line messages.
 
 Exit codes: 0 ok; 1 a validation failed; 2 unusable input (bad path, config, database).
 """
@@ -15,7 +15,7 @@ import msgspec
 from eventlog import default_db, is_postgres_url, open_store, sqlite_path
 
 from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
-from ._config import SkillsConfig, config_path, load_config, save_config
+from ._config import SkillsConfig, config_path, load_config, save_config, trusted_signers
 from ._discover import default_sources
 from ._errors import SkillNotFoundError, SkillValidationError
 from ._index import SkillIndex
@@ -23,6 +23,7 @@ from ._install import install, remove, update
 from ._materialize import materialize
 from ._model import Tier
 from ._parse import load_skill
+from ._sign import check_signature, sign_skill
 
 _SYMBOL = {Status.ENABLED: "✓", Status.DISABLED: "○", Status.UNAVAILABLE: "✗"}
 
@@ -81,6 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("name")
     p = sub.add_parser("disable", help="disable a skill by name (hidden from the model)")
     p.add_argument("name")
+    p = sub.add_parser(
+        "sign", help="sign skills' hashes with an Ed25519 key (written next to each as DIR.sig)"
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="skill directories")
+    p.add_argument(
+        "--key", required=True, help="private key file (create one with `skillog log keygen`)"
+    )
     p = sub.add_parser("materialize", help="write skills into a directory such as .claude/skills")
     p.add_argument("--to", required=True, metavar="DIR")
     p.add_argument("--force", action="store_true", help="replace directories holding other content")
@@ -96,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
     action = args.skills_command
     if action == "validate":
         return _validate(args.paths, strict=not args.lenient, as_json=args.json)
+    if action == "sign":
+        for path in args.paths:
+            skill = load_skill(path, tier=Tier.USER, source="cli", strict=not config.lenient)
+            written = sign_skill(path, skill.name, skill.hash, args.key)
+            print(f"signed {skill.name} sha256:{skill.hash} in {written}")
+        return 0
     if action == "install":
         tier = Tier(args.tier) if args.tier else None
         r = install(
@@ -124,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
     if action == "show":
-        return _show(catalog, args.name)
+        return _show(catalog, args.name, trusted_signers(config, cfg_file))
     skills = (
         [catalog.inline(n) or catalog.get(n) for n in args.names]
         if args.names
@@ -217,7 +231,9 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         sys.stdout.flush()
         return 0
     for e in catalog.entries:
-        print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}]")
+        version = e.properties.metadata.get("version")
+        tag = f", v{version}" if version else ""
+        print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}{tag}]")
         print(f"    {e.description[:100]}{'…' if len(e.description) > 100 else ''}")
         if e.reason:
             print(f"    {e.status}: {e.reason}")
@@ -238,7 +254,7 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
     return 0
 
 
-def _show(catalog: Catalog, name: str) -> int:
+def _show(catalog: Catalog, name: str, trusted: frozenset[str]) -> int:
     try:
         e = catalog.entry(name)
     except SkillNotFoundError:
@@ -253,6 +269,12 @@ def _show(catalog: Catalog, name: str) -> int:
         return 1
     print(f"{_SYMBOL[e.status]} {e.name} ({e.status}{f': {e.reason}' if e.reason else ''})")
     print(f"id: {e.id}\nsource: {e.source}\ntier: {e.tier}\npath: {e.path}\nhash: sha256:{e.hash}")
+    version = e.properties.metadata.get("version")
+    if version is not None:
+        print(f"version: {version}")
+    if trusted:
+        check = check_signature(e.path, e.name, e.hash, trusted)
+        print(f"signature: {'valid, ' if check.signed_by else ''}{check.detail}")
     if e.provenance:
         p = e.provenance
         print(f"origin: {p.origin} ({p.kind}{f' @ {p.ref}' if p.ref else ''})")

@@ -278,5 +278,18 @@ def trusted_keys_default(env: Mapping[str, str] | None = None) -> str | None:
     return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(keys))
 
 
+def trusted_signers(config: SkillsConfig, cfg_file: str) -> frozenset[str]:
+    """The keys of ``skills.trusted_signers`` (a path relative to the configuration
+    file): a public key file or a trusted-keys file, as for checkpoints."""
+    if config.trusted_signers is None:
+        return frozenset()
+    from eventlog import load_trusted_keys  # the log's key tooling, imported when used
+
+    path = os.path.join(
+        os.path.dirname(os.path.abspath(cfg_file)), os.path.expanduser(config.trusted_signers)
+    )
+    return load_trusted_keys(path)
+
+
 def _home(env: Mapping[str, str]) -> str:
     return env.get("HOME") or os.path.expanduser("~")

@@ -22,7 +22,8 @@ import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from eventlog._checkpoint import load_private_key, public_hex
+from eventlog import load_private_key
+from eventlog._checkpoint import public_hex
 
 from ._errors import SkillError
 
