@@ -69,7 +69,7 @@ class Agent:
     the :class:`SkillWatcher` whose sources are rescanned between turns (the
     directory skills are then exactly what it finds). ``trusted_signers`` are the hex
     Ed25519 keys whose skill signatures count. ``indexed`` is the indexing run the
-    skills came from, recorded (``catalog.indexed``) when a session starts.
+    skills came from, recorded (``catalog.indexed``) when a session starts or resumes.
     """
 
     model: ModelAdapter
@@ -184,6 +184,8 @@ class Agent:
     async def resume(self, store: EventStore, session_id: str) -> Session:
         """Reopen a session from its log and drive it to its end (or until it suspends
         for approvals that are still pending)."""
+        if self.indexed is not None:
+            await record_index_run(store, self.indexed, clock=self.clock)
         session = await Session.open(
             store,
             session_id,
