@@ -148,7 +148,7 @@ def test_skillog_run_watch_records_the_rescan_and_the_indexing_run(
     write(root, "beta")
     home.mkdir()
     config = tmp_path / "config.yaml"
-    config.write_text("skills:\n  compact_catalog_over: 1\n")
+    config.write_text("skills:\n  compact_catalog_over: 1\n  watch: true\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("SKILLOG_CONFIG", str(config))
     script = tmp_path / "turns.yaml"
@@ -180,7 +180,7 @@ def test_skillog_run_watch_records_the_rescan_and_the_indexing_run(
     )
     db = tmp_path / "log.db"
     monkeypatch.chdir(project)
-    code = main(["run", "work", "--model", f"scripted:{script}", "--db", str(db), "--watch"])
+    code = main(["run", "work", "--model", f"scripted:{script}", "--db", str(db)])
     out, err = capsys.readouterr()
     assert code == 0, out + err
 
@@ -194,7 +194,7 @@ def test_skillog_run_watch_records_the_rescan_and_the_indexing_run(
                 ("beta", "rescan"),
                 ("gamma", "rescan"),
             }
-            # compact_catalog_over from the configuration: one line per skill.
+            # watch and compact_catalog_over from the configuration: one line per skill.
             prompts = [b for b in bodies if isinstance(b, PromptRendered)]
             assert '<skill name="alpha">' in await system_of(store, prompts[0])
             indexed = await _bodies(store, INDEX_STREAM)
@@ -205,7 +205,11 @@ def test_skillog_run_watch_records_the_rescan_and_the_indexing_run(
             assert (await redrive(store, recording)).ok
 
     trio.run(check)
-    # The command line overrides the configuration.
+    # The command line overrides the configuration (and a typo in it is named).
+    config.write_text("skills:\n  wach: true\n")
+    assert main(["run", "x", "--model", f"scripted:{script}", "--db", str(db)]) == 2
+    assert "did you mean 'watch'?" in capsys.readouterr().err
+    config.write_text("skills:\n  compact_catalog_over: 1\n  watch: true\n")
     again = ["run", "again", "--model", f"scripted:{script}", "--db", str(db)]
     assert main([*again, "--no-watch", "--compact-catalog-over", "10"]) == 0
 
