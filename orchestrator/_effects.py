@@ -251,14 +251,24 @@ class LiveEffects:
         if self.watcher is None and not self.predicates:
             return ()
         self.catalog_infos(context.file_access)
-        rescanned = await self._rescan(context.file_access) if self.watcher is not None else set()
+        gone: dict[str, str] = {}
+        if self.watcher is not None:
+            gone = await self._rescan(context.file_access)
         wanted, hidden = self.visible_catalog(context)
-        return catalog_changes(context.catalog, wanted, hidden, rescanned)
+        return catalog_changes(context.catalog, wanted, [*hidden, *gone.items()], gone)
 
-    async def _rescan(self, file_access: bool) -> set[str]:
-        """Update the sources' view from a rescan; the names whose entry changed."""
+    async def _rescan(self, file_access: bool) -> dict[str, str]:
+        """Update the sources' view from a rescan; the names whose entry changed, with
+        why a skill the sources no longer offer is gone."""
         assert self.watcher is not None and self._known is not None
         catalog = await self.watcher.scan_async()
+        roots = {s.root: n for n, s in self.skills.items() if isinstance(s, Skill) and s.root}
+        why = {
+            roots[r.path]: f"now invalid: {r.problems[0]}"
+            for r in catalog.rejected
+            if r.path in roots
+        }
+        why.update((e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e.reason)
         found: dict[str, Skill | InlineSkill] = {
             n: s for n, s in self.skills.items() if isinstance(s, InlineSkill)
         }
@@ -274,11 +284,13 @@ class LiveEffects:
             except SkillogError:
                 continue  # changed again while being read: the next rescan sees it
         known = {n: self._info(s, file_access) for n, s in found.items()}
-        changed = {
-            n for n in known.keys() | self._known.keys() if known.get(n) != self._known.get(n)
-        }
+        before = self._known
         self.skills, self._known = found, known
-        return changed
+        return {
+            n: why.get(n, "no longer in its sources")
+            for n in known.keys() | before.keys()
+            if known.get(n) != before.get(n)
+        }
 
     def _info(self, skill: Skill | InlineSkill, file_access: bool) -> SkillInfo:
         tools = tuple(t.name for t in self.inline_tools.get(skill.name, ()))

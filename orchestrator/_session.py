@@ -15,6 +15,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from types import MappingProxyType
 
 import trio
 
@@ -64,7 +65,7 @@ def refresh_context(config: SessionStarted, state: SessionState | None = None) -
     return RefreshContext(
         catalog=state.catalog if state is not None else {},
         skill_context=SkillContext(
-            params=config.params,
+            params=MappingProxyType(config.params),  # read-only: predicates only look
             turn=state.turn if state is not None else 0,
             active=state.active_names if state is not None else (),
         ),

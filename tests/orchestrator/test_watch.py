@@ -43,10 +43,12 @@ def write(
 
 
 def mutate(root: Path) -> None:
-    """Between turns: delete alpha (active), change beta, add gamma."""
+    """Between turns: delete alpha (active), change beta, add gamma, break delta."""
     shutil.rmtree(root / "alpha")
     write(root, "beta", body="Do it differently, now with more words.\n")
     write(root, "gamma")
+    if (root / "delta").exists():
+        (root / "delta" / "SKILL.md").write_text("---\nname: delta\n---\nno description\n")
 
 
 async def system_of(store, prompt: PromptRendered) -> str:  # type: ignore[no-untyped-def]
@@ -59,6 +61,7 @@ async def test_a_watching_session_records_changes_and_keeps_active_skills_pinned
     root = tmp_path / "src"
     write(root, "alpha", files={"references/guide.md": "# Alpha guide\n"})
     write(root, "beta")
+    write(root, "delta")
     source = SkillSource(path=str(root), tier=Tier.ORG, label="org:src")
     catalog = build_catalog([source])
     watcher = SkillWatcher([source])
@@ -92,13 +95,16 @@ async def test_a_watching_session_records_changes_and_keeps_active_skills_pinned
     assert [(c.name, c.cause, c.old_hash is None, c.skill is None) for c in changes] == [
         ("alpha", "rescan", False, True),
         ("beta", "rescan", False, False),
+        ("delta", "rescan", False, True),
         ("gamma", "rescan", True, False),
     ]
     assert changes[0].reason == "no longer in its sources"
+    assert changes[2].reason is not None and changes[2].reason.startswith("now invalid: ")
+    assert "description" in changes[2].reason
     assert changes[1].reason is not None and "files changed" in changes[1].reason
     # Recorded together, right before the prompt of the turn after the change.
     at = bodies.index(changes[0])
-    assert bodies[at : at + 3] == changes and isinstance(bodies[at + 3], PromptRendered)
+    assert bodies[at : at + 4] == changes and isinstance(bodies[at + 4], PromptRendered)
     prompts = kit.of_type(bodies, PromptRendered)
     before, after = await system_of(store, prompts[1]), await system_of(store, prompts[2])
     assert "<name>gamma</name>" not in before and "<name>gamma</name>" in after
