@@ -135,3 +135,5 @@ def test_unfilled_or_malformed_templates_are_clear_errors() -> None:
     plain = InlineSkill(name="price", description="Prices.", body="It costs $5.\n")
     assert plain.to_skill().body == "It costs $5.\n"
     assert skill.bind({"language": "go"}).to_skill().body.startswith("Review the go code")
+    with pytest.raises(SkillValidationError, match=r"params.language: a value must be text"):
+        skill.bind({"language": 3})  # type: ignore[dict-item]

@@ -133,3 +133,21 @@ def test_skills_sign_and_show_through_the_cli(
     # A missing key is a one-line error.
     assert main(["skills", "sign", str(skill), "--key", str(tmp_path / "nope")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_hostile_signature_files_are_not_signed_and_never_crash(tmp_path: Path) -> None:
+    _, pub = keys(tmp_path, "k")
+    skill_dir = write(tmp_path / "s", "good")
+    skill = load_skill(skill_dir, tier=Tier.USER, source="t")
+    for content, expected in (
+        (b"x" * (64 * 1024 + 1), "over 65536 bytes"),
+        (b'{"name": "good"}\n', "not a skill signature"),
+        (b"\xff\xfe\n", "not a skill signature"),
+        (b'{"name":"good","hash":"h","key":"zz","sig":"00"}\n', "not in skills.trusted_signers"),
+    ):
+        signature_path(skill_dir).write_bytes(content)
+        check = check_signature(skill.root, "good", skill.hash, {pub})
+        assert check.signed_by is None and expected in check.detail, check.detail
+    signature_path(skill_dir).unlink()
+    signature_path(skill_dir).mkdir()  # a directory where the file should be
+    assert check_signature(skill.root, "good", skill.hash, {pub}).signed_by is None
