@@ -206,11 +206,15 @@ def test_skillog_run_watch_records_the_rescan_and_the_indexing_run(
             indexed = await _bodies(store, INDEX_STREAM)
             (run,) = [b for b in indexed if isinstance(b, CatalogIndexed)]
             assert [e.name for e in run.record.entries] == ["alpha", "beta"]
-            recording = await load_recording(store, session)
-            assert (await replay_session(store, recording)).ok
-            assert (await redrive(store, recording)).ok
+            sessions.append(session)
 
+    sessions: list[str] = []
     trio.run(check)
+    # `skillog replay --redrive` proves every prompt and re-drives the session.
+    assert main(["replay", sessions[0], "--db", str(db), "--redrive"]) == 0
+    out = capsys.readouterr().out
+    assert "every request reproduced byte for byte" in out
+    assert "re-drive: the current code reproduces all" in out
     # The command line overrides the configuration (and a typo in it is named).
     config.write_text("skills:\n  wach: true\n")
     assert main(["run", "x", "--model", f"scripted:{script}", "--db", str(db)]) == 2
