@@ -13,7 +13,7 @@ import trio
 from eventlog import open_store
 
 from ._cli_session import add_arguments as add_session_arguments
-from ._cli_session import add_db, agent_for
+from ._cli_session import add_catalog_options, add_db, agent_for
 from ._events import SessionStarted
 from ._fleet import AgentFactory, Worker, describe, queue_session
 from ._loop import Agent
@@ -47,6 +47,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         help="trust tier of --skills directories (default: user)",
     )  # fmt: skip
     parser.add_argument("--project", default=".", help="project directory for .agents/skills")
+    add_catalog_options(parser)
     parser.add_argument("--concurrency", type=int, default=4, help="sessions at once (4)")
     parser.add_argument(
         "--lease-ms", type=int, default=15_000,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
@@ -34,13 +35,18 @@ from ._state import SessionState, apply
 from ._transcript import transcript
 from ._views import AUDIT_VIEWS
 from .skills import (
+    Catalog,
     Skill,
+    SkillsConfig,
+    SkillSource,
+    SkillWatcher,
     Tier,
     build_catalog,
     config_path,
     default_sources,
     load_config,
     split_skill_dirs,
+    trusted_signers,
 )
 
 
@@ -82,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="trust tier of --skills directories (default: user)",
     )
     parser.add_argument("--project", default=".", help="project directory for .agents/skills")
+    add_catalog_options(parser)
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="approve every approval request")
     decide.add_argument("--deny", action="store_true", help="deny every approval request")
@@ -90,6 +97,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--file-access",
         action="store_true",
         help="show skill locations to the model (for agents that can read files)",
+    )
+
+
+def add_catalog_options(parser: argparse.ArgumentParser) -> None:
+    """How a session's catalog is shown and kept current (run, resume, submit, worker,
+    serve); unset, the ``skills:`` section of the configuration decides."""
+    parser.add_argument(
+        "--compact-catalog-over",
+        type=int,
+        metavar="N",
+        help="list skills one line each when there are more than N "
+        "(default: skills.compact_catalog_over, 50)",
+    )
+    parser.add_argument(
+        "--watch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rescan the skill sources between turns and record what changed "
+        "(default: skills.watch, off)",
     )
 
 
@@ -245,37 +271,65 @@ def agent_for(args: argparse.Namespace, *, model_spec: str) -> Agent:
     from .adapters import adapter_from_spec
 
     model = adapter_from_spec(model_spec)
-    skills, hidden = discover(args.skills, Tier(args.tier), project=args.project)
+    cfg_file = config_path()
+    config = load_config(cfg_file)
+    found = discover(args.skills, Tier(args.tier), project=args.project, config=config)
+    compact = getattr(args, "compact_catalog_over", None)
+    watch = getattr(args, "watch", None)
     return Agent(
         model=model,
         model_name=model_spec.split(":", 1)[1],
-        skills=skills,
-        hidden=hidden,
+        skills=found.skills,
+        hidden=found.hidden,
         approver=cli_approver(args.approve, args.deny),
         max_turns=args.max_turns,
         file_access=args.file_access,
         policy=PolicyConfig(),
+        compact_catalog_over=config.compact_catalog_over if compact is None else compact,
+        watch=found.watcher() if (config.watch if watch is None else watch) else None,
+        trusted_signers=trusted_signers(config, cfg_file),
+        indexed=found.catalog.record,
     )
+
+
+@dataclass(frozen=True)
+class Discovered:
+    """What a session's indexing found: the visible skills, the (name, reason) of
+    those hidden from the model, the catalog, and how to rescan the same sources."""
+
+    skills: list[Skill]
+    hidden: list[tuple[str, str]]
+    catalog: Catalog
+    sources: list[SkillSource]
+    refs: list[str]
+    tier: Tier
+    config: SkillsConfig
+
+    def watcher(self) -> SkillWatcher:
+        return SkillWatcher(self.sources, config=self.config, refs=self.refs, ref_tier=self.tier)
 
 
 def discover(
-    dirs: Sequence[str], tier: Tier, *, project: str
-) -> tuple[list[Skill], list[tuple[str, str]]]:
-    """The configured and conventional sources plus ``dirs``: the visible skills and the
-    (name, reason) of those hidden from the model."""
-    config = load_config(config_path())
+    dirs: Sequence[str], tier: Tier, *, project: str, config: SkillsConfig | None = None
+) -> Discovered:
+    """The configured and conventional sources plus ``dirs``, indexed."""
+    config = config if config is not None else load_config(config_path())
     refs, folders = split_skill_dirs(dirs, tier)
-    catalog = build_catalog(
-        [*folders, *default_sources(config, project=project)],
-        config=config,
-        refs=refs,
-        ref_tier=tier,
-    )
+    sources = [*folders, *default_sources(config, project=project)]
+    catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier)
     for rejected in catalog.rejected:
         print(f"skipped {rejected.path}: {rejected.problems[0]}", file=sys.stderr)
     visible = catalog.visible()
     hidden = [(e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in visible]
-    return [catalog.get(e.name) for e in visible], hidden
+    return Discovered(
+        skills=[catalog.get(e.name) for e in visible],
+        hidden=hidden,
+        catalog=catalog,
+        sources=sources,
+        refs=refs,
+        tier=tier,
+        config=config,
+    )
 
 
 def cli_approver(approve: bool, deny: bool) -> Approver | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -22,12 +22,22 @@ import trio
 
 from eventlog import SkillogError
 
-from ._events import SkillInfo, ToolDef
+from ._events import SkillChanged, SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
 from ._scripts import ScriptRequest, ScriptResult, run_script
 from ._state import ActiveSkill
+from ._visibility import Predicate, RefreshContext, catalog_changes, visible
 from ._workdir import WorkdirError, materialize
-from .skills import InlineSkill, Skill, SkillManifest, load_skill, snapshot_skill
+from .skills import (
+    InlineSkill,
+    Skill,
+    SkillManifest,
+    SkillWatcher,
+    Status,
+    check_signature,
+    load_skill,
+    snapshot_skill,
+)
 
 
 class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,9 +98,15 @@ class LoadedSkill:
     manifest: SkillManifest
     blobs: tuple[bytes, ...]
     tools: tuple[ToolDef, ...] = ()
+    signed_by: str | None = None
 
     def info(self, file_access: bool) -> SkillInfo:
-        return skill_info(self.skill, file_access)
+        return skill_info(
+            self.skill,
+            file_access,
+            tools=tuple(t.name for t in self.tools),
+            signed_by=self.signed_by,
+        )
 
 
 class SkillUnavailableError(SkillogError):
@@ -108,11 +124,17 @@ class Effects(Protocol):
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
+    async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
+
 
 GetBlob = Callable[[str], Awaitable[bytes]]
 
 
-def skill_info(skill: Skill, file_access: bool) -> SkillInfo:
+def skill_info(
+    skill: Skill, file_access: bool, *, tools: tuple[str, ...] = (), signed_by: str | None = None
+) -> SkillInfo:
+    """The catalog entry of ``skill``: ``tools`` are the names of the tools loading it
+    unlocks, ``signed_by`` the trusted key whose signature over its hash verified."""
     return SkillInfo(
         name=skill.name,
         description=skill.description,
@@ -120,6 +142,9 @@ def skill_info(skill: Skill, file_access: bool) -> SkillInfo:
         tier=str(skill.tier),
         source=skill.source,
         location=skill.location if file_access else None,
+        version=skill.properties.metadata.get("version"),
+        tools=tools,
+        signed_by=signed_by,
     )
 
 
@@ -155,8 +180,17 @@ class LiveEffects:
         approver: Approver | None = None,
         bwrap: str | None = None,
         cache_dir: str | None = None,
+        predicates: Mapping[str, Predicate] | None = None,
+        watcher: SkillWatcher | None = None,
+        trusted_signers: Collection[str] = (),
     ) -> None:
         self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
+        self.predicates = dict(predicates or {})
+        self.watcher = watcher
+        self.trusted = frozenset(trusted_signers)
+        # The sources' view (every skill, before visibility), kept between rescans.
+        self._known: dict[str, SkillInfo] | None = None
+        self._signature_details: dict[str, str] = {}
         self.tools: dict[str, HostTool] = {t.name: t for t in host_tools}
         # An inline skill's tools, made into host tools once; offered while it is loaded.
         self.inline_tools: dict[str, tuple[HostTool, ...]] = {
@@ -186,8 +220,92 @@ class LiveEffects:
         sink = _Collect()
         manifest = await snapshot_skill(sink, source if isinstance(source, InlineSkill) else skill)
         return LoadedSkill(
-            skill=skill, manifest=manifest, blobs=tuple(sink.blobs.values()), tools=tools
+            skill=skill,
+            manifest=manifest,
+            blobs=tuple(sink.blobs.values()),
+            tools=tools,
+            signed_by=self._signature(skill),
         )
+
+    def catalog_infos(self, file_access: bool) -> list[SkillInfo]:
+        """Every skill of the sources as the catalog shows it (signatures checked)."""
+        if self._known is None:
+            self._known = {s.name: self._info(s, file_access) for s in self.skills.values()}
+        return list(self._known.values())
+
+    def visible_catalog(
+        self, context: RefreshContext
+    ) -> tuple[dict[str, SkillInfo], list[tuple[str, str]]]:
+        """What the session may see now, and what is hidden with the reason."""
+        return visible(
+            self.catalog_infos(context.file_access),
+            self.predicates,
+            context.skill_context,
+            context.require_signatures,
+            self._signature_details,
+        )
+
+    async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]:
+        """Between turns: rescan the sources (when watching) and ask the predicates
+        again; the changes to the session's recorded catalog, to be recorded."""
+        if self.watcher is None and not self.predicates:
+            return ()
+        self.catalog_infos(context.file_access)
+        gone: dict[str, str] = {}
+        if self.watcher is not None:
+            gone = await self._rescan(context.file_access)
+        wanted, hidden = self.visible_catalog(context)
+        return catalog_changes(context.catalog, wanted, [*hidden, *gone.items()], gone)
+
+    async def _rescan(self, file_access: bool) -> dict[str, str]:
+        """Update the sources' view from a rescan; the names whose entry changed, with
+        why a skill the sources no longer offer is gone."""
+        assert self.watcher is not None and self._known is not None
+        catalog = await self.watcher.scan_async()
+        roots = {s.root: n for n, s in self.skills.items() if isinstance(s, Skill) and s.root}
+        why = {
+            roots[r.path]: f"now invalid: {r.problems[0]}"
+            for r in catalog.rejected
+            if r.path in roots
+        }
+        why.update((e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e.reason)
+        found: dict[str, Skill | InlineSkill] = {
+            n: s for n, s in self.skills.items() if isinstance(s, InlineSkill)
+        }
+        for entry in catalog.entries:
+            if entry.status is not Status.ENABLED or entry.name in found:
+                continue
+            old = self.skills.get(entry.name)
+            if isinstance(old, Skill) and old.hash == entry.hash:
+                found[entry.name] = old
+                continue
+            try:
+                found[entry.name] = await catalog.get_async(entry.name)
+            except SkillogError:
+                continue  # changed again while being read: the next rescan sees it
+        known = {n: self._info(s, file_access) for n, s in found.items()}
+        before = self._known
+        self.skills, self._known = found, known
+        return {
+            n: why.get(n, "no longer in its sources")
+            for n in known.keys() | before.keys()
+            if known.get(n) != before.get(n)
+        }
+
+    def _info(self, skill: Skill | InlineSkill, file_access: bool) -> SkillInfo:
+        tools = tuple(t.name for t in self.inline_tools.get(skill.name, ()))
+        plain = _as_skill(skill)
+        return skill_info(plain, file_access, tools=tools, signed_by=self._signature(plain))
+
+    def _signature(self, skill: Skill) -> str | None:
+        """The trusted key whose signature over ``skill``'s hash verifies (None when
+        no signers are trusted: nothing is read)."""
+        if not self.trusted:
+            self._signature_details[skill.name] = "no trusted signers configured"
+            return None
+        check = check_signature(skill.root, skill.name, skill.hash, self.trusted)
+        self._signature_details[skill.name] = check.detail
+        return check.signed_by
 
     async def run_script(
         self, skill: ActiveSkill, request: ScriptRequest, get_blob: GetBlob
@@ -228,6 +346,10 @@ def _reload(source: Skill) -> Skill:
         )
     except SkillogError as e:
         raise SkillUnavailableError(f"skill {source.name!r} can no longer be loaded: {e}") from e
+
+
+def _as_skill(skill: Skill | InlineSkill) -> Skill:
+    return skill.to_skill() if isinstance(skill, InlineSkill) else skill
 
 
 def _host_tools(skill: InlineSkill) -> tuple[HostTool, ...]:

@@ -19,7 +19,7 @@ from eventlog import Codec
 
 from ._limits import Enforcement, ScriptLimits
 from ._model import ModelResponse
-from .skills import CatalogRecord, ManifestEntry
+from .skills import CatalogRecord, ManifestEntry, SkillProperties
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,7 +61,9 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     calls they list (add ``"user"`` to trust user skills' lists; never third-party).
     ``output_cap_bytes`` caps the tool result the model reads (after JSON encoding);
     ``script_limits`` are the scripts' resource limits (a session recorded before they
-    existed reads as the defaults).
+    existed reads as the defaults). ``require_signatures``: the tiers whose skills the
+    session sees and loads only with a valid signature by a trusted signer (off by
+    default; docs/skills.md, "Versions and signatures").
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -76,10 +78,14 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     preapprove_tiers: tuple[str, ...] = ("builtin", "org")
     budget: Budget = Budget()
     script_limits: ScriptLimits = ScriptLimits()
+    require_signatures: tuple[str, ...] = ()
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A skill as the session's catalog shows it (tier 1 of progressive disclosure)."""
+    """A skill as the session's catalog shows it (tier 1 of progressive disclosure).
+    ``version`` is its declared ``metadata.version``; ``tools`` the tools loading it
+    unlocks (an inline skill's own tools); ``signed_by`` the trusted key (hex) whose
+    signature over its hash verified, None when unsigned or not verified."""
 
     name: str
     description: str
@@ -87,6 +93,9 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     tier: str
     source: str
     location: str | None = None
+    version: str | None = None
+    tools: tuple[str, ...] = ()
+    signed_by: str | None = None
 
 
 class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,7 +111,9 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
 
 class SessionStarted(Event, frozen=True, kw_only=True):
     """The session's fixed configuration. Everything the composer needs besides the
-    events that follow is here, so replay needs nothing but the log."""
+    events that follow is here, so replay needs nothing but the log. ``params`` are
+    the values the embedding program passed (``Agent.params``): inline skill templates
+    were rendered with them and enabled predicates see them."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -116,6 +127,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     host_tools: tuple[ToolDef, ...] = ()
     compact_catalog_over: int = 50
     version: str = ""
+    params: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class SessionForked(Event, frozen=True, kw_only=True):
@@ -248,7 +260,10 @@ ActivationTrigger = Literal["tool", "user", "file-read"]
 
 class SkillActivated(Event, frozen=True, kw_only=True):
     """A skill's instructions enter the context. ``body_digest`` is the blob of the
-    SKILL.md body; ``files`` the snapshot of every file, each in the blob store."""
+    SKILL.md body; ``files`` the snapshot of every file, each in the blob store;
+    ``properties`` its frontmatter (the load receipt shows it), ``version`` its
+    declared ``metadata.version``, ``signed_by`` the trusted key whose signature over
+    ``hash`` verified when it was loaded (None: unsigned or not verified)."""
 
     event_type: ClassVar[str] = "skill.activated"
     name: str
@@ -262,6 +277,9 @@ class SkillActivated(Event, frozen=True, kw_only=True):
     allowed_tools: str | None = None
     tools: tuple[ToolDef, ...] = ()
     call_id: str | None = None
+    version: str | None = None
+    properties: SkillProperties | None = None
+    signed_by: str | None = None
 
 
 class SkillDeactivated(Event, frozen=True, kw_only=True):
@@ -328,8 +346,12 @@ class ScriptExecuted(Event, frozen=True, kw_only=True):
 
 
 class SkillChanged(Event, frozen=True, kw_only=True):
-    """A rescan found a skill changed on disk; an active skill stays pinned to the hash
-    it was loaded with until it is loaded again."""
+    """The session's catalog changed: a skill was added (``old_hash`` None), removed
+    (``skill`` None) or replaced by new contents. ``cause`` says what found it:
+    None when loading a skill found its files changed, ``rescan`` for a between-turns
+    rescan of the sources (``watch``), ``predicate`` when an enabled predicate changed
+    its answer; ``reason`` says why, in words. An active skill stays pinned to the
+    hash it was loaded with until it is loaded again."""
 
     event_type: ClassVar[str] = "skill.changed"
     name: str
@@ -337,6 +359,8 @@ class SkillChanged(Event, frozen=True, kw_only=True):
     new_hash: str | None
     skill: SkillInfo | None = None
     call_id: str | None = None
+    cause: Literal["rescan", "predicate"] | None = None
+    reason: str | None = None
 
 
 class CatalogIndexed(Event, frozen=True, kw_only=True):

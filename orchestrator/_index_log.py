@@ -8,20 +8,24 @@ from collections.abc import Callable
 from eventlog import ConcurrencyError, Event, EventStore
 
 from ._events import CODEC, CatalogIndexed
-from .skills import Catalog
+from .skills import Catalog, CatalogRecord
 
 INDEX_STREAM = "skills-index"
 """The stream of ``catalog.indexed`` events; sessions are the other streams."""
 
 
 async def record_index_run(
-    store: EventStore, catalog: Catalog, *, clock: Callable[[], int] = time.time_ns
+    store: EventStore,
+    catalog: Catalog | CatalogRecord,
+    *,
+    clock: Callable[[], int] = time.time_ns,
 ) -> Event:
     """Append one ``catalog.indexed`` event for ``catalog`` to :data:`INDEX_STREAM`.
 
     Several processes may index at once: a lost race for the next seq is retried
     against the new head (the chain never forks)."""
-    event = CODEC.encode(CatalogIndexed(record=catalog.record), recorded_at=clock())
+    record = catalog.record if isinstance(catalog, Catalog) else catalog
+    event = CODEC.encode(CatalogIndexed(record=record), recorded_at=clock())
     attempts = 5
     for attempt in range(attempts):
         head = await store.head(INDEX_STREAM)

@@ -19,20 +19,22 @@ stays resumable: everything with an effect was recorded before it started
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
 
 from eventlog import EventStore, SkillogError
 
-from ._effects import Approver, LiveEffects, Reconciler, skill_info
+from ._effects import Approver, LiveEffects, Reconciler
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
+from ._index_log import record_index_run
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._policy import over_budget
-from ._session import Clock, Observer, Session
-from .skills import InlineSkill, Skill
+from ._session import Clock, Observer, Session, refresh_context
+from ._visibility import Predicate
+from .skills import CatalogRecord, InlineSkill, Skill, SkillWatcher
 
 MAX_RESPONSE_CHARS = 1 << 20
 VERSION = "0.1.0"
@@ -59,7 +61,16 @@ class AgentConfigError(SkillogError):
 
 @dataclass
 class Agent:
-    """Drives sessions: the one object an embedding program configures."""
+    """Drives sessions: the one object an embedding program configures.
+
+    ``params`` fill the placeholders of inline skill templates (at construction) and
+    are what enabled predicates see (recorded in ``session.started``); ``enabled``
+    maps skill names to predicates (an inline skill may carry its own). ``watch`` is
+    the :class:`SkillWatcher` whose sources are rescanned between turns (the
+    directory skills are then exactly what it finds). ``trusted_signers`` are the hex
+    Ed25519 keys whose skill signatures count. ``indexed`` is the indexing run the
+    skills came from, recorded (``catalog.indexed``) when a session starts or resumes.
+    """
 
     model: ModelAdapter
     model_name: str
@@ -78,9 +89,22 @@ class Agent:
     observers: Sequence[Observer] = ()
     clock: Clock = time.time_ns
     bwrap: str | None = None
+    compact_catalog_over: int = 50
+    params: Mapping[str, str] = field(default_factory=dict)
+    enabled: Mapping[str, Predicate] = field(default_factory=dict)
+    watch: SkillWatcher | None = None
+    trusted_signers: Collection[str] = ()
+    indexed: CatalogRecord | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.skills = [_bind(s, self.params) for s in self.skills]
+        strays = sorted(set(self.enabled) - {s.name for s in self.skills})
+        if strays and self.watch is None:
+            raise AgentConfigError(
+                f"enabled predicates for {', '.join(map(repr, strays))}, which are not among "
+                "the agent's skills; check the names"
+            )
         for kind, names in (
             ("skills", [s.name for s in self.skills]),
             ("host tools", [t.name for t in self.host_tools]),
@@ -96,7 +120,13 @@ class Agent:
     def effects(self) -> LiveEffects:
         if self._effects is None:
             self._effects = LiveEffects(
-                self.skills, host_tools=self.host_tools, approver=self.approver, bwrap=self.bwrap
+                self.skills,
+                host_tools=self.host_tools,
+                approver=self.approver,
+                bwrap=self.bwrap,
+                predicates=self.predicates(),
+                watcher=self.watch,
+                trusted_signers=self.trusted_signers,
             )
         return self._effects
 
@@ -111,22 +141,32 @@ class Agent:
             file_access=self.file_access,
             policy=self.policy,
             host_tools=tuple(t.definition() for t in self.host_tools),
+            compact_catalog_over=self.compact_catalog_over,
             version=VERSION,
+            params=dict(self.params),
         )
+
+    def predicates(self) -> dict[str, Predicate]:
+        """Every enabled predicate by skill name: the inline skills' own, then
+        ``enabled`` (which wins)."""
+        own = {s.name: s.enabled for s in self.skills if isinstance(s, InlineSkill) and s.enabled}
+        return {**own, **self.enabled}
 
     async def start(
         self, store: EventStore, *, session_id: str | None = None, task: str | None = None
     ) -> Session:
         """Record a new session's start, catalog and (given) first message; returns it
         ready for a message (or, with ``task``, for :func:`drive`)."""
-        catalog = [skill_info(_as_skill(s), self.file_access) for s in self.skills]
-        catalog.sort(key=lambda s: s.name)
+        if self.indexed is not None:
+            await record_index_run(store, self.indexed, clock=self.clock)
+        config = self.session_config()
+        shown, hidden = self.effects.visible_catalog(refresh_context(config))
         return await Session.create(
             store,
-            self.session_config(),
-            catalog,
+            config,
+            list(shown.values()),
             self.effects,
-            hidden=self.hidden,
+            hidden=[*self.hidden, *hidden],
             session_id=session_id,
             clock=self.clock,
             observers=self.observers,
@@ -144,6 +184,8 @@ class Agent:
     async def resume(self, store: EventStore, session_id: str) -> Session:
         """Reopen a session from its log and drive it to its end (or until it suspends
         for approvals that are still pending)."""
+        if self.indexed is not None:
+            await record_index_run(store, self.indexed, clock=self.clock)
         session = await Session.open(
             store,
             session_id,
@@ -188,6 +230,7 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
         if exceeded is not None and state.open_prompt is None:
             await session.end("budget_exceeded", f"budget_exceeded: {exceeded}")
             break
+        await session.refresh()
         request, _ = await session.render()
         outcome = await _call(session, model, request, retry)
         if outcome is None:
@@ -268,5 +311,16 @@ def _malformed(response: ModelResponse) -> str | None:
     return None
 
 
-def _as_skill(skill: Skill | InlineSkill) -> Skill:
-    return skill.to_skill() if isinstance(skill, InlineSkill) else skill
+def _bind(skill: Skill | InlineSkill, params: Mapping[str, str]) -> Skill | InlineSkill:
+    """An inline template filled with the agent's values; unfilled placeholders are a
+    configuration error here, not a failure in the middle of a session."""
+    if not isinstance(skill, InlineSkill) or not skill.template:
+        return skill
+    bound = skill.bind(params)
+    if bound.unbound():
+        raise AgentConfigError(
+            f"inline skill {skill.name!r}: the template's placeholders "
+            f"{', '.join('$' + p for p in bound.unbound())} have no value; pass them in "
+            "Agent(params=...) or the skill's params"
+        )
+    return bound

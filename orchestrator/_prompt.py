@@ -88,16 +88,27 @@ def available_skills(skills: tuple[SkillInfo, ...], file_access: bool, *, compac
     """The ``<available_skills>`` block (tier 1 of progressive disclosure), escaped.
 
     ``compact`` renders one line per skill with a shortened description, for catalogs
-    too large to list in full."""
+    too large to list in full. A skill's declared version and the tools loading it
+    unlocks are shown when it has them (so catalogs recorded before they existed
+    render as they always did)."""
     lines = ["<available_skills>"]
     for skill in skills:
         if compact:
             desc = _shorten(skill.description, COMPACT_DESCRIPTION_CHARS)
-            lines.append(f"  <skill name={quoteattr(skill.name)}>{escape(desc)}</skill>")
+            attrs = f"name={quoteattr(skill.name)}"
+            if skill.version is not None:
+                attrs += f" version={quoteattr(skill.version)}"
+            if skill.tools:
+                attrs += f" tools={quoteattr(' '.join(skill.tools))}"
+            lines.append(f"  <skill {attrs}>{escape(desc)}</skill>")
             continue
         lines.append("  <skill>")
         lines.append(f"    <name>{escape(skill.name)}</name>")
         lines.append(f"    <description>{escape(skill.description)}</description>")
+        if skill.version is not None:
+            lines.append(f"    <version>{escape(skill.version)}</version>")
+        if skill.tools:
+            lines.append(f"    <tools>{escape(', '.join(skill.tools))}</tools>")
         if file_access and skill.location is not None:
             lines.append(f"    <location>{escape(skill.location)}</location>")
         lines.append("  </skill>")
@@ -126,8 +137,10 @@ def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
     inline skills; filtered by the active skills' ``allowed-tools``."""
     assert state.config is not None
     specs: list[ToolSpec] = []
-    if state.catalog:
-        specs.extend(skill_tool_specs(tuple(state.catalog), state.config.max_active_skills))
+    if state.catalog or state.active:
+        # An active skill a rescan removed from the catalog stays readable (pinned).
+        pinned = tuple(n for n in state.active_names if n not in state.catalog)
+        specs.extend(skill_tool_specs(tuple(state.catalog), state.config.max_active_skills, pinned))
     specs.extend(_spec(t) for t in state.config.host_tools)
     for skill in state.active:
         specs.extend(_spec(t) for t in skill.tools)
@@ -136,9 +149,13 @@ def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def skill_tool_specs(names: tuple[str, ...], cap: int) -> tuple[ToolSpec, ...]:
-    """The four runtime tools with JSON Schemas; skill names are an enum of the catalog."""
-    name_enum: dict[str, Any] = {"type": "string", "enum": list(names)}
+def skill_tool_specs(
+    names: tuple[str, ...], cap: int, pinned: tuple[str, ...] = ()
+) -> tuple[ToolSpec, ...]:
+    """The four runtime tools with JSON Schemas; skill names are an enum of the catalog
+    (for reads and scripts, also of the ``pinned`` active skills no longer in it)."""
+    load_enum: dict[str, Any] = {"type": "string", "enum": list(names)}
+    name_enum: dict[str, Any] = {"type": "string", "enum": [*names, *pinned]}
     return (
         ToolSpec(
             name="skills.load",
@@ -150,7 +167,7 @@ def skill_tool_specs(names: tuple[str, ...], cap: int) -> tuple[ToolSpec, ...]:
             input_schema={
                 "type": "object",
                 "properties": {
-                    "names": {"type": "array", "items": name_enum, "minItems": 1},
+                    "names": {"type": "array", "items": load_enum, "minItems": 1},
                     "mode": {"type": "string", "enum": ["replace", "add"], "default": "replace"},
                 },
                 "required": ["names"],

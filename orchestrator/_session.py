@@ -15,6 +15,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from types import MappingProxyType
 
 import trio
 
@@ -44,6 +45,7 @@ from ._pipeline import Hooks, first_group, intent, run_turn_tools
 from ._prompt import compose, message_line, tail_line
 from ._state import SessionState, apply
 from ._tools import activate, plan_call
+from ._visibility import RefreshContext, SkillContext
 
 Observer = Callable[[StoredEvent], None]
 Clock = Callable[[], int]
@@ -55,6 +57,21 @@ class SessionNotFoundError(SkillogError):
 
 class SessionStateError(SkillogError):
     """The session cannot take that step in its current state."""
+
+
+def refresh_context(config: SessionStarted, state: SessionState | None = None) -> RefreshContext:
+    """What catalog visibility is decided from: the recorded configuration and, once
+    the session has one, its recorded state."""
+    return RefreshContext(
+        catalog=state.catalog if state is not None else {},
+        skill_context=SkillContext(
+            params=MappingProxyType(config.params),  # read-only: predicates only look
+            turn=state.turn if state is not None else 0,
+            active=state.active_names if state is not None else (),
+        ),
+        require_signatures=config.policy.require_signatures,
+        file_access=config.file_access,
+    )
 
 
 class _PromptHasher:
@@ -286,6 +303,17 @@ class Session:
         with contextlib.suppress(SkillogError):  # recorded as skill.activation_failed
             await activate(ctx, names, mode="add", trigger=trigger)
         await ctx.commit()
+
+    async def refresh(self) -> None:
+        """Between turns: record how the catalog changed (sources rescanned, enabled
+        predicates asked again) before the next prompt is composed from it. Nothing
+        when a recorded prompt is still unanswered: it is sent again as it was."""
+        state = self.state
+        if state.open_prompt is not None or state.config is None:
+            return
+        changes = await self.effects.refresh(refresh_context(state.config, state))
+        if changes:
+            await self.record(*changes)
 
     async def render(self) -> tuple[ModelRequest, str]:
         """Compose the next request and commit its ``prompt.rendered`` (with the

@@ -41,7 +41,7 @@ from ._events import (
     UserMessage,
 )
 from ._model import Message, TextPart, ToolCall, ToolResult
-from .skills import ManifestEntry
+from .skills import ManifestEntry, SkillProperties
 
 
 class ActiveSkill(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,6 +55,9 @@ class ActiveSkill(msgspec.Struct, frozen=True, kw_only=True):
     files: tuple[ManifestEntry, ...]
     allowed_tools: str | None
     tools: tuple[ToolDef, ...]
+    version: str | None = None
+    properties: SkillProperties | None = None
+    signed_by: str | None = None
 
     def file(self, path: str) -> ManifestEntry | None:
         return next((f for f in self.files if f.path == path), None)
@@ -295,6 +298,9 @@ def active_from(event: SkillActivated) -> ActiveSkill:
         files=event.files,
         allowed_tools=event.allowed_tools,
         tools=event.tools,
+        version=event.version,
+        properties=event.properties,
+        signed_by=event.signed_by,
     )
 
 

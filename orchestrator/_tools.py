@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -49,6 +49,7 @@ from ._policy import (
     restricting_skills,
     script_gate,
 )
+from ._receipt import receipt
 from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
 from ._state import ActiveSkill, ViewChange
 
@@ -150,7 +151,7 @@ def all_tools(view: View) -> set[str]:
     """Every tool the session knows, whether or not the allowlist offers it."""
     names = {t.name for t in view.config.host_tools}
     names.update(t.name for s in view.active for t in s.tools)
-    if view.catalog:
+    if view.catalog or view.active:
         names.update(SKILL_TOOLS)
     return names
 
@@ -206,7 +207,7 @@ async def load(args: LoadArgs, ctx: CallContext) -> str:
             if skill.name not in names:
                 _deactivate(ctx, skill, "replace")
     await activate(ctx, names, mode=args.mode, trigger="tool")
-    return encode_canonical(_receipt(view)).decode()
+    return encode_canonical(_receipt(view, names, await _sizes(ctx, names))).decode()
 
 
 async def activate(
@@ -227,12 +228,28 @@ async def activate(
             ctx.rec.add(SkillActivationFailed(name=name, reason=str(e), call_id=ctx.call.id))
             failed.append(f"{name}: {e}")
             continue
+        unsigned = _unsigned(view, loaded)
+        if unsigned is not None:
+            ctx.rec.add(SkillActivationFailed(name=name, reason=unsigned, call_id=ctx.call.id))
+            failed.append(f"{name}: {unsigned}")
+            continue
         current = view.active_skill(name)
         if current is not None and current.hash == loaded.skill.hash and mode == "add":
             continue  # already in context with these exact contents
         _record_activation(ctx, loaded, mode=mode, trigger=trigger)
     if failed:
         raise ToolError("could not load " + "; ".join(failed), error_type="activation_failed")
+
+
+def _unsigned(view: View, loaded: LoadedSkill) -> str | None:
+    """Why policy refuses ``loaded`` for want of a signature, or None."""
+    tier = str(loaded.skill.tier)
+    if tier not in view.config.policy.require_signatures or loaded.signed_by is not None:
+        return None
+    return (
+        f"policy requires a valid signature for tier {tier}, and no trusted signer signed "
+        f"these contents (sha256:{loaded.skill.hash[:12]}); `skillog skills sign` signs a skill"
+    )
 
 
 def _record_activation(
@@ -271,6 +288,9 @@ def _record_activation(
         allowed_tools=skill.properties.allowed_tools,
         tools=loaded.tools,
         call_id=ctx.call.id if trigger == "tool" else None,
+        version=skill.properties.metadata.get("version"),
+        properties=skill.properties,
+        signed_by=loaded.signed_by,
     )
     _record_change(ctx, activated)
 
@@ -304,23 +324,29 @@ async def unload(args: UnloadArgs, ctx: CallContext) -> str:
     return encode_canonical(receipt).decode()
 
 
-def _receipt(view: View) -> dict[str, object]:
-    """The seed-002 receipt: the active set with digests and properties."""
-    items = []
-    for skill in view.active:
-        info = view.catalog.get(skill.name)
-        item: dict[str, object] = {
-            "name": skill.name,
-            "digest": f"sha256:{skill.hash}",
-            "properties": {"name": skill.name, "description": info.description if info else ""},
-        }
-        if skill.allowed_tools is not None:
-            item["properties"]["allowed-tools"] = skill.allowed_tools  # type: ignore[index]
-        if view.config.file_access and info is not None and info.location:
-            item["location"] = info.location
-            item["root_dir"] = info.location.rsplit("/", 1)[0]
-        items.append(item)
-    return {"active_skills": items}
+def _receipt(
+    view: View, list_files: Collection[str] = (), sizes: dict[str, int] | None = None
+) -> dict[str, object]:
+    return receipt(
+        view.active,
+        view.catalog,
+        file_access=view.config.file_access,
+        nested=view.config.policy.nested_paths,
+        list_files=list_files,
+        sizes=sizes,
+    )
+
+
+async def _sizes(ctx: CallContext, names: Collection[str]) -> dict[str, int]:
+    """The size of every file of the named active skills (from the blobs this call
+    staged, else the store): the listing in the receipt."""
+    sizes: dict[str, int] = {}
+    for skill in ctx.view.active:
+        if skill.name in names:
+            for f in skill.files:
+                data = ctx.rec.blobs.get(f.sha256)
+                sizes[f.sha256] = len(data if data is not None else await ctx.get_blob(f.sha256))
+    return sizes
 
 
 # -- skills.read ----------------------------------------------------------------------

@@ -53,15 +53,19 @@ def _lines(body: Event) -> Iterator[str]:
         case SkillActivated():
             yield _row(
                 "skill",
-                f"✓ {body.name} activated by {body.trigger} "
-                f"(sha256:{body.hash[:12]}, {body.tier}, {len(body.files)} files)",
+                f"✓ {body.name}{f' {body.version}' if body.version else ''} activated by "
+                f"{body.trigger} (sha256:{body.hash[:12]}, {body.tier}, {len(body.files)} files"
+                f"{', signed' if body.signed_by else ''})",
             )
         case SkillDeactivated():
             yield _row("skill", f"○ {body.name} deactivated ({body.reason})")
         case SkillActivationFailed():
             yield _row("skill", f"✗ {body.name} failed to load: {body.reason}")
         case SkillChanged():
-            yield _row("skill", f"~ {body.name} changed on disk")
+            if body.cause is None:
+                yield _row("skill", f"~ {body.name} changed on disk")
+            else:
+                yield _row("catalog", f"~ {body.name}: {body.reason} ({body.cause})")
         case ResourceRead():
             yield _row("read", f"{body.skill}/{body.path} ({body.size} bytes)")
         case ScriptExecuted():

@@ -43,6 +43,7 @@ from orchestrator._events import (
 from orchestrator._host_tools import ToolContext, ToolOutcome
 from orchestrator._scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator._state import ActiveSkill
+from orchestrator._visibility import RefreshContext
 from orchestrator.skills import SkillManifest
 
 from ._recording import Recording
@@ -123,6 +124,7 @@ class RecordedEffects:
             manifest=SkillManifest(entries=event.files, hash=event.hash),
             blobs=tuple(blobs.values()),
             tools=event.tools,
+            signed_by=event.signed_by,
         )
 
     async def run_script(
@@ -164,6 +166,17 @@ class RecordedEffects:
                 error_type="redrive",
             )
         return ToolOutcome(content=done.content, is_error=done.is_error, error_type=done.error_type)
+
+    async def refresh(self, context: RefreshContext) -> tuple[SkillChanged, ...]:
+        """The catalog changes the recorded session made between turns at this point
+        (a rescan or an enabled predicate): the recorded decisions, handed back."""
+        start = self._position()
+        out: list[SkillChanged] = []
+        for body in self._bodies[start:]:
+            if not isinstance(body, SkillChanged) or body.cause is None:
+                break
+            out.append(body)
+        return tuple(out)
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         if request.call_id in self._suspended:

@@ -209,7 +209,10 @@ def file_changes(
 def _skill_dirs(roots: list[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for root in roots:
-        dirs, _ = find_skill_dirs(os.path.abspath(root), max_depth=4, max_dirs=10_000)
+        # A drift check only reads what the user pointed at: symlinked folders count.
+        dirs, _ = find_skill_dirs(
+            os.path.abspath(root), max_depth=4, max_dirs=10_000, follow_external=True
+        )
         for d in dirs:
             found.setdefault(Path(d).name, d)
     return found

@@ -19,6 +19,7 @@ from ._config import SourceConfig as SourceConfig
 from ._config import config_path as config_path
 from ._config import load_config as load_config
 from ._config import save_config as save_config
+from ._config import trusted_signers as trusted_signers
 from ._discover import SkillSource as SkillSource
 from ._discover import default_sources as default_sources
 from ._discover import find_skill_dirs as find_skill_dirs
@@ -55,10 +56,16 @@ from ._parse import ParsedSkillMd as ParsedSkillMd
 from ._parse import load_skill as load_skill
 from ._parse import parse_skill_md as parse_skill_md
 from ._requires import CommandChecker as CommandChecker
+from ._sign import SignatureCheck as SignatureCheck
+from ._sign import SignatureError as SignatureError
+from ._sign import check_signature as check_signature
+from ._sign import sign_skill as sign_skill
+from ._sign import signature_path as signature_path
 from ._snapshot import BlobStore as BlobStore
 from ._snapshot import read_manifest_file as read_manifest_file
 from ._snapshot import skill_from_manifest as skill_from_manifest
 from ._snapshot import snapshot_skill as snapshot_skill
+from ._watch import SkillWatcher as SkillWatcher
 
 __all__ = [
     "BlobStore",
@@ -78,6 +85,8 @@ __all__ = [
     "Provenance",
     "Rejected",
     "Shadowed",
+    "SignatureCheck",
+    "SignatureError",
     "Skill",
     "SkillChangedError",
     "SkillError",
@@ -89,12 +98,14 @@ __all__ = [
     "SkillSource",
     "SkillTreeError",
     "SkillValidationError",
+    "SkillWatcher",
     "SkillsConfig",
     "SourceConfig",
     "Status",
     "Tier",
     "build_catalog",
     "build_catalog_async",
+    "check_signature",
     "config_path",
     "default_sources",
     "find_skill_dirs",
@@ -110,10 +121,13 @@ __all__ = [
     "read_manifest_file",
     "remove",
     "save_config",
+    "sign_skill",
+    "signature_path",
     "skill_from_manifest",
     "skill_hash",
     "snapshot_skill",
     "source_kind",
     "split_skill_dirs",
+    "trusted_signers",
     "update",
 ]

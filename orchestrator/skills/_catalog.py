@@ -236,7 +236,12 @@ def build_catalog(
         candidates.append(_entry(rec, f"ref/{i}", "ref", ref_tier, None))
     installed = {r.name: r for r in config.installed}
     for src in sources:
-        dirs, more = find_skill_dirs(src.path, max_depth=config.max_depth, max_dirs=config.max_dirs)
+        dirs, more = find_skill_dirs(
+            src.path,
+            max_depth=config.max_depth,
+            max_dirs=config.max_dirs,
+            follow_external=config.follow_external_symlinks,
+        )
         notes += [f"{src.label}: {n}" for n in more]
         for d in dirs:
             rec = scan(d)

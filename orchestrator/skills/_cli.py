@@ -1,5 +1,5 @@
 """``skillog skills``: list, show, validate, install, update, remove, enable, disable,
-materialize. A thin layer over the library; errors become one-line messages.
+materialize, sign. A thin layer over the library; errors become one-line messages.
 
 Exit codes: 0 ok; 1 a validation failed; 2 unusable input (bad path, config, database).
 """
@@ -18,7 +18,7 @@ from eventlog import default_db, is_postgres_url, open_store, sqlite_path
 from eventlog._progress import Progress
 
 from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
-from ._config import SkillsConfig, config_path, load_config, save_config
+from ._config import SkillsConfig, config_path, load_config, save_config, trusted_signers
 from ._discover import default_sources
 from ._errors import SkillNotFoundError, SkillValidationError
 from ._index import SkillIndex
@@ -26,6 +26,7 @@ from ._install import install, remove, update
 from ._materialize import materialize
 from ._model import Tier
 from ._parse import load_skill
+from ._sign import check_signature, sign_skill
 
 _SYMBOL = {Status.ENABLED: "✓", Status.DISABLED: "○", Status.UNAVAILABLE: "✗"}
 
@@ -90,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("disable", help="disable a skill by name (hidden from the model)")
     p.add_argument("name")
     _json_flag(p, _TOGGLE_SHAPE)
+    p = sub.add_parser(
+        "sign", help="sign skills' hashes with an Ed25519 key (written next to each as DIR.sig)"
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="skill directories")
+    p.add_argument(
+        "--key", required=True, help="private key file (create one with `skillog log keygen`)"
+    )
+    _json_flag(p, '{"signed": [{"name", "hash", "signature"}]} (the .sig files written)')
     p = sub.add_parser("materialize", help="write skills into a directory such as .claude/skills")
     p.add_argument("--to", required=True, metavar="DIR")
     p.add_argument("--force", action="store_true", help="replace directories holding other content")
@@ -137,6 +146,15 @@ def run(args: argparse.Namespace) -> int:
     action = args.skills_command
     if action == "validate":
         return _validate(args.paths, strict=not args.lenient, as_json=args.json)
+    if action == "sign":
+        signed = []
+        for path in args.paths:
+            skill = load_skill(path, tier=Tier.USER, source="cli", strict=not config.lenient)
+            sig = sign_skill(path, skill.name, skill.hash, args.key)
+            signed.append({"name": skill.name, "hash": skill.hash, "signature": str(sig)})
+        lines = [f"signed {d['name']} sha256:{d['hash']} in {d['signature']}" for d in signed]
+        _out(args.json, {"signed": signed}, "\n".join(lines))
+        return 0
     if action == "install":
         tier = Tier(args.tier) if args.tier else None
         with _progress("cloned bytes", args.json) as progress:
@@ -168,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
     if action == "show":
-        return _show(catalog, args.name, as_json=args.json)
+        return _show(catalog, args.name, trusted_signers(config, cfg_file), as_json=args.json)
     skills = (
         [catalog.inline(n) or catalog.get(n) for n in args.names]
         if args.names
@@ -260,7 +278,9 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         _print_json(catalog.record)
         return 0
     for e in catalog.entries:
-        print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}]")
+        version = e.properties.metadata.get("version")
+        tag = f", v{version}" if version else ""
+        print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}{tag}]")
         print(f"    {e.description[:100]}{'…' if len(e.description) > 100 else ''}")
         if e.reason:
             print(f"    {e.status}: {e.reason}")
@@ -281,7 +301,7 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
     return 0
 
 
-def _show(catalog: Catalog, name: str, *, as_json: bool = False) -> int:
+def _show(catalog: Catalog, name: str, trusted: frozenset[str], *, as_json: bool = False) -> int:
     try:
         e = catalog.entry(name)
     except SkillNotFoundError:
@@ -297,12 +317,21 @@ def _show(catalog: Catalog, name: str, *, as_json: bool = False) -> int:
             for problem in r.problems:
                 print(f"  {problem}")
         return 1
+    check = check_signature(e.path, e.name, e.hash, trusted) if trusted else None
     if as_json:
         body = catalog.get(name).body if e.status is Status.ENABLED else None
-        _print_json({**msgspec.to_builtins(e), "body": body})
+        signature = (
+            None if check is None else {"signed_by": check.signed_by, "detail": check.detail}
+        )
+        _print_json({**msgspec.to_builtins(e), "body": body, "signature": signature})
         return 0
     print(f"{_SYMBOL[e.status]} {e.name} ({e.status}{f': {e.reason}' if e.reason else ''})")
     print(f"id: {e.id}\nsource: {e.source}\ntier: {e.tier}\npath: {e.path}\nhash: sha256:{e.hash}")
+    version = e.properties.metadata.get("version")
+    if version is not None:
+        print(f"version: {version}")
+    if check is not None:
+        print(f"signature: {'valid, ' if check.signed_by else ''}{check.detail}")
     if e.provenance:
         p = e.provenance
         print(f"origin: {p.origin} ({p.kind}{f' @ {p.ref}' if p.ref else ''})")

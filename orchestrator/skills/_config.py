@@ -62,6 +62,10 @@ class SkillsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     requires_timeout_ms: int = 5000
     max_depth: int = 6
     max_dirs: int = 2000
+    follow_external_symlinks: bool = False  # follow symlinked folders leaving a source
+    compact_catalog_over: int = 50  # the model's catalog is one line per skill above this
+    watch: bool = False  # rescan the sources between turns (stat-based)
+    trusted_signers: str | None = None  # a public key file or trusted-keys file
     installed: tuple[InstalledSkill, ...] = ()
 
 
@@ -272,6 +276,19 @@ def trusted_keys_default(env: Mapping[str, str] | None = None) -> str | None:
     if keys is None:
         return None
     return os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(keys))
+
+
+def trusted_signers(config: SkillsConfig, cfg_file: str) -> frozenset[str]:
+    """The keys of ``skills.trusted_signers`` (a path relative to the configuration
+    file): a public key file or a trusted-keys file, as for checkpoints."""
+    if config.trusted_signers is None:
+        return frozenset()
+    from eventlog import load_trusted_keys  # the log's key tooling, imported when used
+
+    path = os.path.join(
+        os.path.dirname(os.path.abspath(cfg_file)), os.path.expanduser(config.trusted_signers)
+    )
+    return load_trusted_keys(path)
 
 
 def _home(env: Mapping[str, str]) -> str:

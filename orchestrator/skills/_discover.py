@@ -124,16 +124,20 @@ def install_dir(config: SkillsConfig, env: Mapping[str, str] | None = None) -> s
     return default_install_dir(env)
 
 
-def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[str], list[str]]:
+def find_skill_dirs(
+    root: str, *, max_depth: int, max_dirs: int, follow_external: bool = False
+) -> tuple[list[str], list[str]]:
     """Skill directories under ``root`` (itself included), and notes on what was cut.
 
     A directory holding ``SKILL.md`` (or ``skill.md``) that is not itself a directory is
     a skill and is not searched further (a broken one is rejected with its reason).
     Others are searched breadth-first, hidden category folders (``.curated``) included,
     ``.git``/``node_modules`` and friends skipped, symlinked directories followed once
-    (cycles cut by device+inode), down to ``max_depth`` levels below ``root`` and across
-    at most ``max_dirs`` directories. Returned paths are sorted by their path relative
-    to ``root``, which is the order of precedence within one source.
+    (cycles cut by device+inode) when they stay inside ``root`` (or, with
+    ``follow_external``, wherever they point; a link not followed is noted), down to
+    ``max_depth`` levels below ``root`` and across at most ``max_dirs`` directories.
+    Returned paths are sorted by their path relative to ``root``, which is the order
+    of precedence within one source.
     """
     found: list[str] = []
     notes: list[str] = []
@@ -142,6 +146,7 @@ def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[s
     except OSError:
         return [], []
     seen = {(st.st_dev, st.st_ino)}
+    real_root = os.path.realpath(root)
     level = [(root, st.st_dev)]
     visited = 0
     for depth in range(max_depth + 1):
@@ -171,6 +176,13 @@ def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[s
                         est = os.stat(e.path)
                     except OSError:
                         continue
+                    if not follow_external and not _inside(os.path.realpath(e.path), real_root):
+                        notes.append(
+                            f"{e.path[len(root.rstrip('/')) + 1 :]}: a symlink to a folder "
+                            "outside this source, not followed (set "
+                            "skills.follow_external_symlinks: true to follow it)"
+                        )
+                        continue
                     key, child_dev = (est.st_dev, est.st_ino), est.st_dev
                 else:
                     key, child_dev = (dev, e.inode()), dev
@@ -186,6 +198,10 @@ def find_skill_dirs(root: str, *, max_depth: int, max_dirs: int) -> tuple[list[s
             )
         level = following
     return _ordered(found, root), notes
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _ordered(found: list[str], root: str) -> list[str]:

@@ -7,10 +7,13 @@ materializing an inline skill reproduces the hash the log recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
-from collections.abc import Mapping
+import string
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._errors import Problem, SkillValidationError
 from ._hash import make_manifest
@@ -49,6 +52,15 @@ class InlineSkill:
     is loaded and never enter the hash or the log. Construction validates the skill
     by the strict rules (its directory name is its name) and raises
     :class:`SkillValidationError` naming ``inline:<name>``.
+
+    With ``template=True`` the body is a ``string.Template`` (``$name``, ``${name}``,
+    ``$$`` for a dollar sign) filled from ``params`` (defaults) and the values the
+    embedding program passes at load (:meth:`bind`; ``Agent.params`` does it). The
+    rendered body is what is hashed, recorded and shown; a skill with a placeholder
+    left unfilled cannot be used (:meth:`to_skill` names the placeholders).
+
+    ``enabled`` is an optional predicate over the session's recorded state (the
+    runtime's ``SkillContext``): the skill is in the catalog only while it holds.
     """
 
     name: str
@@ -60,13 +72,64 @@ class InlineSkill:
     metadata: Mapping[str, str] = field(default_factory=dict)
     allowed_tools: str | None = None
     tier: Tier = Tier.BUILTIN
+    template: bool = False
+    params: Mapping[str, str] = field(default_factory=dict)
+    enabled: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tuple(self.tools))
-        object.__setattr__(self, "_skill", self._build())
+        object.__setattr__(self, "params", dict(self.params))
+        object.__setattr__(self, "_skill", None if self.unbound() else self._build())
+
+    def placeholders(self) -> tuple[str, ...]:
+        """The template's placeholder names, in order of first use (none without a
+        template); a malformed template is a :class:`SkillValidationError`."""
+        if not self.template:
+            return ()
+        if not isinstance(self.body, str):
+            raise SkillValidationError(
+                [_problem(f"inline:{self.name}", "body", "the body must be text")]
+            )
+        t = string.Template(self.body)
+        if not t.is_valid():
+            raise SkillValidationError(
+                [
+                    _problem(
+                        f"inline:{self.name}",
+                        "body",
+                        "the template has a '$' that starts no placeholder; write $$ for a "
+                        "dollar sign, $name or ${name} for a value",
+                    )
+                ]
+            )
+        return tuple(t.get_identifiers())
+
+    def unbound(self) -> tuple[str, ...]:
+        """The placeholders no value fills yet."""
+        return tuple(p for p in self.placeholders() if p not in self.params)
+
+    def bind(self, values: Mapping[str, str]) -> InlineSkill:
+        """This skill with ``values`` filling its placeholders (over ``params``)."""
+        if not self.template:
+            return self
+        for key, value in values.items():
+            if not isinstance(value, str):
+                raise SkillValidationError(
+                    [_problem(f"inline:{self.name}", f"params.{key}", "a value must be text")]
+                )
+        return dataclasses.replace(self, params={**self.params, **values})
+
+    @property
+    def rendered_body(self) -> str:
+        """The body as the model reads it: the template filled, or the body as is."""
+        if not self.template:
+            return self.body
+        return string.Template(self.body).substitute(self.params)
 
     def skill_md(self) -> bytes:
         """The ``SKILL.md`` this skill materializes to (deterministic bytes)."""
+        if self.unbound():
+            self.to_skill()  # raises, naming the placeholders
         lines = [
             "---",
             f"name: {yaml_quote(self.name)}",
@@ -86,7 +149,7 @@ class InlineSkill:
             ]
         lines += ["---", ""]
         try:
-            return ("\n".join(lines) + self.body).encode()
+            return ("\n".join(lines) + self.rendered_body).encode()
         except UnicodeEncodeError:
             raise SkillValidationError(
                 [
@@ -103,7 +166,19 @@ class InlineSkill:
 
     def to_skill(self) -> Skill:
         """The :class:`Skill` (``source="inline"``, no root, no location)."""
-        skill: Skill = self.__dict__["_skill"]
+        skill: Skill | None = self.__dict__["_skill"]
+        if skill is None:
+            missing = ", ".join(f"${p}" for p in self.unbound())
+            raise SkillValidationError(
+                [
+                    _problem(
+                        f"inline:{self.name}",
+                        "body",
+                        f"the template's placeholders {missing} have no value; pass them "
+                        "with bind() or Agent(params=...)",
+                    )
+                ]
+            )
         return skill
 
     def _build(self) -> Skill:

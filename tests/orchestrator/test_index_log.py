@@ -56,3 +56,33 @@ def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     import trio
 
     trio.run(check)
+
+
+def test_every_session_that_indexes_records_its_indexing_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`skillog run` and `skillog resume` index the sources: each records the run."""
+    import trio
+
+    project = tmp_path / "project"
+    write(project / ".agents" / "skills", "notes")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "none.yaml"))
+    monkeypatch.chdir(project)
+    script = tmp_path / "turns.yaml"
+    script.write_text("turns:\n  - text: done\n")
+    db = str(tmp_path / "s.db")
+    assert main(["run", "hi", "--model", f"scripted:{script}", "--db", db]) == 0
+
+    async def runs() -> tuple[str, int]:
+        async with open_sqlite_store(db) as store:
+            events = [CODEC.decode(e) async for e in store.read(INDEX_STREAM)]
+            (session,) = [s.stream for s in await store.streams() if s.stream != INDEX_STREAM]
+        assert all(isinstance(b, CatalogIndexed) for b in events)
+        assert [e.name for e in events[0].record.entries] == ["notes"]  # type: ignore[attr-defined]
+        return session, len(events)
+
+    session, count = trio.run(runs)
+    assert count == 1
+    assert main(["resume", session, "--db", db]) == 0  # ended already: nothing to drive
+    assert trio.run(runs)[1] == 2

@@ -169,3 +169,26 @@ def test_export_json_is_the_report(
         "open_sessions": ["live"],
         "endpoint": f"{receiver.url}/v1/traces",
     }
+
+
+def test_all_means_sessions_not_leases_or_indexing_runs(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every `skillog run` records its indexing run (stream skills-index) and the fleet
+    keeps lease streams: neither is a session to export or summarize."""
+    from orchestrator._events import CODEC, LeaseReleased
+    from orchestrator._index_log import record_index_run
+    from orchestrator.skills import CatalogRecord
+
+    async def more_streams() -> None:
+        async with open_sqlite_store(db) as store:
+            await record_index_run(
+                store, CatalogRecord(entries=(), rejected=(), shadowed=(), notes=())
+            )
+            queued = CODEC.encode(LeaseReleased(worker="w", outcome="queued"), recorded_at=1)
+            await store.append("lease/s1", [queued], expected_seq=0)
+
+    trio.run(more_streams)
+    assert main(["otel", "metrics", "--all", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "session s1" in out and "skills-index" not in out and "lease/" not in out

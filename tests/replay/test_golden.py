@@ -37,9 +37,16 @@ def test_golden_logs_replay_and_redrive_from_the_cli(cli: Cli, name: str) -> Non
     assert "✗" not in out
 
 
-@pytest.mark.parametrize("name", ["demo", "lifecycle"])
-def test_logs_written_before_write_ahead_still_verify_and_replay(cli: Cli, name: str) -> None:
-    code, out, err = cli("replay", f"golden-{name}", "--jsonl", V01 / f"{name}.jsonl")
+V02 = GOLDEN / "v0.2"
+"""Logs written before skill versions, receipts with properties, catalog refreshes and
+signatures (issue 18): kept to prove they still verify and replay."""
+
+
+@pytest.mark.parametrize(
+    "path", [V01 / "demo.jsonl", V01 / "lifecycle.jsonl", *(V02 / f"{n}.jsonl" for n in NAMES)]
+)
+def test_logs_written_by_earlier_versions_still_verify_and_replay(cli: Cli, path: Path) -> None:
+    code, out, err = cli("replay", f"golden-{path.stem}", "--jsonl", path)
     assert (code, err) == (0, "")
     assert "every request reproduced byte for byte" in out and "✗" not in out
 
@@ -104,8 +111,8 @@ async def test_a_non_deterministic_runtime_change_fails_the_redrive(
     real = orchestrator._tools._receipt
     calls = iter(range(10**6))
 
-    def receipt(view: orchestrator._tools.View) -> dict[str, object]:
-        data = real(view)
+    def receipt(view: orchestrator._tools.View, *args: object) -> dict[str, object]:
+        data = real(view, *args)  # type: ignore[arg-type]
         data["nonce"] = next(calls)  # differs from one run to the next: not derived from the log
         return data
 

@@ -107,6 +107,26 @@ def test_symlink_loops_terminate(tmp_path: Path, write_skill: WriteSkill) -> Non
     assert len(dirs) == 1
 
 
+def test_symlinked_folders_leaving_the_source_are_not_followed_unless_configured(
+    tmp_path: Path, write_skill: WriteSkill
+) -> None:
+    outside = tmp_path / "elsewhere"
+    write_skill(outside, "stray")
+    write_skill(outside / "more", "deeper")
+    root = tmp_path / "src"
+    write_skill(root, "real")
+    (root / "stray").symlink_to(outside / "stray")  # a skill folder outside the source
+    (root / "category").symlink_to(outside / "more")  # a folder of skills outside it
+    source = SkillSource(path=str(root), tier=Tier.USER, label="src")
+    cat = build_catalog([source])
+    assert [e.name for e in cat.entries] == ["real"]
+    assert sorted(n.split(":")[1].strip() for n in cat.record.notes) == ["category", "stray"]
+    assert "skills.follow_external_symlinks: true" in cat.record.notes[0]
+    cat = build_catalog([source], config=SkillsConfig(follow_external_symlinks=True))
+    assert [e.name for e in cat.entries] == ["deeper", "real", "stray"]
+    assert cat.record.notes == ()
+
+
 def test_rejected_are_reported_with_problems(tmp_path: Path, write_skill: WriteSkill) -> None:
     write_skill(tmp_path / "proj/.agents/skills", "bad-one", frontmatter="name: other\n")
     sources, cfg = sources_for(tmp_path)
