@@ -277,7 +277,8 @@ def unknown_key(raw: object, info: mi.Type, where: str) -> str | None:
             at = f"{where}.{key}" if where else str(key)
             if key not in fields:
                 close = difflib.get_close_matches(str(key), fields, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"valid: {', '.join(fields)}"
+                valid = f"valid: {', '.join(fields)}" if fields else "this section has no keys yet"
+                hint = f"did you mean '{close[0]}'?" if close else valid
                 return f"unknown key '{at}'; {hint}"
             found = unknown_key(value, fields[key], at)
             if found is not None:

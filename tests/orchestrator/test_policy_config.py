@@ -6,10 +6,7 @@ resume, whatever the configuration says by then)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -332,16 +329,13 @@ async def test_policy_allow_rules_pre_approve_but_not_third_party(kit, store, ma
 # -- through the CLI ----------------------------------------------------------------
 
 
-def skillog(*args: str | Path, cwd: Path, config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator._cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(cwd), "USER": "auditor"},
-        timeout=120,
-    )
+@pytest.fixture
+def skillog(kit):  # type: ignore[no-untyped-def]
+    def run(*args: str | Path, cwd: Path, config: Path):  # type: ignore[no-untyped-def]
+        env = {"SKILLOG_CONFIG": str(config), "HOME": str(cwd)}
+        return kit.skillog(*args, cwd=cwd, env=env)
+
+    return run
 
 
 def two_skills(tmp_path: Path) -> Path:
@@ -355,7 +349,7 @@ def two_skills(tmp_path: Path) -> Path:
     return tmp_path / "skills"
 
 
-def test_run_records_the_effective_policy_and_resume_keeps_it(tmp_path: Path) -> None:
+def test_run_records_the_effective_policy_and_resume_keeps_it(tmp_path: Path, skillog) -> None:
     skills = two_skills(tmp_path)
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -419,7 +413,7 @@ async def read_log(db: Path, sid: str) -> list[Event]:
         return [CODEC.decode(e) async for e in store.read(sid)]
 
 
-def test_a_bad_policy_stops_run_before_anything_is_recorded(tmp_path: Path) -> None:
+def test_a_bad_policy_stops_run_before_anything_is_recorded(tmp_path: Path, skillog) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("policy:\n  netwrok: [user]\n")
     db = tmp_path / "log.db"
