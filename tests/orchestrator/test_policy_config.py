@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import msgspec.inspect as mi
 import pytest
 import trio
 
-from eventlog import open_sqlite_store
+from eventlog import MemoryStore, open_sqlite_store
 from orchestrator import PolicyConfig, PolicyOverride, load_policy
 from orchestrator._events import (
     CODEC,
@@ -430,3 +431,91 @@ def test_a_bad_policy_stops_run_before_anything_is_recorded(tmp_path: Path, skil
     assert out.returncode == 2
     assert "unknown key 'policy.netwrok'; did you mean 'network'?" in out.stderr
     assert out.stderr.count("\n") == 1 and not db.exists()
+
+
+def test_submit_and_serve_take_the_same_policy_options(tmp_path: Path, skillog) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("policy:\n  profiles:\n    ci: {approve: [], budget: {wall_ms: 60000}}\n")
+    script = tmp_path / "turns.yaml"
+    script.write_text("turns:\n  - text: hi\n")
+    db = tmp_path / "log.db"
+    queued = skillog(
+        "submit", "t", "--model", f"scripted:{script}", "--db", db,
+        "--policy-profile", "ci", "--policy", "network=[org]", cwd=tmp_path, config=config,
+    )  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    sid = queued.stdout.strip()
+    shown = skillog("policy", "--session", sid, "--db", db, "--json", cwd=tmp_path, config=config)
+    policy = json.loads(shown.stdout)
+    assert (policy["approve"], policy["network"], policy["budget"]["wall_ms"]) == (
+        [],
+        ["org"],
+        60000,
+    )
+    # serve reads the policy once, at start: a mistake stops it before it listens.
+    bad = skillog("serve", "--db", db, "--policy", "aprove=[]", cwd=tmp_path, config=config)
+    assert bad.returncode == 2 and "did you mean 'approve'?" in bad.stderr
+
+
+def test_serve_gives_its_submissions_the_policy_of_its_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator._cli import _parser
+    from orchestrator._cli_serve import build, use_demo_default
+
+    config = tmp_path / "config.yaml"
+    config.write_text("policy:\n  script_timeout_ms: 5000\n")
+    monkeypatch.setenv("SKILLOG_CONFIG", str(config))
+    parser, _ = _parser("serve")
+    args = parser.parse_args(["serve", "--policy", "skills.greet.network=true", "--workers", "0"])
+    use_demo_default(args)
+    ctx, _ = build(MemoryStore(), args)
+    agent = ctx.make_agent(args.model[0])
+    assert agent.policy.script_timeout_ms == 5000
+    assert agent.policy.skills == {"greet": PolicyOverride(network=True)}
+    agent.close()
+
+
+async def test_a_skill_override_reaches_reads_and_result_caps(kit, store, make_skill) -> None:
+    big = make_skill("big", files={"references/a/b.md": "x" * 5000})
+    policy = PolicyConfig(
+        read_max_bytes=100, skills={"big": PolicyOverride(nested_paths=True, read_max_bytes=10_000)}
+    )
+    small = make_skill("small", files={"references/a/b.md": "x" * 5000})
+    turns = [
+        kit.turn(kit.call("skills.load", names=["big", "small"], mode="add")),
+        kit.turn(kit.call("skills.read", skill="big", path="references/a/b.md")),
+        kit.turn(kit.call("skills.read", skill="small", path="references/a/b.md")),
+    ]
+    agent = kit.agent(turns, [big, small], policy=policy)
+    session = await agent.run(store, "read")
+    bodies = await kit.bodies(store, session.id)
+    results = [b for b in bodies if type(b).__name__ == "ToolCompleted"]
+    assert results[1].content == "x" * 5000
+    assert results[2].error_type == "path_refused"  # small: one level deep, as by default
+
+
+def test_the_terminal_approver_offers_once_skill_and_pattern(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from orchestrator import ApprovalRequest
+    from orchestrator._cli_session import cli_approver
+
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    request = ApprovalRequest(
+        session_id="s", call_id="c", tool="skills.run_script", action="run scripts/x.py a",
+        skill="pdf", tier="user", path="scripts/x.py", args=("a",), skill_hash="h",
+    )  # fmt: skip
+    host = ApprovalRequest(session_id="s", call_id="d", tool="send", action="call send")
+    approver = cli_approver(False, False)
+    assert approver is not None
+    for answer, asked, expected in [
+        ("y", request, (True, None)),
+        ("s", request, (True, "skill")),
+        ("p", request, (True, "pattern:Bash(scripts/x.py:*)")),
+        ("s", host, (True, "pattern:send")),
+        ("", request, (False, None)),
+    ]:
+        monkeypatch.setattr("builtins.input", lambda prompt, a=answer: a)
+        decision = trio.run(approver, asked)
+        assert (decision.approved, decision.remember) == expected, answer
