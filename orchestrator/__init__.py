@@ -6,6 +6,7 @@ Start with :class:`Agent` (docs/runtime.md). Skills as packages live in
 
 from ._approvals import ApprovalError as ApprovalError
 from ._approvals import PendingApproval as PendingApproval
+from ._approvals import RememberError as RememberError
 from ._approvals import decide_approval as decide_approval
 from ._approvals import pending_approvals as pending_approvals
 from ._calls import ToolError as ToolError
@@ -22,6 +23,7 @@ from ._effects import SkillUnavailableError as SkillUnavailableError
 from ._effects import deny_all as deny_all
 from ._events import CODEC as CODEC
 from ._events import EVENT_TYPES as EVENT_TYPES
+from ._events import ApprovalRemembered as ApprovalRemembered
 from ._events import ApprovalRequested as ApprovalRequested
 from ._events import ApprovalResolved as ApprovalResolved
 from ._events import Budget as Budget
@@ -29,10 +31,12 @@ from ._events import CatalogIndexed as CatalogIndexed
 from ._events import CatalogSnapshot as CatalogSnapshot
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
+from ._events import McpToolRules as McpToolRules
 from ._events import ModelFailed as ModelFailed
 from ._events import ModelResponded as ModelResponded
 from ._events import PolicyConfig as PolicyConfig
 from ._events import PolicyDenied as PolicyDenied
+from ._events import PolicyOverride as PolicyOverride
 from ._events import PromptRendered as PromptRendered
 from ._events import ResourceRead as ResourceRead
 from ._events import ScriptExecuted as ScriptExecuted
@@ -61,6 +65,7 @@ from ._host_tools import ToolContext as ToolContext
 from ._host_tools import ToolOutcome as ToolOutcome
 from ._index_log import INDEX_STREAM as INDEX_STREAM
 from ._index_log import record_index_run as record_index_run
+from ._limits import LimitsOverride as LimitsOverride
 from ._loop import Agent as Agent
 from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
@@ -81,6 +86,7 @@ from ._paths import resolve_in_root as resolve_in_root
 from ._pipeline import ApproverError as ApproverError
 from ._policy import ToolRule as ToolRule
 from ._policy import parse_allowed_tools as parse_allowed_tools
+from ._policy_config import load_policy as load_policy
 from ._prompt import compose as compose
 from ._prompt import request_bytes as request_bytes
 from ._prompt import request_hash as request_hash
@@ -112,6 +118,7 @@ __all__ = [
     "AgentConfigError",
     "ApprovalDecision",
     "ApprovalError",
+    "ApprovalRemembered",
     "ApprovalRequest",
     "ApprovalRequested",
     "ApprovalResolved",
@@ -127,8 +134,10 @@ __all__ = [
     "HostTool",
     "HostToolError",
     "InterruptedCall",
+    "LimitsOverride",
     "LiveEffects",
     "LoadedSkill",
+    "McpToolRules",
     "Message",
     "ModelAdapter",
     "ModelError",
@@ -141,8 +150,10 @@ __all__ = [
     "PendingApproval",
     "PolicyConfig",
     "PolicyDenied",
+    "PolicyOverride",
     "PromptRendered",
     "Reconciler",
+    "RememberError",
     "ResourceRead",
     "RetryPolicy",
     "ScriptExecuted",
@@ -187,6 +198,7 @@ __all__ = [
     "drive",
     "fold_events",
     "idempotency_key",
+    "load_policy",
     "parse_allowed_tools",
     "pending_approvals",
     "read_skill_file",

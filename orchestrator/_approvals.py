@@ -17,13 +17,26 @@ import msgspec
 
 from eventlog import ConcurrencyError, EventStore, SkillogError
 
-from ._events import CODEC, ApprovalRequested, ApprovalResolved, SessionStarted
+from ._events import (
+    CODEC,
+    ApprovalRemembered,
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    SessionStarted,
+)
+from ._policy import grant_covers, grant_label, remembered_grant
 from ._state import SessionState, apply
 
 
 class ApprovalError(SkillogError):
     """A decision that cannot be recorded: the call is not pending (never requested,
     already decided, expired) or the session is unknown. Nothing was written."""
+
+
+class RememberError(ApprovalError):
+    """A ``remember`` that cannot be recorded (bad form, a denial, or a rule that does
+    not cover the call). Nothing was written."""
 
 
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,6 +52,9 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     requested_at: int
     expires_at: int | None
     status: str
+    path: str | None = None
+    args: tuple[str, ...] = ()
+    skill_hash: str | None = None
 
 
 async def _fold(store: EventStore, session_id: str) -> tuple[SessionState, dict[str, int]]:
@@ -80,6 +96,9 @@ async def pending_approvals(
                     requested_at=requested_at[call_id],
                     expires_at=request.expires_at,
                     status=state.status,
+                    path=request.path,
+                    args=request.args,
+                    skill_hash=request.skill_hash,
                 )
             )
     pending.sort(key=lambda p: (p.requested_at, p.session_id, p.call_id))
@@ -94,9 +113,15 @@ async def decide_approval(
     approved: bool,
     decided_by: str,
     reason: str | None = None,
+    remember: str | None = None,
     clock: Callable[[], int] = time.time_ns,
 ) -> ApprovalResolved:
     """Record the decision on a pending request and return it.
+
+    ``remember`` (an approval only) makes it stick for the rest of the session:
+    ``skill`` or ``pattern:RULE`` (see :class:`ApprovalDecision`), recorded as
+    ``approval.remembered`` in the same transaction, with the other pending requests
+    of the session that the grant covers resolved as approved by it.
 
     Raises :class:`ApprovalError` when the session does not exist or has ended, the
     call has no request, the request was already decided, or it expired (its expiry
@@ -129,10 +154,20 @@ async def decide_approval(
         decided_by="expired" if expired else decided_by,
         reason="no decision before the request expired" if expired else reason,
     )
+    bodies: list[Event] = [decision]
+    if remember is not None and not expired:
+        if not approved:
+            raise RememberError("only an approval can be remembered; nothing was written")
+        try:
+            grant = remembered_grant(remember, request, decided_by)
+        except ValueError as e:
+            raise RememberError(f"{e}; nothing was written") from e
+        bodies += [grant, *_covered(state, grant, clock(), exclude=call_id)]
+    now = clock()
     try:
         await store.append(
             session_id,
-            [CODEC.encode(decision, recorded_at=clock())],
+            [CODEC.encode(body, recorded_at=now) for body in bodies],
             expected_seq=state.seq + 1,
         )
     except ConcurrencyError as e:
@@ -145,3 +180,26 @@ async def decide_approval(
             f"the approval request for call {call_id} expired; it was recorded as denied"
         )
     return decision
+
+
+def _covered(
+    state: SessionState, grant: ApprovalRemembered, now: int, *, exclude: str
+) -> list[ApprovalResolved]:
+    """Decisions on the other pending requests ``grant`` covers (unexpired ones)."""
+    decided = []
+    for call_id, other in sorted(state.pending_approvals.items()):
+        if call_id == exclude or (other.expires_at is not None and now >= other.expires_at):
+            continue
+        covered = grant_covers(
+            grant,
+            other.tool,
+            skill=other.skill,
+            skill_hash=other.skill_hash,
+            path=other.path or "",
+            args=other.args,
+        )
+        if covered:
+            decided.append(
+                ApprovalResolved(call_id=call_id, approved=True, decided_by=grant_label(grant))
+            )
+    return decided

@@ -18,6 +18,7 @@ from eventlog import NewEvent, SkillogError
 from ._effects import Effects, GetBlob
 from ._events import (
     CODEC,
+    ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     Event,
@@ -43,19 +44,22 @@ class View(ActiveSkills):
     """What a tool call decides from: the session's configuration, catalog and active
     skills as they stand at the call's position in the turn. Calls that change them
     (load, unload) run in order; every other call gets its own copy, so concurrent
-    calls cannot see each other and the recorded events do not depend on timing."""
+    calls cannot see each other and the recorded events do not depend on timing.
+    ``grants`` are the remembered grants recorded before the turn's calls were taken up
+    (a grant given during a turn applies from the next one: same log, same plans)."""
 
     config: SessionStarted
     catalog: dict[str, SkillInfo]
     active: list[ActiveSkill]
+    grants: tuple[ApprovalRemembered, ...] = ()
 
     @classmethod
     def of(cls, state: SessionState) -> View:
         assert state.config is not None
-        return cls(state.config, dict(state.catalog), list(state.active))
+        return cls(state.config, dict(state.catalog), list(state.active), tuple(state.grants))
 
     def copy(self) -> View:
-        return View(self.config, dict(self.catalog), list(self.active))
+        return View(self.config, dict(self.catalog), list(self.active), self.grants)
 
 
 @dataclass(frozen=True)

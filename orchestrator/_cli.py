@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "orchestrator._cli_serve",
         "serve the HTTP API, live events and web console (with in-process workers)",
     ),
+    "policy": (
+        "orchestrator._cli_policy",
+        "show the policy a new session would run under, or the one a session recorded",
+    ),
     "approvals": ("orchestrator._cli_approvals", "list the approval requests sessions wait for"),
     "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
     "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),

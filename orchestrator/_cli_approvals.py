@@ -30,6 +30,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--by", default=None, help="who decides (recorded; default: the OS user name)"
     )
+    parser.set_defaults(remember=None)
+    if parser.prog.split()[-1] == "approve":
+        parser.add_argument(
+            "--remember",
+            metavar="skill|pattern:RULE",
+            help="approve for the rest of the session too: 'skill' (every call of this "
+            "skill as loaded now) or 'pattern:RULE' (the calls of this skill, or of host "
+            "tools, that one allowed-tools rule matches; it must match this call), e.g. "
+            "--remember 'pattern:Bash(python3 scripts/x.py:*)' (docs/policy.md)",
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +65,10 @@ async def _list(args: argparse.Namespace) -> int:
         expiry = f", expires {when(p.expires_at)} UTC" if p.expires_at is not None else ""
         print(f"{p.session_id} {p.call_id}  {p.tool} for {who}, {ago} ago{expiry}")
         print(f"    {p.action[:200]}")
-    print(f"\n{len(pending)} pending; decide with `skillog approve|deny SESSION CALL`")
+    print(
+        f"\n{len(pending)} pending; decide with `skillog approve|deny SESSION CALL` "
+        "(approve --remember skill|pattern:RULE: for the rest of the session)"
+    )
     return 0
 
 
@@ -69,8 +82,11 @@ async def _decide(args: argparse.Namespace) -> int:
             approved=approved,
             decided_by=args.by or getpass.getuser(),
             reason=args.reason,
+            remember=args.remember,
         )
     verdict = "approved" if decision.approved else "denied"
+    if args.remember and decision.approved:
+        verdict += f" and remembered ({args.remember})"
     print(
         f"{verdict} call {args.call} of session {args.session} (by {decision.decided_by}); "
         f"continue it with `skillog resume {args.session} --db {args.db}`"

@@ -13,7 +13,7 @@ import trio
 from eventlog import open_store
 
 from ._cli_session import add_arguments as add_session_arguments
-from ._cli_session import add_catalog_options, add_db, agent_for
+from ._cli_session import add_catalog_options, add_db, agent_for, session_policy
 from ._events import SessionStarted
 from ._fleet import AgentFactory, Worker, describe, queue_session
 from ._loop import Agent
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _submit(args: argparse.Namespace) -> int:
     """Queue one session per task (recorded as started, with its task); print the ids."""
-    agent = agent_for(args, model_spec=args.model)
+    agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     try:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             for task in args.tasks:
@@ -74,8 +74,9 @@ async def _submit(args: argparse.Namespace) -> int:
 
 
 def agent_factory(args: argparse.Namespace) -> AgentFactory:
-    """What a worker drives a session with: the model and limits the session recorded,
-    the skills of ``args`` (``--skills``, ``--tier``, ``--project``), no approver."""
+    """What a worker drives a session with: the model, limits and policy the session
+    recorded, the skills of ``args`` (``--skills``, ``--tier``, ``--project``), no
+    approver. (A worker only continues sessions, so it takes no policy options.)"""
 
     def make_agent(started: SessionStarted) -> Agent:
         session_args = argparse.Namespace(

@@ -15,7 +15,7 @@ from eventlog import EventStore, SkillogError, describe_db, open_store
 
 from ._cli_demo import DEMO
 from ._cli_fleet import add_worker_arguments, agent_factory
-from ._cli_session import add_db, agent_for
+from ._cli_session import add_db, add_policy_arguments, agent_for, session_policy
 from ._fleet import Worker
 from ._loop import Agent
 from ._views import AUDIT_VIEWS
@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_worker_arguments(parser)
     parser.add_argument("--max-turns", type=int, default=50, help="turn bound of submissions")
+    add_policy_arguments(parser)
     parser.add_argument(
         "--otel-endpoint", metavar="URL",
         help="the OTLP/HTTP backend of POST /api/sessions/ID/otel-export (e.g. "
@@ -114,11 +115,13 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
     for, over ``store``."""
     from .service import ServiceContext, TokenBook
 
+    policy = session_policy(args)  # read once: a bad policy stops serve at start
+
     def make_agent(spec: str) -> Agent:
         session_args = argparse.Namespace(
             **{**vars(args), "approve": False, "deny": False, "file_access": False}
         )
-        return agent_for(session_args, model_spec=spec)
+        return agent_for(session_args, model_spec=spec, policy=policy)
 
     ctx = ServiceContext(
         store=store,

@@ -31,6 +31,7 @@ from ._events import (
 )
 from ._fleet import LEASE_PREFIX, lease_history, session_config
 from ._loop import Agent
+from ._policy_config import load_policy
 from ._state import SessionState, apply
 from ._transcript import transcript
 from ._views import AUDIT_VIEWS
@@ -93,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decide.add_argument("--approve", action="store_true", help="approve every approval request")
     decide.add_argument("--deny", action="store_true", help="deny every approval request")
     parser.add_argument("--max-turns", type=int, default=50, help="turn bound (default: 50)")
+    add_policy_arguments(parser)
     parser.add_argument(
         "--file-access",
         action="store_true",
@@ -119,13 +121,38 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """--policy-profile and --policy (run, submit, serve; resume refuses them)."""
+    parser.add_argument(
+        "--policy-profile",
+        metavar="NAME",
+        help="the policy profile of the configuration file to use (policy.profiles.NAME); "
+        "overrides policy.profile",
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one policy key over the configuration and the profile (repeatable): a "
+        "dotted key and a YAML value, e.g. script_timeout_ms=60000, network=[org], "
+        "skills.pdf.network=true, script_limits.cpu_s=null (docs/policy.md)",
+    )
+
+
+def session_policy(args: argparse.Namespace) -> PolicyConfig:
+    """The policy a new session from these arguments runs under: defaults < the
+    configuration file's ``policy:`` < the profile < ``--policy`` (docs/policy.md)."""
+    return load_policy(config_path(), profile=args.policy_profile, sets=args.policy)
+
+
 def run(args: argparse.Namespace) -> int:
     command = {"run": _run, "sessions": _sessions, "resume": _resume}[args.command]
     return trio.run(command, args)
 
 
 async def _run(args: argparse.Namespace) -> int:
-    agent = agent_for(args, model_spec=args.model)
+    agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     try:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             session = await agent.run(store, args.task)
@@ -135,6 +162,12 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
+    if args.policy or args.policy_profile:
+        raise SkillogError(
+            "a session keeps the policy recorded when it started (session.started; "
+            "`skillog policy --session ID` shows it): --policy and --policy-profile apply "
+            "to new sessions only"
+        )
     async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
         started = await _started(store, args.session)
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
@@ -266,8 +299,11 @@ async def _started(store: EventStore, session_id: str) -> SessionStarted:
     return started
 
 
-def agent_for(args: argparse.Namespace, *, model_spec: str) -> Agent:
-    """The agent the session commands (and workers) build from their arguments."""
+def agent_for(
+    args: argparse.Namespace, *, model_spec: str, policy: PolicyConfig | None = None
+) -> Agent:
+    """The agent the session commands (and workers) build from their arguments, with
+    ``policy`` for the sessions it starts (a resumed session keeps its recorded one)."""
     from .adapters import adapter_from_spec
 
     model = adapter_from_spec(model_spec)
@@ -284,7 +320,7 @@ def agent_for(args: argparse.Namespace, *, model_spec: str) -> Agent:
         approver=cli_approver(args.approve, args.deny),
         max_turns=args.max_turns,
         file_access=args.file_access,
-        policy=PolicyConfig(),
+        policy=policy or PolicyConfig(),
         compact_catalog_over=config.compact_catalog_over if compact is None else compact,
         watch=found.watcher() if (config.watch if watch is None else watch) else None,
         trusted_signers=trusted_signers(config, cfg_file),
@@ -343,13 +379,28 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
         return None
 
     async def ask(request: ApprovalRequest) -> ApprovalDecision:
-        prompt = f"approve {request.tool} for {request.skill or 'host'}: {request.action}? [y/N] "
-        answer = await trio.to_thread.run_sync(input, prompt)
+        rule = suggested_rule(request)
+        prompt = (
+            f"approve {request.tool} for {request.skill or 'host'}: {request.action}?\n"
+            f"  y: once   s: always for this skill   p: always for {rule}   [y/s/p/N] "
+        )
+        answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
+        remember = {"s": "skill", "p": f"pattern:{rule}"}.get(answer)
+        if remember == "skill" and request.skill is None:
+            remember = f"pattern:{rule}"
         return ApprovalDecision(
-            approved=answer.strip().lower() in ("y", "yes"), decided_by="terminal"
+            approved=answer in ("y", "yes", "s", "p"), decided_by="terminal", remember=remember
         )
 
     return ask
+
+
+def suggested_rule(request: ApprovalRequest) -> str:
+    """The rule the terminal offers to remember: the script with any arguments
+    (``Bash(scripts/x.py:*)``), or the host tool's name."""
+    if request.path is not None:
+        return f"Bash({request.path}:*)"
+    return request.tool
 
 
 def _fixed(approved: bool, by: str) -> Approver:

@@ -44,7 +44,8 @@ class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What the embedding program is asked to approve: the session and call, the tool,
     the concrete action (``run scripts/x.py a b``, ``call send_email with {...}``), the
     call's arguments as the model sent them, the skill and its trust tier (scripts),
-    and when the request expires (ns since the epoch, None for never)."""
+    the script's path and arguments, the skill's content hash, and when the request
+    expires (ns since the epoch, None for never)."""
 
     session_id: str
     call_id: str
@@ -54,14 +55,21 @@ class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     tier: str | None = None
     arguments: str = ""
     expires_at: int | None = None
+    path: str | None = None
+    args: tuple[str, ...] = ()
+    skill_hash: str | None = None
 
 
 class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True):
-    """An approver's answer; ``decided_by`` names who decided (recorded)."""
+    """An approver's answer; ``decided_by`` names who decided (recorded). ``remember``
+    makes an approval stick for the rest of the session: ``skill`` (every call of this
+    skill, as loaded now) or ``pattern:RULE`` (the calls one ``allowed-tools`` rule
+    matches; it must match this call), recorded as ``approval.remembered``."""
 
     approved: bool
     decided_by: str
     reason: str | None = None
+    remember: str | None = None
 
 
 Approver = Callable[[ApprovalRequest], Awaitable[ApprovalDecision | None]]

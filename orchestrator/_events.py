@@ -17,7 +17,7 @@ import msgspec
 
 from eventlog import Codec
 
-from ._limits import Enforcement, ScriptLimits
+from ._limits import Enforcement, LimitsOverride, ScriptLimits
 from ._model import ModelResponse
 from .skills import CatalogRecord, ManifestEntry, SkillProperties
 
@@ -48,6 +48,35 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     prices: tuple[tuple[str, int, int], ...] = ()
 
 
+Sandbox = Literal["required", "preferred", "off"]
+
+
+class PolicyOverride(msgspec.Struct, frozen=True, kw_only=True):
+    """Settings for the skills of one tier, one source or one name (``policy.tiers``,
+    ``policy.sources``, ``policy.skills``); a field left out inherits. ``approve`` and
+    ``network`` replace the tier lists' answer for these skills; ``preapprove`` whether
+    their ``allowed-tools`` pre-approve; ``allow`` adds pre-approving rules
+    (``allowed-tools`` syntax). Third-party floors hold whatever an override says:
+    approval needed, no network, sandbox required (docs/policy.md)."""
+
+    approve: bool | msgspec.UnsetType = msgspec.UNSET
+    network: bool | msgspec.UnsetType = msgspec.UNSET
+    sandbox: Sandbox | msgspec.UnsetType = msgspec.UNSET
+    script_timeout_ms: int | msgspec.UnsetType = msgspec.UNSET
+    output_cap_bytes: int | msgspec.UnsetType = msgspec.UNSET
+    read_max_bytes: int | msgspec.UnsetType = msgspec.UNSET
+    nested_paths: bool | msgspec.UnsetType = msgspec.UNSET
+    preapprove: bool | msgspec.UnsetType = msgspec.UNSET
+    allow: tuple[str, ...] | msgspec.UnsetType = msgspec.UNSET
+    script_limits: LimitsOverride | msgspec.UnsetType = msgspec.UNSET
+
+
+class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
+    """The place for MCP tool rules (``policy.mcp``): the MCP work adds its fields here,
+    each with a default, so the loader, the CLI grammar and the recorded policy take
+    them without other changes. Empty until then."""
+
+
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The policy a session runs under, recorded when it starts.
 
@@ -63,12 +92,17 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``script_limits`` are the scripts' resource limits (a session recorded before they
     existed reads as the defaults). ``require_signatures``: the tiers whose skills the
     session sees and loads only with a valid signature by a trusted signer (off by
-    default; docs/skills.md, "Versions and signatures").
+    default; docs/skills.md, "Versions and signatures"). ``allow``: rules in
+    ``allowed-tools`` syntax (``Bash(python:*)``, ``send_email``) that pre-approve
+    matching calls of every tier but third-party, as a Claude Code settings file's
+    ``permissions.allow`` does. ``tiers``, ``sources``, ``skills``: per-tier, per-source
+    and per-skill overrides, applied in that order (the most specific last). Every key
+    is in docs/policy.md.
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
     network: tuple[str, ...] = ()
-    sandbox: Literal["required", "preferred", "off"] = "required"
+    sandbox: Sandbox = "required"
     script_timeout_ms: int = 30_000
     output_cap_bytes: int = 1 << 20
     read_max_bytes: int = 256 * 1024
@@ -79,6 +113,11 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     budget: Budget = Budget()
     script_limits: ScriptLimits = ScriptLimits()
     require_signatures: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+    tiers: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
+    sources: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
+    skills: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
+    mcp: McpToolRules = McpToolRules()
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,7 +274,9 @@ class PolicyDenied(Event, frozen=True, kw_only=True):
 class ApprovalRequested(Event, frozen=True, kw_only=True):
     """Committed before the approver is asked; pending until ``approval.resolved``,
     which any process may record (``skillog approve``). ``expires_at`` (ns, from the
-    policy's ``approval_timeout_ms``) is when an undecided request counts as denied."""
+    policy's ``approval_timeout_ms``) is when an undecided request counts as denied.
+    ``path``, ``args`` and ``skill_hash`` name a script run concretely (empty for a
+    host tool)."""
 
     event_type: ClassVar[str] = "approval.requested"
     call_id: str
@@ -245,6 +286,9 @@ class ApprovalRequested(Event, frozen=True, kw_only=True):
     tier: str | None = None
     arguments: str = ""
     expires_at: int | None = None
+    path: str | None = None
+    args: tuple[str, ...] = ()
+    skill_hash: str | None = None
 
 
 class ApprovalResolved(Event, frozen=True, kw_only=True):
@@ -253,6 +297,23 @@ class ApprovalResolved(Event, frozen=True, kw_only=True):
     approved: bool
     decided_by: str
     reason: str | None = None
+
+
+class ApprovalRemembered(Event, frozen=True, kw_only=True):
+    """The approver said "always": later calls of this session that the grant covers
+    are approved without asking (``decided_by`` ``remembered: ...``), on resume and
+    replay too. ``scope`` ``skill``: every call of the skill ``skill`` with the content
+    hash ``skill_hash``; ``pattern``: the calls that ``pattern`` (one ``allowed-tools``
+    rule) matches, of that same skill, or of host tools when ``skill`` is None.
+    Recorded with the ``approval.resolved`` of ``call_id`` (docs/policy.md)."""
+
+    event_type: ClassVar[str] = "approval.remembered"
+    call_id: str
+    scope: Literal["skill", "pattern"]
+    skill: str | None = None
+    skill_hash: str | None = None
+    pattern: str | None = None
+    decided_by: str = ""
 
 
 ActivationTrigger = Literal["tool", "user", "file-read"]
@@ -430,6 +491,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PolicyDenied,
     ApprovalRequested,
     ApprovalResolved,
+    ApprovalRemembered,
     SkillActivated,
     SkillDeactivated,
     SkillActivationFailed,

@@ -47,6 +47,18 @@ class ScriptLimits(msgspec.Struct, frozen=True, kw_only=True):
     stored_output_bytes: int = 16 << 20
 
 
+class LimitsOverride(msgspec.Struct, frozen=True, kw_only=True):
+    """Some of :class:`ScriptLimits` for the skills of a policy override; a field left
+    out inherits (``None`` still means unlimited)."""
+
+    cpu_s: int | msgspec.UnsetType | None = msgspec.UNSET
+    memory_bytes: int | msgspec.UnsetType | None = msgspec.UNSET
+    pids: int | msgspec.UnsetType | None = msgspec.UNSET
+    file_bytes: int | msgspec.UnsetType | None = msgspec.UNSET
+    open_files: int | msgspec.UnsetType | None = msgspec.UNSET
+    stored_output_bytes: int | msgspec.UnsetType = msgspec.UNSET
+
+
 class Enforcement(msgspec.Struct, frozen=True, kw_only=True):
     """What was really in force while a script ran, as recorded in ``script.executed``.
 

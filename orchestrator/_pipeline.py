@@ -33,6 +33,7 @@ from eventlog import SkillogError
 from ._calls import CallContext, Recorded, ToolError, View, idempotency_key
 from ._effects import ApprovalDecision, ApprovalRequest, InterruptedCall, Reconciler
 from ._events import (
+    ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     ToolCalled,
@@ -40,6 +41,7 @@ from ._events import (
     ToolInterrupted,
 )
 from ._model import ToolCall
+from ._policy import remembered_grant
 from ._state import SessionState
 from ._tools import Plan, PolicyError, _deny, plan_call
 
@@ -81,7 +83,12 @@ async def run_turn_tools(
     unload runs alone, in order, and the calls after it see what it changed."""
     progress = state.turn_progress
     assert progress is not None and state.config is not None
-    view = View(state.config, dict(progress.base_catalog), list(progress.base_active))
+    view = View(
+        state.config,
+        dict(progress.base_catalog),
+        list(progress.base_active),
+        progress.base_grants,
+    )
     waiting: list[str] = []
 
     async def proceed(ctx: CallContext, plan: Plan) -> None:
@@ -299,6 +306,7 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
             reason="no decision before the request expired",
         )
     if decision is not None:
+        grant = _grant(requested, decision)
         await ctx.commit(
             [
                 ApprovalResolved(
@@ -306,10 +314,24 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
                     approved=decision.approved,
                     decided_by=decision.decided_by,
                     reason=decision.reason,
-                )
+                ),
+                *([grant] if grant is not None else []),
             ]
         )
     return decision
+
+
+def _grant(requested: ApprovalRequested, decision: ApprovalDecision) -> ApprovalRemembered | None:
+    """The grant an in-process approver's "always" records (nothing for a denial)."""
+    if decision.remember is None or not decision.approved:
+        return None
+    try:
+        return remembered_grant(decision.remember, requested, decision.decided_by)
+    except ValueError as e:
+        raise ApproverError(
+            f"the approver's remember={decision.remember!r} for call {requested.call_id} "
+            f"cannot be recorded: {e}; the request stays pending and the session resumable"
+        ) from e
 
 
 def _request_event(ctx: CallContext, plan: Plan, now: int) -> ApprovalRequested:
@@ -324,6 +346,9 @@ def _request_event(ctx: CallContext, plan: Plan, now: int) -> ApprovalRequested:
         tier=skill.tier if skill else None,
         arguments=ctx.call.arguments,
         expires_at=now + ttl * 1_000_000 if ttl is not None else None,
+        path=plan.approval.path,
+        args=plan.approval.args,
+        skill_hash=skill.hash if skill else None,
     )
 
 
@@ -337,6 +362,9 @@ def _request(ctx: CallContext, event: ApprovalRequested) -> ApprovalRequest:
         tier=event.tier,
         arguments=event.arguments,
         expires_at=event.expires_at,
+        path=event.path,
+        args=event.args,
+        skill_hash=event.skill_hash,
     )
 
 

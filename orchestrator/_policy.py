@@ -25,11 +25,11 @@ import fnmatch
 import re
 import shlex
 from collections.abc import Sequence
-from typing import Literal
 
 import msgspec
 
-from ._events import Budget, PolicyConfig
+from ._events import ApprovalRemembered, ApprovalRequested, Budget, PolicyConfig, Sandbox
+from ._limits import ScriptLimits
 from ._state import ActiveSkill
 
 ALWAYS_ALLOWED = frozenset({"skills.load", "skills.unload"})
@@ -156,48 +156,216 @@ def _pattern_ok(rule: ToolRule, tool: str, path: str, args: Sequence[str]) -> bo
     return False
 
 
+class SkillSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The policy for one skill's calls: the session's policy with the overrides of the
+    skill's tier, source and name applied, and the third-party floors on top."""
+
+    tier: str
+    approve: bool
+    network: bool
+    sandbox: Sandbox
+    script_timeout_ms: int
+    output_cap_bytes: int
+    read_max_bytes: int
+    nested_paths: bool
+    preapprove: bool
+    allow: tuple[str, ...]
+    script_limits: ScriptLimits
+
+
+def skill_settings(
+    config: PolicyConfig, tier: str, *, source: str = "", name: str = ""
+) -> SkillSettings:
+    """What policy says for the skill ``name`` of ``tier`` from ``source`` (pure).
+
+    Overrides apply in the order tier, source, skill; a field an override leaves out
+    inherits, ``allow`` rules add up, ``script_limits`` merge field by field. Whatever
+    they say, a third-party skill's scripts need an approval, run only in the sandbox
+    and never reach a network, and its ``allowed-tools`` pre-approve nothing (seed 000).
+    An unknown tier is treated as third-party."""
+    tier = tier if tier in TIERS else "third-party"
+    third_party = tier == "third-party"
+    values: dict[str, object] = {
+        "approve": tier in config.approve,
+        "network": tier in config.network,
+        "sandbox": config.sandbox,
+        "script_timeout_ms": config.script_timeout_ms,
+        "output_cap_bytes": config.output_cap_bytes,
+        "read_max_bytes": config.read_max_bytes,
+        "nested_paths": config.nested_paths,
+        "preapprove": tier in config.preapprove_tiers,
+        "allow": () if third_party else config.allow,
+        "script_limits": config.script_limits,
+    }
+    for override in (config.tiers.get(tier), config.sources.get(source), config.skills.get(name)):
+        if override is None:
+            continue
+        for key in override.__struct_fields__:
+            value = getattr(override, key)
+            if value is msgspec.UNSET:
+                continue
+            if key == "allow":
+                value = (*values["allow"], *value)  # type: ignore[misc]
+            elif key == "script_limits":
+                changed = {
+                    k: v
+                    for k in value.__struct_fields__
+                    if (v := getattr(value, k)) is not msgspec.UNSET
+                }
+                value = msgspec.structs.replace(values["script_limits"], **changed)  # type: ignore[type-var]
+            values[key] = value
+    if third_party:
+        values.update(approve=True, network=False, sandbox="required", preapprove=False)
+    return SkillSettings(tier=tier, **values)  # type: ignore[arg-type]
+
+
+def settings_of(config: PolicyConfig, skill: ActiveSkill) -> SkillSettings:
+    return skill_settings(config, skill.tier, source=skill.source, name=skill.name)
+
+
 def preapproved_by(
     active: Sequence[ActiveSkill],
     config: PolicyConfig,
     tool: str,
     *,
+    skill: ActiveSkill | None = None,
     path: str = "",
     args: Sequence[str] = (),
 ) -> str | None:
-    """Who pre-approves a call that would need an approval: an active skill of a tier
-    in ``config.preapprove_tiers`` (never third-party) whose ``allowed-tools`` lists
-    the call (seed 000 R6). Its name and tier, as recorded in ``approval.resolved``."""
-    for skill in active:
-        tier = skill.tier if skill.tier in TIERS else "third-party"
-        if skill.allowed_tools is None or tier == "third-party":
+    """Who pre-approves a call that would need an approval, as recorded in
+    ``approval.resolved``: an active skill whose tier's (or override's) ``preapprove``
+    holds (never third-party) and whose ``allowed-tools`` list the call (seed 000 R6),
+    else a rule of the policy's ``allow`` for ``skill`` (the script's skill; for a host
+    tool, the session-wide ``allow``). None when someone must be asked."""
+    for candidate in active:
+        if candidate.allowed_tools is None or not settings_of(config, candidate).preapprove:
             continue
-        if tier not in config.preapprove_tiers:
-            continue
-        rules = ((skill.name, parse_allowed_tools(skill.allowed_tools)),)
+        rules = ((candidate.name, parse_allowed_tools(candidate.allowed_tools)),)
         if any(_names(r, tool) for r in rules[0][1]) and permits(rules, tool, path=path, args=args):
-            return f"allowed-tools of {skill.name} ({tier})"
+            tier = candidate.tier if candidate.tier in TIERS else "third-party"
+            return f"allowed-tools of {candidate.name} ({tier})"
+    allow = settings_of(config, skill).allow if skill is not None else config.allow
+    for text in allow:
+        if rule_matches(text, tool, path=path, args=args):
+            return f"policy allow {text}"
     return None
 
 
+def rule_matches(text: str, tool: str, *, path: str = "", args: Sequence[str] = ()) -> bool:
+    """Whether the one ``allowed-tools`` rule ``text`` covers a call (pure); text that is
+    not exactly one rule covers nothing."""
+    rules = parse_allowed_tools(text)
+    if len(rules) != 1:
+        return False
+    return _names(rules[0], tool) and _pattern_ok(rules[0], tool, path, args)
+
+
+def granted_by(
+    grants: Sequence[ApprovalRemembered],
+    tool: str,
+    *,
+    skill: ActiveSkill | None,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> str | None:
+    """The remembered grant that approves a call, as ``approval.resolved`` records it
+    (``remembered: ...``), or None (pure)."""
+    name, hash_ = (skill.name, skill.hash) if skill is not None else (None, None)
+    for grant in grants:
+        if grant_covers(grant, tool, skill=name, skill_hash=hash_, path=path, args=args):
+            return grant_label(grant)
+    return None
+
+
+def grant_label(grant: ApprovalRemembered) -> str:
+    """The ``decided_by`` of a call a grant approved: ``remembered: RULE (by NAME)``."""
+    what = f"every call of {grant.skill}" if grant.scope == "skill" else grant.pattern
+    return f"remembered: {what} (by {grant.decided_by})"
+
+
+def grant_covers(
+    grant: ApprovalRemembered,
+    tool: str,
+    *,
+    skill: str | None,
+    skill_hash: str | None,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> bool:
+    """Whether ``grant`` covers a call (pure). A grant covers only calls of the skill it
+    was given for, with the content hash that skill had then (a host-tool grant only
+    host-tool calls), and of those only what its scope says: ``skill`` all of them,
+    ``pattern`` those its one rule matches."""
+    if grant.skill != skill or grant.skill_hash != skill_hash:
+        return False
+    if grant.scope == "skill":
+        return skill is not None and skill_hash is not None
+    return grant.pattern is not None and rule_matches(grant.pattern, tool, path=path, args=args)
+
+
+REMEMBER_HELP = (
+    "'skill' (every call of this skill in this session) or 'pattern:RULE' with one "
+    "allowed-tools rule that matches this call, e.g. 'pattern:Bash(python3 scripts/x.py:*)'"
+)
+
+
+def remembered_grant(
+    remember: str, request: ApprovalRequested, decided_by: str
+) -> ApprovalRemembered:
+    """The grant an approval that says "always" records, checked against the request it
+    answers (pure). Raises ValueError when ``remember`` is not ``skill`` or
+    ``pattern:RULE``, names a skill the call has none of, or is a rule that does not
+    match the call itself: a grant never says more than the user saw."""
+    scope, _, pattern = remember.partition(":")
+    if scope == "skill" and not pattern:
+        if request.skill is None or request.skill_hash is None:
+            raise ValueError(
+                f"call {request.call_id} is a host tool call, not a skill's: remember it "
+                f"with 'pattern:{request.tool}'"
+            )
+        return ApprovalRemembered(
+            call_id=request.call_id,
+            scope="skill",
+            skill=request.skill,
+            skill_hash=request.skill_hash,
+            decided_by=decided_by,
+        )
+    if scope != "pattern" or not pattern.strip():
+        raise ValueError(f"cannot remember {remember!r}; use {REMEMBER_HELP}")
+    pattern = pattern.strip()
+    if len(parse_allowed_tools(pattern)) != 1 or len(_tokens(pattern)) != 1:
+        raise ValueError(f"{pattern!r} is not one allowed-tools rule; use {REMEMBER_HELP}")
+    if not rule_matches(pattern, request.tool, path=request.path or "", args=request.args):
+        raise ValueError(
+            f"{pattern!r} does not match call {request.call_id} ({request.action[:200]}); "
+            "a remembered rule must cover the call it approves"
+        )
+    return ApprovalRemembered(
+        call_id=request.call_id,
+        scope="pattern",
+        skill=request.skill,
+        skill_hash=request.skill_hash,
+        pattern=pattern,
+        decided_by=decided_by,
+    )
+
+
 class ScriptGate(msgspec.Struct, frozen=True, kw_only=True):
-    """What policy demands before and while a script of a given tier runs."""
+    """What policy demands before and while a script runs."""
 
     needs_approval: bool
     network: bool
-    sandbox: Literal["required", "preferred", "off"]
+    sandbox: Sandbox
 
 
-def script_gate(config: PolicyConfig, tier: str) -> ScriptGate:
+def script_gate(config: PolicyConfig, tier: str, *, source: str = "", name: str = "") -> ScriptGate:
     """Trust tiers (seed 000): builtin/org run in the sandbox; user scripts need an
     approval; third-party scripts need an approval and run only inside the sandbox,
-    without network, whatever ``config.sandbox`` says (fail closed: no bubblewrap, no
-    run). An unknown tier is treated as third-party."""
-    tier = tier if tier in TIERS else "third-party"
-    third_party = tier == "third-party"
+    without network, whatever ``config`` says (fail closed: no bubblewrap, no run).
+    Overrides for the skill's tier, source and name apply (:func:`skill_settings`)."""
+    settings = skill_settings(config, tier, source=source, name=name)
     return ScriptGate(
-        needs_approval=tier in config.approve or third_party,
-        network=tier in config.network and not third_party,
-        sandbox="required" if third_party else config.sandbox,
+        needs_approval=settings.approve, network=settings.network, sandbox=settings.sandbox
     )
 
 

@@ -17,6 +17,7 @@ import msgspec
 from eventlog import GENESIS_HASH
 
 from ._events import (
+    ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     CatalogSnapshot,
@@ -80,15 +81,22 @@ class TurnProgress:
         "approvals",
         "base_active",
         "base_catalog",
+        "base_grants",
         "called",
         "changes",
         "decided_while_suspended",
         "started",
     )
 
-    def __init__(self, catalog: dict[str, SkillInfo], active: list[ActiveSkill]) -> None:
+    def __init__(
+        self,
+        catalog: dict[str, SkillInfo],
+        active: list[ActiveSkill],
+        grants: Iterable[ApprovalRemembered] = (),
+    ) -> None:
         self.base_catalog = dict(catalog)
         self.base_active = list(active)
+        self.base_grants = tuple(grants)
         self.called: dict[str, ToolCalled] = {}
         self.approvals: dict[str, ApprovalResolved] = {}
         self.decided_while_suspended: set[str] = set()
@@ -149,6 +157,7 @@ class SessionState(ActiveSkills):
         "denials",
         "ended",
         "forked_from",
+        "grants",
         "head_hash",
         "hidden",
         "input_tokens",
@@ -182,6 +191,7 @@ class SessionState(ActiveSkills):
         self.pending_calls: list[ToolCall] = []
         self.pending_results: dict[str, ToolResult] = {}
         self.pending_approvals: dict[str, ApprovalRequested] = {}
+        self.grants: list[ApprovalRemembered] = []
         self.denials = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -202,6 +212,7 @@ class SessionState(ActiveSkills):
         self.pending_calls = list(self.pending_calls)
         self.pending_results = dict(self.pending_results)
         self.pending_approvals = dict(self.pending_approvals)
+        self.grants = list(self.grants)
         if self.turn_progress is not None:
             self.turn_progress = self.turn_progress.copy()
         return self
@@ -217,7 +228,9 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
     state.seq = seq
     state.head_hash = hash
     suspended = state.status in ("awaiting_approval", "resumable")
-    if suspended and not isinstance(event, ApprovalResolved | SessionSuspended):
+    if suspended and not isinstance(
+        event, ApprovalResolved | ApprovalRemembered | SessionSuspended
+    ):
         state.status = "running"  # resumed
     progress = state.turn_progress
     call_id = getattr(event, "call_id", None)
@@ -250,7 +263,9 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.output_tokens += response.usage.output_tokens
             state.open_prompt = None
             state.turn_progress = (
-                TurnProgress(state.catalog, state.active) if state.pending_calls else None
+                TurnProgress(state.catalog, state.active, state.grants)
+                if state.pending_calls
+                else None
             )
         case ModelFailed():
             state.model_attempts = event.attempt
@@ -262,6 +277,8 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.pending_approvals.pop(event.call_id, None)
             if state.status == "awaiting_approval" and not state.pending_approvals:
                 state.status = "resumable"
+        case ApprovalRemembered():
+            state.grants.append(event)
         case ToolCompleted():
             _complete(state, event.call_id, event.content, event.is_error)
         case ToolInterrupted():

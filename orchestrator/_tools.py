@@ -42,12 +42,14 @@ from ._output import model_view
 from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
     allowlist,
+    granted_by,
     host_tool_needs_approval,
     offered,
     permits,
     preapproved_by,
     restricting_skills,
     script_gate,
+    settings_of,
 )
 from ._receipt import receipt
 from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
@@ -98,12 +100,16 @@ Act = Callable[[CallContext], Awaitable[str]]
 
 @dataclass(frozen=True)
 class Approval:
-    """What an approver is asked to allow; ``preapproved_by`` names the trusted skill
-    whose ``allowed-tools`` already allows it (recorded as the decider, nobody asked)."""
+    """What an approver is asked to allow (a script's ``path`` and ``args``);
+    ``preapproved_by`` names what already allows it: a trusted skill's
+    ``allowed-tools``, a policy ``allow`` rule or a remembered grant (recorded as the
+    decider, nobody asked)."""
 
     action: str
     skill: ActiveSkill | None
     preapproved_by: str | None = None
+    path: str | None = None
+    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -355,7 +361,7 @@ async def _sizes(ctx: CallContext, names: Collection[str]) -> dict[str, int]:
 def _plan_read(ctx: CallContext, args: ReadArgs) -> Plan:
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    if rel.count("/") > 1 and not ctx.view.config.policy.nested_paths:
+    if rel.count("/") > 1 and not settings_of(ctx.view.config.policy, skill).nested_paths:
         raise ToolError(
             f"{rel} is nested more than one level deep; this session's policy only reads "
             "files like references/guide.md (PolicyConfig.nested_paths enables deeper ones)",
@@ -376,7 +382,7 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
             f"{', '.join(f.path for f in skill.files[:30])}",
             error_type="not_found",
         )
-    limit = ctx.view.config.policy.read_max_bytes
+    limit = settings_of(ctx.view.config.policy, skill).read_max_bytes
     data = await ctx.get_blob(entry.sha256)
     if len(data) > limit:
         raise ToolError(
@@ -411,18 +417,19 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     if skill.file(rel) is None:
         raise ToolError(f"skill {skill.name!r} has no script {rel!r}", error_type="not_found")
     policy = view.config.policy
-    gate = script_gate(policy, skill.tier)
+    settings = settings_of(policy, skill)
+    gate = script_gate(policy, skill.tier, source=skill.source, name=skill.name)
     request = ScriptRequest(
         root="",
         path=rel,
         args=tuple(args.args),
         env=dict(args.env),
         workdir=args.workdir,
-        timeout_ms=policy.script_timeout_ms,
-        max_output_bytes=policy.script_limits.stored_output_bytes,
+        timeout_ms=settings.script_timeout_ms,
+        max_output_bytes=settings.script_limits.stored_output_bytes,
         sandbox=gate.sandbox,
         network=gate.network,
-        limits=policy.script_limits,
+        limits=settings.script_limits,
     )
     started = ScriptStarted(
         call_id=ctx.call.id,
@@ -439,8 +446,11 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     action = f"run {rel} {' '.join(args.args)}".strip()
     approval = None
     if gate.needs_approval:
-        by = preapproved_by(view.active, policy, "skills.run_script", path=rel, args=request.args)
-        approval = Approval(action, skill, by)
+        tool, call_args = "skills.run_script", request.args
+        by = preapproved_by(
+            view.active, policy, tool, skill=skill, path=rel, args=call_args
+        ) or granted_by(view.grants, tool, skill=skill, path=rel, args=call_args)
+        approval = Approval(action, skill, by, path=rel, args=request.args)
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
@@ -484,7 +494,7 @@ async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> s
     }
     if result.killed is not None:
         fields["killed"] = result.killed
-    cap = ctx.view.config.policy.output_cap_bytes
+    cap = settings_of(ctx.view.config.policy, skill).output_cap_bytes
     return model_view(fields, result.stdout, result.stderr, cap)
 
 
@@ -507,7 +517,9 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
     policy = ctx.view.config.policy
     approval = None
     if host_tool_needs_approval(policy, name):
-        by = preapproved_by(ctx.view.active, policy, name)
+        by = preapproved_by(ctx.view.active, policy, name) or granted_by(
+            ctx.view.grants, name, skill=None
+        )
         approval = Approval(f"call {name} with {ctx.call.arguments}", None, by)
     return Plan(
         definition.effect if definition is not None else "at-most-once",

@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterator
 
 from ._events import (
+    ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     Event,
@@ -90,6 +91,9 @@ def _lines(body: Event) -> Iterator[str]:
             verdict = "approved" if body.approved else "denied"
             reason = f": {body.reason}" if body.reason else ""
             yield _row("approval", f"{verdict} by {body.decided_by}{reason}")
+        case ApprovalRemembered():
+            what = f"every call of {body.skill}" if body.scope == "skill" else body.pattern
+            yield _row("approval", f"remembered for this session: {what}")
         case ScriptStarted():
             yield _row("script", f"{body.skill}/{body.path} {' '.join(body.args)} started".strip())
         case ToolInterrupted():

@@ -18,6 +18,7 @@ from typing import Any
 from eventlog import Event, UnknownEventTypeError
 from orchestrator._events import (
     CODEC,
+    ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     CatalogSnapshot,
@@ -556,6 +557,15 @@ class SessionMapper:
             },
         )
 
+    def _approval_remembered(self, body: ApprovalRemembered, event: Event) -> None:
+        attrs: Attributes = {
+            "skillog.approval.remember": body.scope,
+            "skillog.approval.decided_by": body.decided_by,
+        }
+        if body.pattern is not None:
+            attrs["skillog.approval.pattern"] = body.pattern
+        self._annotate(body.call_id, "skillog.approval.remembered", event, attrs)
+
     # -- skills ----------------------------------------------------------------------
 
     def _skill_activated(self, body: SkillActivated, event: Event) -> None:
@@ -638,6 +648,7 @@ _HANDLERS: dict[type[Any], Callable[[SessionMapper, Any, Event], None]] = {
     PolicyDenied: SessionMapper._policy_denied,
     ApprovalRequested: SessionMapper._approval_requested,
     ApprovalResolved: SessionMapper._approval_resolved,
+    ApprovalRemembered: SessionMapper._approval_remembered,
     SkillActivated: SessionMapper._skill_activated,
     SkillDeactivated: SessionMapper._skill_deactivated,
     SkillActivationFailed: SessionMapper._activation_failed,

@@ -30,6 +30,7 @@ from orchestrator._effects import (
     SkillUnavailableError,
 )
 from orchestrator._events import (
+    ApprovalRemembered,
     ApprovalResolved,
     PromptRendered,
     ScriptExecuted,
@@ -69,6 +70,7 @@ class RecordedEffects:
         self._scripts: list[int] = []
         self._tools: dict[str, ToolCompleted] = {}
         self._approvals: dict[str, ApprovalResolved] = {}
+        self._remembered: dict[str, ApprovalRemembered] = {}
         self._suspended: set[str] = set()  # calls decided only after the session suspended
         for seq, body in enumerate(bodies):
             match body:
@@ -80,6 +82,8 @@ class RecordedEffects:
                     self._scripts.append(seq)
                 case ApprovalResolved():
                     self._approvals[body.call_id] = body
+                case ApprovalRemembered():
+                    self._remembered[body.call_id] = body
                 case ToolCompleted():
                     self._tools[body.call_id] = body
                 case _:
@@ -186,6 +190,13 @@ class RecordedEffects:
             return ApprovalDecision(
                 approved=False, decided_by=f"{NO_RECORDING} decision for {request.call_id!r}"
             )
+        grant = self._remembered.get(request.call_id)
+        remember = None
+        if grant is not None:
+            remember = "skill" if grant.scope == "skill" else f"pattern:{grant.pattern}"
         return ApprovalDecision(
-            approved=resolved.approved, decided_by=resolved.decided_by, reason=resolved.reason
+            approved=resolved.approved,
+            decided_by=resolved.decided_by,
+            reason=resolved.reason,
+            remember=remember,
         )

@@ -22,6 +22,7 @@ from eventlog import Event as StoredEvent
 from eventlog import EventStore, MemoryStore, NewEvent, SkillogError
 from orchestrator._events import (
     CODEC,
+    ApprovalRemembered,
     ApprovalResolved,
     CatalogSnapshot,
     ModelFailed,
@@ -126,7 +127,9 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
             # process recorded while the session waited. They are not the runtime's to
             # reproduce: copy them, then resume as Agent.resume would.
             end = cursor.next
-            while end < len(bodies) and isinstance(bodies[end], ApprovalResolved):
+            while end < len(bodies) and isinstance(
+                bodies[end], ApprovalResolved | ApprovalRemembered
+            ):
                 end += 1
             if end == cursor.next:
                 break

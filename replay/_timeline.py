@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import msgspec
 
 from orchestrator._events import (
+    ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     ModelFailed,
@@ -277,6 +278,14 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 f"awaiting approval of {len(body.call_ids)} call(s)",
                 {"reason": body.reason, "call_ids": ",".join(body.call_ids)},
             )
+        case ApprovalRemembered():
+            what = f"every call of {body.skill}" if body.scope == "skill" else body.pattern
+            yield (
+                "remember",
+                f"from now on: {what} (by {body.decided_by})",
+                {"scope": body.scope, "skill": body.skill, "pattern": body.pattern,
+                 "decided_by": body.decided_by, "call_id": body.call_id},
+            )  # fmt: skip
         case SessionEnded():
             yield (
                 "ended",

@@ -14,7 +14,7 @@ from starlette.responses import Response
 
 from eventlog import EventStore, Head, closing, verify_stream
 
-from .._approvals import decide_approval, pending_approvals
+from .._approvals import RememberError, decide_approval, pending_approvals
 from .._cli_session import session_rows, status_text
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
@@ -231,14 +231,18 @@ async def decide(request: Request) -> Response:
     if not _SESSION_ID.fullmatch(call):
         raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
     req = await body(request, DecisionRequest)
-    decision = await decide_approval(
-        context(request).store,
-        sid,
-        call,
-        approved=request.url.path.endswith("/approve"),
-        decided_by=principal.name,
-        reason=req.reason,
-    )
+    try:
+        decision = await decide_approval(
+            context(request).store,
+            sid,
+            call,
+            approved=request.url.path.endswith("/approve"),
+            decided_by=principal.name,
+            reason=req.reason,
+            remember=req.remember,
+        )
+    except RememberError as e:
+        raise ApiError(422, str(e), "remember") from e
     return json(
         DecisionOut(
             session_id=sid,

@@ -29,10 +29,17 @@ class SubmitRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
     model: ModelSpec | None = None
 
 
+Remember = Annotated[str, msgspec.Meta(pattern=r"^(skill|pattern:.+)$", max_length=1_000)]
+
+
 class DecisionRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Why (recorded with the decision)."""
+    """Why (recorded with the decision). ``remember`` (approve only) makes the approval
+    stick for the rest of the session: ``skill`` (every call of this skill) or
+    ``pattern:RULE`` (one allowed-tools rule that matches this call), recorded as
+    ``approval.remembered`` (docs/policy.md)."""
 
     reason: Reason | None = None
+    remember: Remember | None = None
 
 
 class ExportRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):

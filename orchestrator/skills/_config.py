@@ -15,7 +15,7 @@ import difflib
 import os
 import tempfile
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 import msgspec.inspect as mi
@@ -97,6 +97,9 @@ class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
     service: ServiceConfig = msgspec.field(default_factory=ServiceConfig)
+    # The runtime's policy (docs/policy.md): checked and layered by the runtime
+    # (orchestrator._policy_config), which owns its format; kept as YAML data here.
+    policy: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
@@ -131,6 +134,13 @@ def load_service_config(path: str) -> ServiceConfig:
     """The ``service:`` section of the configuration at ``path`` (defaults if missing)."""
     text = _read(path)
     return ServiceConfig() if text is None else _parse(path, text).service
+
+
+def load_policy_section(path: str) -> dict[str, Any]:
+    """The ``policy:`` section of the configuration at ``path`` as YAML data (nulls
+    kept: in a policy, null means "no limit"); empty if missing."""
+    text = _read(path)
+    return {} if text is None else _parse(path, text).policy
 
 
 def add_service_token(path: str, token: ServiceToken) -> None:
@@ -175,6 +185,8 @@ def save_config(path: str, config: SkillsConfig) -> None:
             doc["log"] = msgspec.to_builtins(parsed.log)
         if parsed.service != ServiceConfig():
             doc["service"] = msgspec.to_builtins(parsed.service)
+        if parsed.policy:
+            doc["policy"] = parsed.policy
         edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     _write_atomic(path, edited, "skills configuration")
 
@@ -235,31 +247,49 @@ def _parse(path: str, text: str) -> _File:
         )
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: the configuration is not valid YAML: {e}") from e
-    unknown = _unknown_key(raw, mi.type_info(_File), "")
+    unknown = unknown_key(raw, mi.type_info(_File), "")
     if unknown is not None:
         raise ConfigError(f"{path}: {unknown} - see docs/skills.md for the format")
+    if isinstance(raw, dict) and raw.get("policy") is not None:
+        policy = raw["policy"]
+        if not isinstance(policy, dict):
+            raise ConfigError(f"{path}: policy must be a mapping - see docs/policy.md")
+        raw = {**raw, "policy": None}
+    else:
+        policy = {}
     try:
-        return msgspec.convert(_drop_nulls(raw) or {}, _File, str_keys=True)
+        parsed = msgspec.convert(_drop_nulls(raw) or {}, _File, str_keys=True)
     except (msgspec.ValidationError, RecursionError) as e:
         raise ConfigError(f"{path}: {e} - see docs/skills.md for the format") from e
+    return msgspec.structs.replace(parsed, policy={str(k): v for k, v in policy.items()})
 
 
-def _unknown_key(raw: object, info: mi.Type, where: str) -> str | None:
-    """The first key of ``raw`` the format has no place for, with the nearest valid key."""
-    if isinstance(info, mi.StructType) and isinstance(raw, dict):
+def unknown_key(raw: object, info: mi.Type, where: str) -> str | None:
+    """The first key of ``raw`` the format ``info`` has no place for, with the nearest
+    valid key (``where`` is the path of ``raw``, for the message)."""
+    if isinstance(info, mi.UnionType):
+        structured = [t for t in info.types if isinstance(t, mi.StructType | mi.DictType)]
+        return unknown_key(raw, structured[0], where) if len(structured) == 1 else None
+    if isinstance(info, mi.DictType) and isinstance(raw, dict):
+        for key, value in raw.items():
+            found = unknown_key(value, info.value_type, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(info, mi.StructType) and isinstance(raw, dict):
         fields = {f.encode_name: f.type for f in info.fields}
         for key, value in raw.items():
             at = f"{where}.{key}" if where else str(key)
             if key not in fields:
                 close = difflib.get_close_matches(str(key), fields, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"valid: {', '.join(fields)}"
+                valid = f"valid: {', '.join(fields)}" if fields else "this section has no keys yet"
+                hint = f"did you mean '{close[0]}'?" if close else valid
                 return f"unknown key '{at}'; {hint}"
-            found = _unknown_key(value, fields[key], at)
+            found = unknown_key(value, fields[key], at)
             if found is not None:
                 return found
     elif isinstance(info, mi.VarTupleType) and isinstance(raw, list):
         for i, item in enumerate(raw):
-            found = _unknown_key(item, info.item_type, f"{where}[{i}]")
+            found = unknown_key(item, info.item_type, f"{where}[{i}]")
             if found is not None:
                 return found
     return None

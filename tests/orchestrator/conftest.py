@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -88,6 +91,21 @@ def of_type(items: Sequence[object], kind: type[T]) -> list[T]:
     return [i for i in items if isinstance(i, kind)]
 
 
+def skillog(
+    *args: str | Path, cwd: Path, env: Mapping[str, str] = {}
+) -> subprocess.CompletedProcess[str]:
+    """Run the skillog command in a new process (no terminal), ``env`` over ours."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator._cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env},
+        timeout=120,
+    )
+
+
 class Kit:
     """The helpers above, for test modules (conftest is not importable by name)."""
 
@@ -96,6 +114,7 @@ class Kit:
     agent = staticmethod(agent)
     bodies = staticmethod(bodies)
     of_type = staticmethod(of_type)
+    skillog = staticmethod(skillog)
 
 
 @pytest.fixture

@@ -4,9 +4,6 @@ any process decides, and a resume continues; decisions are never asked twice."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -153,21 +150,12 @@ async def test_an_in_process_approver_past_the_expiry_is_not_waited_for(
     assert [(r.approved, r.decided_by) for r in resolved] == [(False, "expired")]
 
 
-def skillog(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator._cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "USER": "auditor"},
-        timeout=120,
-    )
-
-
 def test_requested_in_one_process_granted_in_another_continued_in_a_third(
-    tmp_path: Path,
+    tmp_path: Path, kit
 ) -> None:
+    def skillog(*args: str | Path, cwd: Path):  # type: ignore[no-untyped-def]
+        return kit.skillog(*args, cwd=cwd, env={"USER": "auditor"})
+
     skill = tmp_path / "skills" / "tidy"
     (skill / "scripts").mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: tidy\ndescription: Tidy up.\n---\nTidy.\n")

@@ -124,6 +124,29 @@ async def test_bad_bodies(service: Service) -> None:
     assert [i for i in await service.store.streams()] == []
 
 
+async def test_approve_and_remember(service: Service) -> None:
+    session = await submit(service)
+    view = await wait_for(service, session, "awaiting_approval")
+    [pending] = view["pending_approvals"]  # type: ignore[misc]
+    assert (pending["path"], pending["args"]) == ("scripts/hi.py", ["<i>x</i>"])
+    url = f"/api/sessions/{session}/approvals/{pending['call_id']}/approve"
+    async with service.client("april") as client:
+        for remember in ("forever", "pattern:Bash(scripts/other.py:*)", "pattern:Read Bash"):
+            bad = await client.post(url, json={"remember": remember})
+            assert bad.status_code == 422, bad.text
+            assert bad.json()["field"] in ("remember", "$.remember"), bad.json()
+        ok = await client.post(url, json={"remember": "pattern:Bash(scripts/hi.py:*)"})
+        assert ok.status_code == 200, ok.text
+    await wait_for(service, session, "ended")
+    grants = [
+        CODEC.decode(e) async for e in service.store.read(session)
+        if e.type == "approval.remembered"
+    ]  # fmt: skip
+    assert [(g.scope, g.skill, g.pattern, g.decided_by) for g in grants] == [
+        ("pattern", "greet", "Bash(scripts/hi.py:*)", "april")
+    ]
+
+
 async def test_submit_approve_and_continue(service: Service) -> None:
     session = await submit(service)
     view = await wait_for(service, session, "awaiting_approval")
