@@ -16,6 +16,7 @@ from eventlog import EventStore, SkillogError, describe_db, open_store
 from ._cli_demo import DEMO
 from ._cli_fleet import add_worker_arguments, agent_factory
 from ._cli_session import add_db, agent_for
+from ._events import PolicyConfig
 from ._fleet import Worker
 from ._loop import Agent
 from ._views import AUDIT_VIEWS
@@ -109,6 +110,15 @@ def _add_token(name: str, roles_text: str) -> int:
     return 0
 
 
+def policy_presets(args: argparse.Namespace) -> dict[str, PolicyConfig]:
+    """The policy presets submissions may name (the first is the default): for now the
+    one default policy, as ``skillog run`` uses; named policy profiles of the
+    configuration file belong here."""
+    from .service import default_presets
+
+    return default_presets()
+
+
 def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:
     """The service context and in-process workers ``args`` (of ``skillog serve``) ask
     for, over ``store``."""
@@ -125,6 +135,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         tokens=TokenBook(config_path()),
         models=tuple(args.model),
         make_agent=make_agent,
+        policies=policy_presets(args),
         otel_endpoint=args.otel_endpoint,
     )
     workers = [
