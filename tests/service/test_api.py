@@ -55,6 +55,20 @@ async def test_no_token_wrong_token_and_removed_token(service: Service) -> None:
         assert (await client.get("/api/sessions")).status_code == 401
 
 
+async def test_first_requests_at_once_are_all_authenticated(service: Service) -> None:
+    # The token file is read on the first request; those arriving meanwhile wait for it.
+    statuses: list[int] = []
+    async with service.client("victor") as client:
+
+        async def whoami() -> None:
+            statuses.append((await client.get("/api/whoami")).status_code)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(whoami)
+    assert statuses == [200] * 10
+
+
 async def test_roles(service: Service) -> None:
     async with service.client("victor") as viewer:
         refused = await viewer.post("/api/sessions", json={"task": "x"})
