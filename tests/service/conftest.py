@@ -20,6 +20,7 @@ from orchestrator._cli import _parser
 from orchestrator._cli_serve import build
 from orchestrator._events import PolicyConfig
 from orchestrator.service import new_token, serve
+from orchestrator.service._sse import Tail
 from orchestrator.skills._config import add_service_token
 
 ROLES = {
@@ -46,6 +47,7 @@ class Service:
     store: EventStore
     config: Path
     db: Path
+    tail: Tail
 
     def client(self, who: str | None = "alice", **kw: object) -> httpx.AsyncClient:
         headers = {} if who is None else {"authorization": f"Bearer {self.tokens[who]}"}
@@ -107,7 +109,7 @@ async def running_service(
                 ctx, "127.0.0.1:0", stop=stop, workers=workers, task_status=task_status
             )
         )
-        yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db)
+        yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db, tail=ctx.tail)
         stop.set()
 
 
