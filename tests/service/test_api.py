@@ -216,6 +216,7 @@ async def test_openapi_and_health(service: Service) -> None:
         body = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
         assert body["required"] == ["task"] and body["additionalProperties"] is False
         assert body["properties"]["task"]["maxLength"] == 32_000
+        assert {"model", "skills", "policy"} <= body["properties"].keys()
         assert submit_op["x-role"] == "submitter"
         assert (await client.get("/api/health")).json() == {"status": "ok"}
         assert (await client.get("/api/ready")).json() == {"status": "ready"}
