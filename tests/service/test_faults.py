@@ -76,8 +76,18 @@ def log_of(db: str, session: str) -> list[tuple[int, str]]:
     return trio.run(read)
 
 
-def test_server_killed_and_restarted_followers_miss_nothing(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The log: a SQLite file, or a fresh database on the throwaway PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return dsn
+
+
+def test_server_killed_and_restarted_followers_miss_nothing(tmp_path: Path, db: str) -> None:
     env, token, args = setup(tmp_path)
+    args = [*args, "--db", db]
     proc, url = start(tmp_path, env, *args)
     got: list[dict] = []  # type: ignore[type-arg]
     try:
@@ -97,7 +107,7 @@ def test_server_killed_and_restarted_followers_miss_nothing(tmp_path: Path) -> N
             got.extend(events(c, session, got[-1]["seq"], "session.ended"))
     finally:
         stop(proc)
-    assert [(e["seq"], e["hash"]) for e in got] == log_of(str(tmp_path / "s.db"), session)
+    assert [(e["seq"], e["hash"]) for e in got] == log_of(db, session)
 
 
 def test_front_end_on_postgres_with_a_separate_worker(tmp_path: Path, pg_dsn: str) -> None:
@@ -126,15 +136,6 @@ def test_front_end_on_postgres_with_a_separate_worker(tmp_path: Path, pg_dsn: st
         worker.wait(timeout=60)
         stop(proc)
     assert [(e["seq"], e["hash"]) for e in streamed] == log_of(pg_dsn, session)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The log: a SQLite file, or a fresh database on the throwaway PostgreSQL server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "s.db")
-    dsn: str = request.getfixturevalue("pg_dsn")
-    return dsn
 
 
 def spawn_worker(
