@@ -1,12 +1,27 @@
-"""Service figures (issue 16), bounded and on loopback only: submissions through the
-API at a fixed rate for a fixed time, each session followed live over SSE by its own
-client from submission to its end, while an in-process follower on ``store.follow``
-(no HTTP) gives the baseline in the same run. Checks that every follower received its
-session's log exactly (each seq once, in order, hashes equal); prints p50/p99 latency
-from an event's recording to its delivery, SSE vs in-process, and the ratio.
+"""Service figures (issue 16), bounded and on loopback only.
 
-    .venv/bin/python bench/service.py [--rate 5] [--seconds 10] [--followers-per-session 1]
-                                      [--linger] [--postgres]
+``skillog serve`` runs as its own process (one in-process worker) on SQLite or, with
+``--postgres``, on a throwaway PostgreSQL cluster. The bench submits sessions through
+the API at a fixed rate for a fixed time (open loop: each submission at its scheduled
+instant, whatever the previous one's latency), while a fixed pool of SSE followers is
+connected throughout: each follows the newest submitted session from its first event
+to its ``session.ended``, then the newest again. Every follow is checked against the
+log (each seq once, in order, hashes equal). Printed:
+
+- commit-to-delivery latency (an event's ``recorded_at``, read just before its commit,
+  to its arrival at a follower; only events committed while the follower was
+  connected), p50/p99, under load and in a short idle phase of the same run (1
+  session/s, 5 followers) — the ratio is the load's cost;
+- the server process's RSS (``/proc/PID/status``), sampled every second through the
+  run: first, last and peak, and one sample every 10 s;
+- submission latency, the rate achieved, sessions ended.
+
+    .venv/bin/python bench/service.py [--rate 50] [--seconds 60] [--followers 200]
+                                      [--postgres] [--demo]
+
+The sessions load a skill, read one of its files and answer (16 events, no script):
+the service is what is measured. ``--demo`` runs the demo's sessions instead, with a
+sandboxed script each (what one worker can run bounds the rate then).
 """
 
 from __future__ import annotations
@@ -15,11 +30,14 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
+import re
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench/eventlog.py
@@ -28,15 +46,16 @@ import httpx2 as httpx  # noqa: E402
 import trio  # noqa: E402
 
 from eventlog import open_store  # noqa: E402
-from orchestrator._cli import _parser  # noqa: E402
-from orchestrator._cli_serve import build  # noqa: E402
-from orchestrator.service import new_token, serve  # noqa: E402
+from orchestrator.service import new_token  # noqa: E402
 from orchestrator.skills._config import add_service_token  # noqa: E402
 
-ACTIVE = [0, 0]  # followers connected now, most at once
-ENDED = [0]  # session.ended events received
-LINGER = [False]  # followers stay connected after their session ends, until the run ends
-DEMO = Path(__file__).resolve().parent.parent / "orchestrator" / "demo"
+DEMO = HERE.parent / "orchestrator" / "demo"
+LIGHT = """\
+turns:
+  - tool_calls: [{name: skills.load, arguments: {names: [csv-insights]}}]
+  - tool_calls: [{name: skills.read, arguments: {path: references/report-format.md}}]
+  - text: "540 units across 4 regions."
+"""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -44,153 +63,239 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def follow(
-    client: httpx.AsyncClient, session: str, got: dict[str, list[tuple[int, str]]],
-    latencies: list[float],
-) -> None:  # fmt: skip
-    """Follow one session to its end over SSE, recording (seq, hash) and latencies."""
-    received = got.setdefault(session, [])
-    ACTIVE[0] += 1
-    ACTIVE[1] = max(ACTIVE[1], ACTIVE[0])
-    try:
-        await _follow(client, session, received, latencies)
-    finally:
-        ACTIVE[0] -= 1
+def rss_mib(pid: int, kind: str = "VmRSS") -> float:
+    """``VmRSS`` (all resident memory), ``RssAnon`` (the heap: what a leak grows) or
+    ``RssFile`` (mapped files) of process ``pid``, in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    found = re.search(rf"{kind}:\s+(\d+) kB", status)
+    return int(found.group(1)) / 1024 if found else float("nan")
 
 
-async def _follow(
-    client: httpx.AsyncClient, session: str, received: list[tuple[int, str]],
-    latencies: list[float],
-) -> None:  # fmt: skip
-    async with client.stream("GET", f"/api/sessions/{session}/stream") as response:
-        async for line in response.aiter_lines():
-            if not line.startswith("data: "):
-                continue
-            event = json.loads(line[6:])
-            latencies.append((time.time_ns() - event["recorded_at"]) / 1e6)
-            received.append((event["seq"], event["hash"]))
-            if event["type"] == "session.ended":
-                ENDED[0] += 1
-                if not LINGER[0]:
-                    return
+@dataclass
+class Phase:
+    """What one phase (idle or load) measured."""
+
+    submitted: list[str] = field(default_factory=list)
+    submit_ms: list[float] = field(default_factory=list)
+    submit_errors: list[str] = field(default_factory=list)
+    follows: list[tuple[str, list[tuple[int, str]]]] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    connected: int = 0
+    most_connected: int = 0
+    submitting: bool = True
+    new_session: trio.Event = field(default_factory=trio.Event)
 
 
-async def main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="skillog-bench-service-"))
-    config = tmp / "config.yaml"
-    os.environ["SKILLOG_CONFIG"] = str(config)
-    os.environ["HOME"] = str(tmp)
-    token, entry = new_token("bench", ("admin",))
-    add_service_token(str(config), entry)
-    db = args.db or str(tmp / "service.db")
-    cli = _parser("serve").parse_args(
-        ["serve", "--db", db, "--model", f"scripted:{DEMO / 'turns.yaml'}",
-         "--skills", str(DEMO / "skills"), "--tier", "org", "--poll-ms", "50",
-         "--concurrency", str(args.concurrency)]
-    )  # fmt: skip
-    stop = trio.Event()
-    got: dict[str, list[tuple[int, str]]] = {}
-    sse_latency: list[float] = []
-    direct_latency: list[float] = []
-    submit_ms: list[float] = []
-    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    async with open_store(db) as store, trio.open_nursery() as nursery:
-        ctx, workers = build(store, cli)
-        [url] = await nursery.start(
-            lambda task_status: serve(ctx, "127.0.0.1:0", stop=stop, workers=workers,
-                                      task_status=task_status)
-        )  # fmt: skip
+async def follow(client: httpx.AsyncClient, phase: Phase) -> None:
+    """Follow the newest submitted session to its end, then the newest one since, until
+    the phase stops submitting."""
+    last = None
+    while True:
+        if not phase.submitted or phase.submitted[-1] == last:
+            if not phase.submitting:
+                return
+            await phase.new_session.wait()
+            continue
+        session = last = phase.submitted[-1]
+        received: list[tuple[int, str]] = []
+        phase.follows.append((session, received))
+        async with client.stream("GET", f"/api/sessions/{session}/stream") as response:
+            connected_at = time.time_ns()
+            phase.connected += 1
+            phase.most_connected = max(phase.most_connected, phase.connected)
+            try:
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    event = json.loads(line[6:])
+                    if event["recorded_at"] >= connected_at:
+                        phase.latency_ms.append((time.time_ns() - event["recorded_at"]) / 1e6)
+                    received.append((event["seq"], event["hash"]))
+                    if event["type"] == "session.ended":
+                        break
+            finally:
+                phase.connected -= 1
 
-        async def baseline(task_status: trio.TaskStatus[None]) -> None:
-            task_status.started()
-            async for event in store.follow():
-                if not event.stream.startswith("lease/"):
-                    direct_latency.append((time.time_ns() - event.recorded_at) / 1e6)
 
-        await nursery.start(baseline)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        headers = {"authorization": f"Bearer {token}"}
-        started = trio.current_time()
-        with trio.fail_after(args.seconds + 120):
-            async with (
-                httpx.AsyncClient(base_url=url, headers=headers, trust_env=False, timeout=120,
-                                  limits=limits) as client,
-                trio.open_nursery() as followers,
-            ):  # fmt: skip
-                for i in range(int(args.rate * args.seconds)):
-                    await trio.sleep_until(started + i / args.rate)
-                    t0 = time.perf_counter()
-                    response = await client.post("/api/sessions", json={"task": f"task {i}"})
-                    submit_ms.append((time.perf_counter() - t0) * 1000)
-                    session = response.json()["session_id"]
-                    for _ in range(args.followers_per_session):
-                        followers.start_soon(follow, client, session, got, sse_latency)
-                total = int(args.rate * args.seconds) * args.followers_per_session
-                while ENDED[0] < total:  # noqa: ASYNC110 - a bench polling a counter
-                    await trio.sleep(0.05)
-                followers.cancel_scope.cancel()
-        elapsed = trio.current_time() - started
-        missed = duplicated = 0
-        for session in got:
+async def submit_all(client: httpx.AsyncClient, phase: Phase, rate: float, seconds: float) -> None:
+    """Open loop: submission i at start + i/rate, each in its own task."""
+
+    async def one(i: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            response = await client.post("/api/sessions", json={"task": f"task {i}"})
+        except httpx.TransportError as e:  # counted and printed, not retried (not idempotent)
+            phase.submit_errors.append(f"{type(e).__name__}: {e}")
+            return
+        phase.submit_ms.append((time.perf_counter() - t0) * 1000)
+        response.raise_for_status()
+        phase.submitted.append(response.json()["session_id"])
+        phase.new_session.set()
+        phase.new_session = trio.Event()
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for i in range(int(rate * seconds)):
+            await trio.sleep_until(start + i / rate)
+            nursery.start_soon(one, i)
+    phase.submitting = False
+    phase.new_session.set()
+
+
+async def run_phase(
+    url: str, token: str, rate: float, seconds: float, followers: int, patience: float
+) -> tuple[Phase, float]:
+    phase = Phase()
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    headers = {"authorization": f"Bearer {token}"}
+    started = trio.current_time()
+    with trio.fail_after(seconds + patience):
+        async with (
+            httpx.AsyncClient(base_url=url, headers=headers, trust_env=False, timeout=patience,
+                              limits=limits) as client,
+            trio.open_nursery() as nursery,
+        ):  # fmt: skip
+            for _ in range(followers):
+                nursery.start_soon(follow, client, phase)
+            await submit_all(client, phase, rate, seconds)
+    return phase, trio.current_time() - started
+
+
+async def check(db: str, phase: Phase) -> tuple[int, int, int]:
+    """Events delivered, missed and duplicated (or out of order), over every follow."""
+    delivered = missed = duplicated = 0
+    async with open_store(db, readonly=True) as store:
+        for session, received in phase.follows:
             log = [(e.seq, e.hash) async for e in store.read(session)]
-            # each follower's list is appended to the same session entry
-            per = args.followers_per_session
-            counts: dict[tuple[int, str], int] = {}
-            for item in got[session]:
-                counts[item] = counts.get(item, 0) + 1
-            missed += sum(1 for item in log if counts.get(item, 0) < per)
-            duplicated += sum(max(0, counts.get(item, 0) - per) for item in log)
-            duplicated += sum(n for item, n in counts.items() if item not in log)
-        stop.set()
-        nursery.cancel_scope.cancel()
-    rss_end = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    events = sum(len(v) for v in got.values())
-    print(f"service bench: {len(got)} sessions submitted at {args.rate}/s for {args.seconds} s, "
-          f"{args.followers_per_session} SSE follower(s) each, all done in {elapsed:.1f} s "
-          f"(1 in-process worker, concurrency {args.concurrency}, {args.label})")  # fmt: skip
-    print(f"  SSE followers: {len(got) * args.followers_per_session}, at most {ACTIVE[1]} at once")
-    print(f"  events delivered over SSE: {events}; missed {missed}, duplicated {duplicated}")
-    print(f"  submit (POST /api/sessions): p50 {pct(submit_ms, .5):.1f} ms, "
-          f"p99 {pct(submit_ms, .99):.1f} ms")  # fmt: skip
-    s50, s99 = pct(sse_latency, 0.5), pct(sse_latency, 0.99)
-    d50, d99 = pct(direct_latency, 0.5), pct(direct_latency, 0.99)
-    print(f"  recorded -> delivered, SSE:         p50 {s50:.1f} ms, p99 {s99:.1f} ms")
-    print(f"  recorded -> delivered, store.follow: p50 {d50:.1f} ms, p99 {d99:.1f} ms")
-    print(f"  ratio SSE / in-process: p50 {s50 / d50:.1f}x, p99 {s99 / d99:.1f}x")
-    print(f"  max RSS: {rss_start / 1024:.0f} MiB at start, {rss_end / 1024:.0f} MiB at end")
-    if missed or duplicated:
+            delivered += len(received)
+            missed += len(set(log) - set(received))
+            duplicated += len(received) - len(set(received)) + len(set(received) - set(log))
+            if not missed and not duplicated and received != log:
+                duplicated += 1  # every event once, but out of order
+    return delivered, missed, duplicated
+
+
+async def ended_sessions(db: str) -> int:
+    async with open_store(db, readonly=True) as store:
+        infos = await store.streams()
+        ended = 0
+        for info in infos:
+            if info.stream.startswith("lease/"):
+                continue
+            async for event in store.read(info.stream, from_seq=info.length - 1):
+                ended += event.type == "session.ended"
+        return ended
+
+
+def module(path: Path) -> Any:
+    """A module of this repository that is not on the path (tests/, bench/)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def start_server(tmp: Path, db: str, args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    """``skillog serve`` as the service tests start it (tests/service/test_cli_serve.py)."""
+    model = DEMO / "turns.yaml" if args.demo else tmp / "light.yaml"
+    if not args.demo:
+        model.write_text(LIGHT)
+    env = {**os.environ, "SKILLOG_CONFIG": str(tmp / "config.yaml"), "HOME": str(tmp)}
+    start = module(HERE.parent / "tests" / "service" / "test_cli_serve.py").start
+    proc: subprocess.Popen[str]
+    proc, url = start(
+        tmp, env, "--db", db, "--model", f"scripted:{model}", "--skills", str(DEMO / "skills"),
+        "--tier", "org", "--concurrency", str(args.concurrency), "--poll-ms", str(args.poll_ms),
+        "--project", str(tmp),
+    )  # fmt: skip
+    return proc, url
+
+
+async def main(args: argparse.Namespace, db: str | None) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="skillog-bench-service-"))
+    token, entry = new_token("bench", ("admin",))
+    add_service_token(str(tmp / "config.yaml"), entry)
+    db = db or str(tmp / "service.db")
+    proc, url = start_server(tmp, db, args)
+    samples: dict[str, list[float]] = {"VmRSS": [], "RssAnon": []}
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def sample() -> None:
+                while True:
+                    for kind, values in samples.items():
+                        values.append(rss_mib(proc.pid, kind))
+                    await trio.sleep(1)
+
+            nursery.start_soon(sample)
+            idle, _ = await run_phase(url, token, 1, 5, 5, args.timeout)
+            mark = len(samples["VmRSS"])
+            load, elapsed = await run_phase(
+                url, token, args.rate, args.seconds, args.followers, args.timeout
+            )
+            loaded = len(samples["VmRSS"])
+            await trio.sleep(args.rest)  # no load: does memory come back?
+            nursery.cancel_scope.cancel()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    idle_counts = await check(db, idle)
+    delivered, missed, duplicated = await check(db, load)
+    sessions = len(load.submitted)
+    print(f"service bench ({args.label}): {sessions} sessions submitted at {args.rate:g}/s for "
+          f"{args.seconds:g} s ({sessions / args.seconds:.1f}/s achieved), {args.followers} SSE "
+          f"followers; all followed sessions ended {elapsed:.1f} s after the first submission "
+          f"(1 in-process worker, concurrency {args.concurrency})")  # fmt: skip
+    print(f"  sessions ended: {await ended_sessions(db)} of {sessions + len(idle.submitted)}")
+    print(f"  follows: {len(load.follows)}, at most {load.most_connected} connected at once")
+    print(f"  events delivered over SSE: {delivered}; missed {missed}, duplicated {duplicated} "
+          f"(idle phase: {idle_counts[0]} delivered, {idle_counts[1]} missed, "
+          f"{idle_counts[2]} duplicated)")  # fmt: skip
+    print(f"  submit (POST /api/sessions): p50 {pct(load.submit_ms, .5):.1f} ms, "
+          f"p99 {pct(load.submit_ms, .99):.1f} ms; {len(load.submit_errors)} failed "
+          f"{sorted(set(load.submit_errors))[:3]}")  # fmt: skip
+    l50, l99 = pct(load.latency_ms, 0.5), pct(load.latency_ms, 0.99)
+    i50, i99 = pct(idle.latency_ms, 0.5), pct(idle.latency_ms, 0.99)
+    print(f"  commit -> delivery under load: p50 {l50:.1f} ms, p99 {l99:.1f} ms "
+          f"({len(load.latency_ms)} live deliveries)")  # fmt: skip
+    print(f"  commit -> delivery idle:       p50 {i50:.1f} ms, p99 {i99:.1f} ms")
+    print(f"  ratio load / idle: p50 {l50 / i50:.1f}x, p99 {l99 / i99:.1f}x")
+    for kind, values in samples.items():
+        run = values[mark:loaded]
+        every10 = ", ".join(f"{v:.0f}" for v in run[::10])
+        print(f"  server {kind} (MiB): before any load {values[0]:.0f}; through the load "
+              f"first {run[0]:.0f}, last {run[-1]:.0f}, peak {max(run):.0f}; after "
+              f"{args.rest:g} s of rest {values[-1]:.0f}; every 10 s: {every10}")  # fmt: skip
+    if missed or duplicated or any(idle_counts[1:]):
         raise SystemExit("FAILED: a follower missed or repeated events")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rate", type=float, default=5.0, help="submissions per second")
-    parser.add_argument("--seconds", type=float, default=10.0, help="how long to submit")
-    parser.add_argument("--followers-per-session", type=int, default=1)
-    parser.add_argument("--concurrency", type=int, default=8, help="sessions the worker runs")
-    parser.add_argument(
-        "--linger", action="store_true",
-        help="followers stay connected after their session ends, until every session ended",
-    )  # fmt: skip
+    parser.add_argument("--rate", type=float, default=50.0, help="submissions per second (50)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to submit (60)")
+    parser.add_argument("--followers", type=int, default=200, help="SSE followers (200)")
+    parser.add_argument("--concurrency", type=int, default=32, help="sessions the worker runs")
+    parser.add_argument("--poll-ms", type=int, default=100, help="the worker's queue poll")
+    parser.add_argument("--timeout", type=float, default=300.0, help="for the stragglers (s)")
+    parser.add_argument("--rest", type=float, default=10.0, help="idle sampling after (s)")
+    parser.add_argument("--demo", action="store_true", help="the demo's sessions (a script each)")
     parser.add_argument(
         "--postgres", action="store_true",
         help="on a throwaway PostgreSQL cluster (tests/pgcluster.py) instead of SQLite",
     )  # fmt: skip
     options = parser.parse_args()
-    LINGER[0] = options.linger
-    options.db, options.label = None, "SQLite"
+    options.label = "SQLite"
     if not options.postgres:
-        trio.run(main, options)
+        trio.run(main, options, None)
         raise SystemExit(0)
-    spec = importlib.util.spec_from_file_location("bench_fleet", HERE / "fleet.py")
-    assert spec is not None and spec.loader is not None
-    fleet = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fleet)
+    fleet = module(HERE / "fleet.py")
     pg = fleet.pg_urls()
     if pg is None:
         raise SystemExit("no PostgreSQL server binaries (initdb) found")
     try:
-        options.db, options.label = pg[1](), "PostgreSQL"
-        trio.run(main, options)
+        options.label = "PostgreSQL"
+        trio.run(main, options, pg[1]())
     finally:
         pg[0].stop()

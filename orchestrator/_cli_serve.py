@@ -16,6 +16,7 @@ from eventlog import EventStore, SkillogError, describe_db, open_store
 from ._cli_demo import DEMO
 from ._cli_fleet import add_worker_arguments, agent_factory
 from ._cli_session import add_db, add_policy_arguments, agent_for, session_policy
+from ._events import PolicyConfig
 from ._fleet import Worker
 from ._loop import Agent
 from ._views import AUDIT_VIEWS
@@ -110,6 +111,20 @@ def _add_token(name: str, roles_text: str) -> int:
     return 0
 
 
+def policy_presets(args: argparse.Namespace, policy: PolicyConfig) -> dict[str, PolicyConfig]:
+    """The policy presets submissions may name, the default first: ``default`` is
+    ``policy``, what serve itself resolved (configuration, ``--policy-profile``,
+    ``--policy``); then each profile of the configuration file by its name (with the
+    ``--policy`` settings over it, as for ``skillog run --policy-profile NAME``)."""
+    from ._policy_config import load_policy, policy_profiles
+    from .service import DEFAULT_POLICY
+
+    presets = {DEFAULT_POLICY: policy}
+    for name in policy_profiles(config_path()):
+        presets.setdefault(name, load_policy(config_path(), profile=name, sets=args.policy))
+    return presets
+
+
 def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:
     """The service context and in-process workers ``args`` (of ``skillog serve``) ask
     for, over ``store``."""
@@ -128,6 +143,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         tokens=TokenBook(config_path()),
         models=tuple(args.model),
         make_agent=make_agent,
+        policies=policy_presets(args, policy),
         otel_endpoint=args.otel_endpoint,
     )
     workers = [

@@ -77,6 +77,12 @@ def load_policy(
     return policy
 
 
+def policy_profiles(config_file: str) -> list[str]:
+    """The names of the file's policy profiles (``policy.profiles``), in file order."""
+    profiles = load_policy_section(config_file).get("profiles") or {}
+    return [str(name) for name in profiles] if isinstance(profiles, dict) else []
+
+
 def parse_set(text: str) -> dict[str, Any]:
     """``script_limits.cpu_s=120`` as ``{"script_limits": {"cpu_s": 120}}``: a dotted
     key, ``=``, and a YAML value (``true``, ``[user, org]``, ``null``, a string)."""

@@ -12,17 +12,21 @@ from ._auth import TokenBook as TokenBook
 from ._auth import ensure_token as ensure_token
 from ._auth import new_token as new_token
 from ._auth import token_digest as token_digest
+from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ServiceContext as ServiceContext
+from ._context import default_presets as default_presets
 from ._serve import is_loopback as is_loopback
 from ._serve import serve as serve
 from ._sse import session_events as session_events
 
 __all__ = [
+    "DEFAULT_POLICY",
     "ROLES",
     "Principal",
     "ServiceContext",
     "TokenBook",
     "create_app",
+    "default_presets",
     "ensure_token",
     "is_loopback",
     "new_token",

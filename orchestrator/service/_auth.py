@@ -79,6 +79,7 @@ class TokenBook:
     _tokens: tuple[ServiceToken, ...] = ()
     _stamp: tuple[int, int] | None = None
     _checked: int = field(default=-_RELOAD_NS)
+    _reading: trio.Lock = field(default_factory=trio.Lock)
 
     async def lookup(self, token: str) -> Principal | None:
         await self._refresh()
@@ -90,18 +91,21 @@ class TokenBook:
         return None if found is None else Principal(found.name, frozenset(found.roles))
 
     async def _refresh(self) -> None:
-        now = trio.current_time() * 1e9
-        if now - self._checked < _RELOAD_NS:
-            return
-        self._checked = int(now)
-        stamp = await trio.to_thread.run_sync(_stamp, self.path)
-        if stamp != self._stamp:
-            try:
-                config = await trio.to_thread.run_sync(load_service_config, self.path)
-            except ConfigError as e:  # fail closed: no token is valid until it is fixed
-                log.error("skillog serve: every token refused until this is fixed: %s", e)
-                config = ServiceConfig()
-            self._tokens, self._stamp = config.tokens, stamp
+        # One reader at a time: a request arriving while the file is read waits for it
+        # (before the first read there is no token to accept it with).
+        async with self._reading:
+            now = trio.current_time() * 1e9
+            if now - self._checked < _RELOAD_NS:
+                return
+            stamp = await trio.to_thread.run_sync(_stamp, self.path)
+            if stamp != self._stamp:
+                try:
+                    config = await trio.to_thread.run_sync(load_service_config, self.path)
+                except ConfigError as e:  # fail closed: no token is valid until it is fixed
+                    log.error("skillog serve: every token refused until this is fixed: %s", e)
+                    config = ServiceConfig()
+                self._tokens, self._stamp = config.tokens, stamp
+            self._checked = int(now)
 
 
 def _stamp(path: str) -> tuple[int, int] | None:

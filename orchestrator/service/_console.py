@@ -98,12 +98,13 @@ async def sessions_page(request: Request) -> Response:
     )
     submit = ""
     if who.may("submitter"):
-        options = "".join(f"<option>{escape(m)}</option>" for m in ctx.models)
+        models = "".join(f"<option>{escape(m)}</option>" for m in ctx.models)
+        presets = "".join(f"<option>{escape(p)}</option>" for p in ctx.policies)
         submit = (
             '<form id="submit"><h2>New task</h2><textarea id="task" rows="3" required>'
-            '</textarea><label>Model <select id="model">'
-            f'{options}</select></label> <button type="submit">Submit</button>'
-            '<p id="message" class="message"></p></form>'
+            f'</textarea><label>Model <select id="model">{models}</select></label> '
+            f'<label>Policy <select id="policy">{presets}</select></label> '
+            '<button type="submit">Submit</button><p id="message" class="message"></p></form>'
         )
     return _page("sessions", f"<h2>Sessions</h2>{table}{submit}", who)
 

@@ -4,23 +4,32 @@ log, the token book a view of the configuration file."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from eventlog import EventStore
 
+from .._events import PolicyConfig
 from .._loop import Agent
 from ._auth import TokenBook
 from ._sse import Tail
 
 MAX_BODY = 64 * 1024
+DEFAULT_POLICY = "default"
+
+
+def default_presets() -> dict[str, PolicyConfig]:
+    return {DEFAULT_POLICY: PolicyConfig()}
 
 
 @dataclass(frozen=True)
 class ServiceContext:
     """``models``: the model specs a submission may name (the first is the default);
     ``make_agent(spec)`` builds the agent that records a submitted session's start
-    (blocking: discovery reads the disk; called from a worker thread);
+    (blocking: discovery reads the disk; called from a worker thread), with every skill
+    the server offers (a submission may choose a subset); ``policies`` the policy
+    presets a submission may name (the first is the default), recorded in full in the
+    session's start, which is what every worker enforces;
     ``otel_endpoint`` the OTLP/HTTP backend of the export trigger, set by the operator
     (never by a client: the service sends to no address a request names)."""
 
@@ -28,11 +37,10 @@ class ServiceContext:
     tokens: TokenBook
     models: tuple[str, ...]
     make_agent: Callable[[str], Agent]
+    policies: Mapping[str, PolicyConfig] = field(default_factory=default_presets)
     max_body: int = MAX_BODY
     otel_endpoint: str | None = None
     tail: Tail = field(init=False)  # one follow of the log, run by serve()
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "tail", Tail(self.store)
-        )  # where the export trigger sends traces (OTLP/HTTP)
+        object.__setattr__(self, "tail", Tail(self.store))

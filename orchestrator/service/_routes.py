@@ -46,6 +46,7 @@ from ._schemas import (
     WhoAmI,
 )
 from ._sse import EventStreamResponse, event_out
+from ._submission import offered, tailored
 
 MAX_PAGE = 1000
 _SESSION_ID = re.compile(r"[0-9A-Za-z_.-]{1,128}")
@@ -139,16 +140,16 @@ async def submit(request: Request) -> Response:
     require(request, "submitter")
     ctx = context(request)
     req = await body(request, SubmitRequest)
-    spec = ctx.models[0] if req.model is None else req.model
-    if spec not in ctx.models:
-        offered = ", ".join(ctx.models)
-        raise ApiError(422, f"model {spec!r} is not offered here; one of: {offered}", "$.model")
+    spec = offered(req.model, ctx.models, "model", "$.model")
+    preset = offered(req.policy, tuple(ctx.policies), "policy preset", "$.policy")
     agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
     try:
+        agent = tailored(agent, req.skills, ctx.policies[preset])
         session_id = await queue_session(ctx.store, agent, req.task)
     finally:
         agent.close()
-    return json(Submitted(session_id=session_id, model=spec), 201)
+    skills = sorted(s.name for s in agent.skills)
+    return json(Submitted(session_id=session_id, model=spec, skills=skills, policy=preset), 201)
 
 
 async def get_session(request: Request) -> Response:

@@ -14,6 +14,8 @@ from .._events import SkillInfo
 Task = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
 Reason = Annotated[str, msgspec.Meta(max_length=2_000)]
 ModelSpec = Annotated[str, msgspec.Meta(min_length=1, max_length=300)]
+SkillName = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+PresetName = Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
 TokenText = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
@@ -23,10 +25,16 @@ class _In(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
 
 class SubmitRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A task to queue: a session recorded as started with this task; the workers run
-    it. ``model`` is one of the server's configured models (default: the first)."""
+    it. ``model`` is one of the server's configured models (default: the first);
+    ``skills`` the names of the server's skills the session may see (default: all of
+    them; ``[]``: none); ``policy`` one of the server's policy presets (default: the
+    first). The catalog and the policy are recorded in the session's start, and every
+    worker enforces what was recorded."""
 
     task: Task
     model: ModelSpec | None = None
+    skills: Annotated[list[SkillName], msgspec.Meta(max_length=1000)] | None = None
+    policy: PresetName | None = None
 
 
 Remember = Annotated[str, msgspec.Meta(pattern=r"^(skill|pattern:.+)$", max_length=1_000)]
@@ -59,6 +67,8 @@ class _Out(msgspec.Struct, frozen=True, kw_only=True):
 class Submitted(_Out, frozen=True, kw_only=True):
     session_id: str
     model: str
+    skills: list[str]
+    policy: str
 
 
 class SessionList(_Out, frozen=True, kw_only=True):

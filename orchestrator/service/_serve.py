@@ -38,6 +38,7 @@ def hypercorn_config(bind: str) -> Config:
     config.include_server_header = False
     config.graceful_timeout = 3.0  # live event streams never end by themselves
     config.keep_alive_timeout = 30.0
+    config.backlog = 1024  # hundreds of followers may (re)connect at once
     return config
 
 

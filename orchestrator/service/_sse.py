@@ -3,15 +3,18 @@
 The log is the only source: a live stream is the session's events read by seq from
 where the client stands (``Last-Event-ID`` is the last seq it has), again each time
 something commits. What commits is learnt from one :class:`Tail` per process, a single
-``store.follow`` that wakes every live stream: a ``follow`` per client would hold one
-PostgreSQL connection each (200 followers exhausted a default server's 100). Reading
+``store.follow`` that wakes the live streams of the session each commit is to: a
+``follow`` per client would hold one PostgreSQL connection each (200 followers
+exhausted a default server's 100), and waking every stream on every commit made 200
+followers read their sessions thousands of times a second (bench/service.py). Reading
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 import msgspec
 import trio
@@ -45,24 +48,47 @@ def sse_frame(event: Event) -> bytes:
 
 
 class Tail:
-    """Wakes live streams when anything commits to the log (see the module docstring)."""
+    """Wakes the live streams of a session when something commits to it (see the
+    module docstring): a commit wakes only its own session's followers."""
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
-        self._committed = trio.Event()
+        self._committed: dict[str, trio.Event] = {}  # stream -> set at its next commit
+        self._watchers: dict[str, int] = {}  # stream -> live streams following it
 
-    def next_commit(self) -> trio.Event:
-        """Set when the next commit after this call is seen."""
-        return self._committed
+    @contextmanager
+    def watching(self, stream: str) -> Iterator[None]:
+        """While a live stream follows ``stream``; its wake-ups are forgotten when the
+        last one leaves (memory stays with the streams followed now)."""
+        self._watchers[stream] = self._watchers.get(stream, 0) + 1
+        try:
+            yield
+        finally:
+            self._watchers[stream] -= 1
+            if not self._watchers[stream]:
+                del self._watchers[stream]
+                self._committed.pop(stream, None)
+
+    def kept(self) -> set[str]:
+        """The streams this tail keeps anything for: those followed now."""
+        return set(self._watchers) | set(self._committed)
+
+    def next_commit(self, stream: str) -> trio.Event:
+        """Set when the next commit to ``stream`` after this call is seen."""
+        committed = self._committed.get(stream)
+        if committed is None:
+            committed = self._committed[stream] = trio.Event()
+        return committed
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
         start = int(await last()) + 1 if last is not None else 0
         task_status.started()
         async with closing(self.store.follow(from_position=start)) as events:
-            async for _ in events:
-                self._committed.set()
-                self._committed = trio.Event()
+            async for event in events:
+                committed = self._committed.pop(event.stream, None)
+                if committed is not None:
+                    committed.set()
 
 
 async def session_events(
@@ -71,14 +97,15 @@ async def session_events(
     """Every event of ``stream`` from ``from_seq`` on, each once and in seq order, then
     those committed later, until cancelled."""
     next_seq = from_seq
-    while True:
-        committed = tail.next_commit()  # before the read: a later commit sets this one
-        async with closing(store.read(stream, from_seq=next_seq)) as events:
-            async for event in events:
-                next_seq = event.seq + 1
-                yield event
-        with trio.move_on_after(1.0):
-            await committed.wait()
+    with tail.watching(stream):
+        while True:
+            committed = tail.next_commit(stream)  # before the read: a later commit sets it
+            async with closing(store.read(stream, from_seq=next_seq)) as events:
+                async for event in events:
+                    next_seq = event.seq + 1
+                    yield event
+            with trio.move_on_after(1.0):
+                await committed.wait()
 
 
 class EventStreamResponse:

@@ -5,7 +5,8 @@ it. The model is scripted; everything else is real."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,9 @@ import trio
 from eventlog import EventStore, open_sqlite_store
 from orchestrator._cli import _parser
 from orchestrator._cli_serve import build
+from orchestrator._events import PolicyConfig
 from orchestrator.service import new_token, serve
+from orchestrator.service._sse import Tail
 from orchestrator.skills._config import add_service_token
 
 ROLES = {
@@ -44,6 +47,7 @@ class Service:
     store: EventStore
     config: Path
     db: Path
+    tail: Tail
 
     def client(self, who: str | None = "alice", **kw: object) -> httpx.AsyncClient:
         headers = {} if who is None else {"authorization": f"Bearer {self.tokens[who]}"}
@@ -79,9 +83,14 @@ def service_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, 
 
 @asynccontextmanager
 async def running_service(
-    tmp_path: Path, config: Path, tokens: dict[str, str], *extra: str
+    tmp_path: Path,
+    config: Path,
+    tokens: dict[str, str],
+    *extra: str,
+    policies: Mapping[str, PolicyConfig] | None = None,
 ) -> AsyncIterator[Service]:
-    """The service as ``skillog serve`` wires it, with ``extra`` command-line options."""
+    """The service as ``skillog serve`` wires it, with ``extra`` command-line options
+    (and ``policies`` as its policy presets, when given)."""
     skill = write_skill(tmp_path, HOSTILE)
     script = tmp_path / "turns.yaml"
     script.write_text(TURNS)
@@ -93,12 +102,14 @@ async def running_service(
     stop = trio.Event()
     async with open_sqlite_store(db) as store, trio.open_nursery() as nursery:
         ctx, workers = build(store, args)
+        if policies is not None:
+            ctx = dataclasses.replace(ctx, policies=policies)
         urls = await nursery.start(
             lambda task_status: serve(
                 ctx, "127.0.0.1:0", stop=stop, workers=workers, task_status=task_status
             )
         )
-        yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db)
+        yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db, tail=ctx.tail)
         stop.set()
 
 

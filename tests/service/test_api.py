@@ -55,6 +55,20 @@ async def test_no_token_wrong_token_and_removed_token(service: Service) -> None:
         assert (await client.get("/api/sessions")).status_code == 401
 
 
+async def test_first_requests_at_once_are_all_authenticated(service: Service) -> None:
+    # The token file is read on the first request; those arriving meanwhile wait for it.
+    statuses: list[int] = []
+    async with service.client("victor") as client:
+
+        async def whoami() -> None:
+            statuses.append((await client.get("/api/whoami")).status_code)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(whoami)
+    assert statuses == [200] * 10
+
+
 async def test_roles(service: Service) -> None:
     async with service.client("victor") as viewer:
         refused = await viewer.post("/api/sessions", json={"task": "x"})
@@ -93,6 +107,10 @@ async def test_bad_bodies(service: Service) -> None:
             b"[]": "$",
             b'{"task": 1}': "$.task",
             b'{"task": "x", "skills": ["evil"]}': "$.skills",
+            b'{"task": "x", "skills": ["greet", "greet"]}': "$.skills",
+            b'{"task": "x", "skills": "greet"}': "$.skills",
+            b'{"task": "x", "policy": "lax"}': "$.policy",
+            b'{"task": "x", "policy_config": {"approve": []}}': "$.policy_config",
             b"{}": "$.task",
             b'{"task": ""}': "$.task",
             b'{"task": "x", "model": "scripted:/etc/passwd"}': "$.model",
@@ -221,6 +239,7 @@ async def test_openapi_and_health(service: Service) -> None:
         body = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
         assert body["required"] == ["task"] and body["additionalProperties"] is False
         assert body["properties"]["task"]["maxLength"] == 32_000
+        assert {"model", "skills", "policy"} <= body["properties"].keys()
         assert submit_op["x-role"] == "submitter"
         assert (await client.get("/api/health")).json() == {"status": "ok"}
         assert (await client.get("/api/ready")).json() == {"status": "ready"}

@@ -1,6 +1,8 @@
 """Faults with real processes: ``skillog serve`` SIGKILLed while a client follows a
-session, restarted, the client reconnecting with Last-Event-ID; and ``serve
---workers 0`` on PostgreSQL as a pure front end for a separate ``skillog worker``."""
+session, restarted, the client reconnecting with Last-Event-ID; ``serve --workers 0``
+on PostgreSQL as a pure front end for a separate ``skillog worker``; and, on SQLite
+and on PostgreSQL, ``skillog worker`` processes SIGKILLed in the middle of a script's
+run, or while an approval is pending, with a client following over SSE."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
 
 from eventlog import open_store
 from orchestrator.service import new_token
@@ -73,8 +76,18 @@ def log_of(db: str, session: str) -> list[tuple[int, str]]:
     return trio.run(read)
 
 
-def test_server_killed_and_restarted_followers_miss_nothing(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The log: a SQLite file, or a fresh database on the throwaway PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "s.db")
+    dsn: str = request.getfixturevalue("pg_dsn")
+    return dsn
+
+
+def test_server_killed_and_restarted_followers_miss_nothing(tmp_path: Path, db: str) -> None:
     env, token, args = setup(tmp_path)
+    args = [*args, "--db", db]
     proc, url = start(tmp_path, env, *args)
     got: list[dict] = []  # type: ignore[type-arg]
     try:
@@ -94,7 +107,7 @@ def test_server_killed_and_restarted_followers_miss_nothing(tmp_path: Path) -> N
             got.extend(events(c, session, got[-1]["seq"], "session.ended"))
     finally:
         stop(proc)
-    assert [(e["seq"], e["hash"]) for e in got] == log_of(str(tmp_path / "s.db"), session)
+    assert [(e["seq"], e["hash"]) for e in got] == log_of(db, session)
 
 
 def test_front_end_on_postgres_with_a_separate_worker(tmp_path: Path, pg_dsn: str) -> None:
@@ -125,7 +138,26 @@ def test_front_end_on_postgres_with_a_separate_worker(tmp_path: Path, pg_dsn: st
     assert [(e["seq"], e["hash"]) for e in streamed] == log_of(pg_dsn, session)
 
 
-def test_worker_killed_mid_session_followers_see_the_resumption(tmp_path: Path) -> None:
+def spawn_worker(
+    tmp_path: Path, env: dict[str, str], db: str, name: str, *args: str
+) -> subprocess.Popen[bytes]:
+    """A ``skillog worker`` process with a 1 s lease (a dead one is taken over soon)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator._cli", "worker", "--db", db, "--poll-ms", "100",
+         "--lease-ms", "1000", "--name", name, *args],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def end_all(workers: list[subprocess.Popen[bytes]]) -> None:
+    for p in workers:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+
+
+def test_worker_killed_mid_session_followers_see_the_resumption(tmp_path: Path, db: str) -> None:
     env, token, _ = setup(tmp_path)
     skill = tmp_path / "slow"
     (skill / "scripts").mkdir(parents=True)
@@ -137,40 +169,25 @@ def test_worker_killed_mid_session_followers_see_the_resumption(tmp_path: Path) 
         "  - tool_calls: [{name: skills.run_script, arguments: {path: scripts/wait.py}}]\n"
         "  - text: done\n"
     )
-    db = str(tmp_path / "s.db")
+    skills = ("--skills", str(skill), "--tier", "org")
     proc, url = start(
-        tmp_path, env, "--workers", "0", "--model", f"scripted:{tmp_path / 'slow.yaml'}",
-        "--skills", str(skill), "--tier", "org",
+        tmp_path, env, "--db", db, "--workers", "0", "--model",
+        f"scripted:{tmp_path / 'slow.yaml'}", *skills,
     )  # fmt: skip
-
-    def worker(name: str) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "orchestrator._cli", "worker", "--db", db, "--skills",
-             str(skill), "--tier", "org", "--poll-ms", "100", "--lease-ms", "1000",
-             "--name", name],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    first = worker("first")
-    second = None
+    workers = [spawn_worker(tmp_path, env, db, "first", *skills)]
     got: list[dict] = []  # type: ignore[type-arg]
     try:
         with client(url, token) as c:
             session = c.post("/api/sessions", json={"task": "wait"}).json()["session_id"]
-            stream = events(c, session, None, "session.ended")
-            for event in stream:  # one live connection throughout
+            for event in events(c, session, None, "session.ended"):  # one live connection
                 got.append(event)
-                if event["type"] == "script.started" and second is None:
-                    first.send_signal(signal.SIGKILL)  # inside the script's run
-                    first.wait(timeout=30)
-                    second = worker("second")
+                if event["type"] == "script.started" and len(workers) == 1:
+                    workers[0].send_signal(signal.SIGKILL)  # inside the script's run
+                    workers[0].wait(timeout=30)
+                    workers.append(spawn_worker(tmp_path, env, db, "second", *skills))
             view = wait_for(c, session, "ended")
     finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                p.wait(timeout=60)
+        end_all(workers)
         stop(proc)
     assert view["ended_reason"] == "completed" and view["workers"] == ["first", "second"]
     assert [(e["seq"], e["hash"]) for e in got] == log_of(db, session)
@@ -178,3 +195,34 @@ def test_worker_killed_mid_session_followers_see_the_resumption(tmp_path: Path) 
     types = [e["type"] for e in got]
     assert types.count("tool.called") == types.count("tool.completed") == 2
     assert types.count("script.executed") == 1
+
+
+def test_worker_killed_with_an_approval_pending_loses_nothing(tmp_path: Path, db: str) -> None:
+    env, token, args = setup(tmp_path)
+    skills = ("--skills", args[args.index("--skills") + 1])  # tier user: the script asks
+    proc, url = start(tmp_path, env, *args, "--db", db, "--workers", "0")
+    workers = [spawn_worker(tmp_path, env, db, "first", *skills)]
+    got: list[dict] = []  # type: ignore[type-arg]
+    try:
+        with client(url, token) as c:
+            session = c.post("/api/sessions", json={"task": "greet"}).json()["session_id"]
+            for event in events(c, session, None, "approval.requested"):
+                got.append(event)
+            workers[0].send_signal(signal.SIGKILL)  # the approval is pending
+            workers[0].wait(timeout=30)
+            [pending] = c.get("/api/approvals", params={"session": session}).json()["approvals"]
+            assert pending["call_id"] == got[-1]["body"]["call_id"]  # still pending
+            decided = c.post(
+                f"/api/sessions/{session}/approvals/{pending['call_id']}/approve", json={}
+            )
+            assert decided.status_code == 200 and decided.json()["decided_by"] == "ops"
+            workers.append(spawn_worker(tmp_path, env, db, "second", *skills))
+            got.extend(events(c, session, got[-1]["seq"], "session.ended"))
+            view = wait_for(c, session, "ended")
+    finally:
+        end_all(workers)
+        stop(proc)
+    assert view["ended_reason"] == "completed" and view["workers"][-1] == "second"
+    assert [(e["seq"], e["hash"]) for e in got] == log_of(db, session)
+    types = [e["type"] for e in got]
+    assert types.count("approval.resolved") == 1 and types.count("script.executed") == 1

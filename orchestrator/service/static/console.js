@@ -55,7 +55,8 @@ function setupSubmit() {
     event.preventDefault();
     const task = document.getElementById("task").value;
     const model = document.getElementById("model").value;
-    const result = await call("POST", "/api/sessions", { task, model });
+    const policy = document.getElementById("policy").value;
+    const result = await call("POST", "/api/sessions", { task, model, policy });
     if (result.ok) { window.location.assign("/console/sessions/" + encodeURIComponent(result.data.session_id)); return; }
     say(document.getElementById("message"), failure(result), false);
   });
