@@ -70,6 +70,7 @@ RULES: dict[str, str] = {
     "approval_repeated": "approval.requested twice for one call",
     "approval_after_effect": "approval.requested after the call's effect or refusal began",
     "decision_without_request": "approval.resolved for a call with no pending request",
+    "remember_without_approval": "approval.remembered not right after its call's approval",
     "effect_before_approval": "an event of a call (but its decision) while it awaits approval",
     "effect_after_denial": "anything but policy.denied and an error result after a denial",
     "suspend_without_pending": "session.suspended naming no call or one not awaiting approval",
@@ -284,6 +285,7 @@ class SessionGrammar(GrammarCheck):
             "tool.interrupted": self._interrupted,
             "approval.requested": self._requested,
             "approval.resolved": self._resolved,
+            "approval.remembered": self._remembered,
             "session.suspended": self._suspended,
         }
         for tag in _CALL_EVENTS:
@@ -440,6 +442,11 @@ class SessionGrammar(GrammarCheck):
         if self._progress("approval.resolved", call_id) != AWAITING:
             raise _Broken("decision_without_request", f"call {call_id!r} awaits no decision")
         self.calls[call_id] = APPROVED if resolved.approved else DENIED
+
+    def _remembered(self, body: bytes) -> None:
+        call_id = _CALL(body).call_id
+        if self.calls.get(call_id) != APPROVED:  # committed with the approving decision
+            raise _Broken("remember_without_approval", f"call {call_id!r} was not just approved")
 
     def _suspended(self, body: bytes) -> None:
         ids = _SUSPENDED(body).call_ids

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from eventlog import MemoryStore, NewEvent, import_jsonl
 from orchestrator import Agent
-from orchestrator._events import CODEC, Event, LeaseAcquired, ToolCompleted
+from orchestrator._events import CODEC, ApprovalRemembered, Event, LeaseAcquired, ToolCompleted
 from orchestrator._fleet import Worker, queue_session
 from orchestrator._grammar import RULES, check_stream
 from orchestrator.adapters import ScriptedModel
@@ -222,6 +222,10 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "approval_repeated": ("s", [*a[:13], a[12]]),
         "approval_after_effect": ("s", [*life[:55], life[57], life[55]]),
         "decision_without_request": ("s", without(life, 55)),
+        "remember_without_approval": (
+            "s",
+            [*a[:6], encoded(ApprovalRemembered(call_id="call_0_0", scope="skill", skill="x"))],
+        ),
         "effect_before_approval": ("s", without(a, 16)),
         "effect_after_denial": ("s", body(life, 58, b'"is_error":true', b'"is_error":false')),
         "suspend_without_pending": ("s", body(a, 14, b'"call_1_0"', b'"call_0_0"')),

@@ -130,9 +130,17 @@ def leftovers(token: str) -> list[str]:
                     found.append(pid)
         except OSError:
             pass
-    for parent in CGROUPS.values():
-        found += [n for n in os.listdir(parent.path) if n.startswith(f"skillog-{os.getpid()}-")]
-    return found
+    return found + sorted(_our_cgroups() - _STALE)
+
+
+def _our_cgroups() -> set[str]:
+    prefix = f"skillog-{os.getpid()}-"
+    return {n for p in CGROUPS.values() for n in os.listdir(p.path) if n.startswith(prefix)}
+
+
+_STALE = _our_cgroups()
+"""Cgroups named after this pid before these tests ran: another process's, whose pid
+this one reuses (one SIGKILLed cannot remove its cgroups), not a leak of ours."""
 
 
 def _prefixes_under_home() -> list[str]:

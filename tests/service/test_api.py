@@ -285,4 +285,5 @@ async def test_a_forged_but_chained_event_is_reported_with_its_rule(service: Ser
         "detail": "tool.completed for call 'ghost', never called",
     }
     assert proof["ok"] is False and "grammar event_before_call" in proof["broken"]
-    assert "not proven" in audit and "grammar event_before_call" in audit
+    assert "NOT PROVEN" in audit and 'class="check fail" data-check="grammar"' in audit
+    assert "event_before_call" in audit

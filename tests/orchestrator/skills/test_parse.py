@@ -465,8 +465,8 @@ line_end = st.sampled_from(["\n", "\r\n", "\r"])
 def test_any_mix_of_line_ends_gives_the_same_skill(ends: list[str], body: str) -> None:
     lines = ["---", "name: my-skill", "description: one", "  two", "metadata:", "  k: v", "---"]
     text = "".join(line + end for line, end in zip(lines, ends, strict=True)) + body
-    if "\0" in text:
-        return
+    if "\0" in text or (ends[-1] == "\r" and body.startswith("\n")):
+        return  # "---\r" then "\n..." is "---\r\n": one line end, as every reader sees it
     parsed = parse_skill_md(text, path="x", dir_name="my-skill")
     assert parsed.properties.description == "one two"
     assert parsed.properties.metadata == {"k": "v"}
