@@ -42,6 +42,10 @@ from ._writer import AppendRequest, CallRequest, Request
 
 T = TypeVar("T")
 BATCH = 2000
+MAX_IDLE_READERS = 4
+"""Reader connections kept open between reads. A burst opens more (one per thread
+reading at once, up to trio's thread limit), closed when it is over: each holds a page
+cache, so keeping every one made a long-running server's memory creep upwards."""
 _COLS = "stream, seq, position, type, recorded_at, body, prev_hash, hash"
 
 
@@ -125,7 +129,11 @@ class SqliteStore:
             raise translate(e, self.path, doing) from e
         finally:
             with self._lock:
-                self._idle.append(conn)
+                keep = len(self._idle) < MAX_IDLE_READERS
+                if keep:
+                    self._idle.append(conn)
+            if not keep:  # a burst of reads is over: memory goes back to what is kept
+                conn.close()
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T], doing: str) -> T:
         return await trio.to_thread.run_sync(self._with_reader, fn, doing)

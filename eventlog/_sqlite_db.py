@@ -28,6 +28,7 @@ from ._errors import (
 #: The on-disk format this code writes and the newest it can read.
 FORMAT_VERSION = 1
 SYNCHRONOUS = ("FULL", "NORMAL")
+READER_CACHE_KIB = 256
 _MIGRATION_SET = "eventlog"
 T = TypeVar("T")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -182,6 +183,9 @@ def connect(
                 conn.close()
                 conn = _open(path, _immutable(path, e), busy_timeout)
                 conn.execute("PRAGMA query_only=1")
+            # Readers scan: a small page cache (the OS caches the file) bounds the memory
+            # of many reader connections; the writer keeps SQLite's default (2 MiB).
+            conn.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
         else:
             # WAL: readers never block the writer and a commit is one append + fsync.
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]

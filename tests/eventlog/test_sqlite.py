@@ -287,3 +287,31 @@ async def test_a_cancelled_append_still_learns_its_outcome(tmp_path: Path) -> No
                 await store.append("s", [ev(0)], expected_seq=0)
         head = await store.head("s")
         assert head is not None and head.seq == 0
+
+
+async def test_a_burst_of_reads_leaves_few_reader_connections_open(tmp_path: Path) -> None:
+    """Each reader connection holds a page cache: after a burst of concurrent reads the
+    store keeps MAX_IDLE_READERS of them, not one per thread that read (a server's
+    memory crept upwards with every burst)."""
+    from eventlog._sqlite import MAX_IDLE_READERS
+
+    db = tmp_path / "log.db"
+    async with open_sqlite_store(db) as store:
+        await store.append("s", [ev(0)], expected_seq=0)
+        release = trio.Event()
+
+        async def read_once() -> None:
+            def slow(conn: sqlite3.Connection) -> None:
+                trio.from_thread.run(release.wait)  # every reader open at once
+
+            await store._read(slow, "reading")
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(12):
+                nursery.start_soon(read_once)
+            await trio.sleep(0.5)
+            release.set()
+        # (Not counted in descriptors: SQLite keeps a closed connection's descriptor
+        # while others in the process hold locks on the file, and reuses it.)
+        assert len(store._idle) == MAX_IDLE_READERS
+        assert [e.seq async for e in store.read("s")] == [0]
