@@ -20,15 +20,22 @@ async def record_index_run(
     *,
     clock: Callable[[], int] = time.time_ns,
 ) -> Event:
-    """Append one ``catalog.indexed`` event for ``catalog`` to :data:`INDEX_STREAM`.
+    """Append one ``catalog.indexed`` event for ``catalog`` to :data:`INDEX_STREAM`,
+    unless the last run recorded found exactly the same: then that event is returned.
 
-    Several processes may index at once: a lost race for the next seq is retried
-    against the new head (the chain never forks)."""
+    Every session that indexes calls this, and many start at once (a service takes
+    dozens of submissions a second): a lost race for the next seq is retried against
+    the new head (the chain never forks), and an unchanged result is not recorded again,
+    which keeps the stream to the changes and the racers few."""
     record = catalog.record if isinstance(catalog, Catalog) else catalog
     event = CODEC.encode(CatalogIndexed(record=record), recorded_at=clock())
-    attempts = 5
+    attempts = 20
     for attempt in range(attempts):
         head = await store.head(INDEX_STREAM)
+        if head is not None:
+            last = await _event_at(store, head.seq)
+            if last is not None and (last.type, last.body) == (event.type, event.body):
+                return last
         try:
             (committed,) = await store.append(
                 INDEX_STREAM, [event], expected_seq=0 if head is None else head.seq + 1
@@ -38,3 +45,8 @@ async def record_index_run(
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _event_at(store: EventStore, seq: int) -> Event | None:
+    found = [e async for e in store.read(INDEX_STREAM, from_seq=seq, to_seq=seq + 1)]
+    return found[0] if found else None

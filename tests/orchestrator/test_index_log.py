@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
 from eventlog import MemoryStore, open_sqlite_store, verify
 from orchestrator._cli import main
@@ -27,11 +28,15 @@ async def test_runs_chain_in_their_own_stream(tmp_path: Path) -> None:
     catalog = build_catalog([SkillSource(path=str(tmp_path), tier=Tier.USER, label="t")])
     store = MemoryStore()
     first = await record_index_run(store, catalog, clock=lambda: 1)
-    second = await record_index_run(store, catalog, clock=lambda: 2)
+    again = await record_index_run(store, catalog, clock=lambda: 2)
+    assert again == first  # the same result is not recorded twice
+    write(tmp_path, "other")
+    changed = build_catalog([SkillSource(path=str(tmp_path), tier=Tier.USER, label="t")])
+    second = await record_index_run(store, changed, clock=lambda: 3)
     assert (first.stream, first.seq, second.seq) == (INDEX_STREAM, 0, 1)
     body = CODEC.decode(second)
     assert isinstance(body, CatalogIndexed)
-    assert [e.name for e in body.record.entries] == ["good"]
+    assert [e.name for e in body.record.entries] == ["good", "other"]
     assert body.record.entries[0].hash == catalog.entries[0].hash
     (rejected,) = body.record.rejected
     assert rejected.path.endswith("Bad_Name") and rejected.problems
@@ -61,8 +66,8 @@ def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_every_session_that_indexes_records_its_indexing_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`skillog run` and `skillog resume` index the sources: each records the run."""
-    import trio
+    """`skillog run` and `skillog resume` index the sources: each records what it found
+    when that differs from the last run recorded."""
 
     project = tmp_path / "project"
     write(project / ".agents" / "skills", "notes")
@@ -85,4 +90,22 @@ def test_every_session_that_indexes_records_its_indexing_run(
     session, count = trio.run(runs)
     assert count == 1
     assert main(["resume", session, "--db", db]) == 0  # ended already: nothing to drive
+    assert trio.run(runs)[1] == 1  # the sources did not change: nothing new to record
+    write(project / ".agents" / "skills", "more")
+    assert main(["resume", session, "--db", db]) == 0
     assert trio.run(runs)[1] == 2
+
+
+async def test_many_sessions_indexing_at_once_all_start(tmp_path: Path) -> None:
+    """A service starts dozens of sessions a second, each recording its indexing run:
+    none may fail on the race for the index stream's next seq."""
+    write(tmp_path, "good")
+    catalogs = [
+        build_catalog([SkillSource(path=str(tmp_path), tier=Tier.USER, label=f"t{i % 3}")])
+        for i in range(30)
+    ]
+    store = MemoryStore()
+    async with trio.open_nursery() as nursery:
+        for catalog in catalogs:
+            nursery.start_soon(record_index_run, store, catalog)
+    assert 1 <= len([e async for e in store.read(INDEX_STREAM)]) <= 30
