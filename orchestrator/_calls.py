@@ -21,6 +21,7 @@ from ._events import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    McpToolDef,
     ScriptStarted,
     SessionStarted,
     SkillInfo,
@@ -48,14 +49,16 @@ class View(ActiveSkills):
     config: SessionStarted
     catalog: dict[str, SkillInfo]
     active: list[ActiveSkill]
+    mcp: dict[str, McpToolDef] = field(default_factory=dict)
+    """The MCP tools on offer, by session name (they change only between turns)."""
 
     @classmethod
     def of(cls, state: SessionState) -> View:
         assert state.config is not None
-        return cls(state.config, dict(state.catalog), list(state.active))
+        return cls(state.config, dict(state.catalog), list(state.active), state.mcp_tools)
 
     def copy(self) -> View:
-        return View(self.config, dict(self.catalog), list(self.active))
+        return View(self.config, dict(self.catalog), list(self.active), self.mcp)
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,9 @@ async def run_turn_tools(
     unload runs alone, in order, and the calls after it see what it changed."""
     progress = state.turn_progress
     assert progress is not None and state.config is not None
-    view = View(state.config, dict(progress.base_catalog), list(progress.base_active))
+    view = View(
+        state.config, dict(progress.base_catalog), list(progress.base_active), state.mcp_tools
+    )
     waiting: list[str] = []
 
     async def proceed(ctx: CallContext, plan: Plan) -> None:

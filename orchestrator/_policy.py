@@ -11,6 +11,8 @@ refused with a ``policy.denied`` event. How a rule maps to skillog's tools:
 - ``Bash`` / ``skills.run_script`` allow ``skills.run_script``; ``Bash(prefix:*)`` only
   commands (script path, then arguments, shell-quoted) starting with ``prefix``;
   ``Bash(cmd)`` only that exact command.
+- ``mcp__<server>__<tool>`` allows that MCP tool; ``mcp__<server>`` and
+  ``mcp__<server>__*`` every tool of that server (``mcp__*``: every MCP tool).
 - Any other ``Name`` allows the host tool called ``Name``. ``Name(pattern)`` on a host
   tool allows nothing: skillog cannot know what the pattern would apply to, and an
   allowlist must fail closed.
@@ -37,7 +39,8 @@ READ_TOOLS = frozenset({"Read", "skills.read"})
 SCRIPT_TOOLS = frozenset({"Bash", "skills.run_script"})
 TIERS = ("builtin", "org", "user", "third-party")
 
-_RULE = re.compile(r"([A-Za-z0-9_.\-]+)(?:\((.*)\))?\Z", re.S)
+MCP_PREFIX = "mcp__"
+_RULE = re.compile(r"([A-Za-z0-9_.\-]+\*?)(?:\((.*)\))?\Z", re.S)
 
 
 class ToolRule(msgspec.Struct, frozen=True):
@@ -117,7 +120,20 @@ def _names(rule: ToolRule, tool: str) -> bool:
         return rule.tool in READ_TOOLS
     if tool == "skills.run_script":
         return rule.tool in SCRIPT_TOOLS
-    return rule.tool == tool and rule.pattern is None
+    return rule.pattern is None and names_tool(rule.tool, tool)
+
+
+def names_tool(name: str, tool: str) -> bool:
+    """Whether a rule's tool name (or a policy's list entry) names ``tool``: itself, or
+    for MCP tools also its server (``mcp__github``) or a prefix ending in ``*``
+    (``mcp__github__*``, ``mcp__*``)."""
+    if name == tool:
+        return True
+    if not tool.startswith(MCP_PREFIX) or not name.startswith(MCP_PREFIX):
+        return False
+    if name.endswith("*"):
+        return tool.startswith(name[:-1])
+    return tool.startswith(name + "__")
 
 
 _INTERPRETER_WORDS: dict[str, tuple[str, ...]] = {
@@ -202,7 +218,11 @@ def script_gate(config: PolicyConfig, tier: str) -> ScriptGate:
 
 
 def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:
-    return tool in config.approve_host_tools or "*" in config.approve_host_tools
+    """Whether ``policy.approve_host_tools`` names ``tool`` (``"*"``: every host and MCP
+    tool; MCP tools also by server or prefix, as in ``allowed-tools``)."""
+    return "*" in config.approve_host_tools or any(
+        names_tool(name, tool) for name in config.approve_host_tools
+    )
 
 
 def over_budget(

@@ -14,6 +14,7 @@ from ._catalog import Status as Status
 from ._catalog import build_catalog as build_catalog
 from ._catalog import build_catalog_async as build_catalog_async
 from ._config import InstalledSkill as InstalledSkill
+from ._config import McpServerConfig as McpServerConfig
 from ._config import SkillsConfig as SkillsConfig
 from ._config import SourceConfig as SourceConfig
 from ._config import config_path as config_path
@@ -73,6 +74,7 @@ __all__ = [
     "InstalledSkill",
     "ManifestEntry",
     "ManifestError",
+    "McpServerConfig",
     "ParsedSkillMd",
     "Problem",
     "Provenance",
