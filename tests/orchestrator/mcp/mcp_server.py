@@ -76,7 +76,7 @@ def build(kind: str) -> Server[Any]:
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         args = params.arguments or {}
-        meta = params.meta.model_dump(by_alias=True) if params.meta else {}
+        meta = dict(params.meta or {})
         _ledger({"tool": params.name, "args": args, "meta": meta})
         name = params.name
         if name == "big":
