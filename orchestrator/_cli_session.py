@@ -41,6 +41,7 @@ from .skills import (
     config_path,
     default_sources,
     load_config,
+    load_mcp_servers,
     split_skill_dirs,
 )
 
@@ -244,6 +245,7 @@ def agent_for(args: argparse.Namespace, *, model_spec: str) -> Agent:
         max_turns=args.max_turns,
         file_access=args.file_access,
         policy=PolicyConfig(),
+        mcp_servers=load_mcp_servers(config_path()),
     )
 
 

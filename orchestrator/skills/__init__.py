@@ -19,6 +19,7 @@ from ._config import SkillsConfig as SkillsConfig
 from ._config import SourceConfig as SourceConfig
 from ._config import config_path as config_path
 from ._config import load_config as load_config
+from ._config import load_mcp_servers as load_mcp_servers
 from ._config import save_config as save_config
 from ._discover import SkillSource as SkillSource
 from ._discover import default_sources as default_sources
@@ -104,6 +105,7 @@ __all__ = [
     "install",
     "install_dir",
     "load_config",
+    "load_mcp_servers",
     "load_skill",
     "make_manifest",
     "manifest_of",
