@@ -26,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 import msgspec
@@ -113,6 +113,32 @@ def permits(rules: Allowlist, tool: str, *, path: str = "", args: Sequence[str] 
 
 def restricting_skills(rules: Allowlist) -> str:
     return ", ".join(name for name, _ in rules or ())
+
+
+def mcp_unlocks(allowed_tools: str, servers: Collection[str]) -> list[str]:
+    """What a skill's ``allowed-tools`` unlocks of MCP servers' tools, one line per MCP
+    rule (for the catalog): which server and which tools, and whether ``servers``
+    (the configured ones) has that server."""
+    lines = []
+    for rule in parse_allowed_tools(allowed_tools):
+        if not rule.tool.startswith(MCP_PREFIX):
+            continue
+        rest = rule.tool[len(MCP_PREFIX) :]
+        server, _, tool = rest.partition("__")
+        if rule.pattern is not None:
+            what = "nothing (a pattern on an MCP tool allows nothing)"
+        elif rest == "*":
+            what, server = "every tool of every MCP server", ""
+        elif not tool or tool == "*":
+            what = f"every tool of MCP server {server}"
+        elif tool.endswith("*"):
+            what = f"the tools of MCP server {server} starting with {tool[:-1]!r}"
+        else:
+            what = f"the tool {tool} of MCP server {server}"
+        missing = server and server.rstrip("*") not in servers
+        note = " (not a configured server)" if missing else ""
+        lines.append(f"{rule.tool}{f'({rule.pattern})' if rule.pattern else ''}: {what}{note}")
+    return lines
 
 
 def _names(rule: ToolRule, tool: str) -> bool:

@@ -211,3 +211,21 @@ def test_validate_json_is_one_object_per_path(tmp_path, capsys) -> None:  # type
     assert [(r["valid"], r["name"]) for r in rows] == [(True, "good"), (False, None)]
     assert rows[0]["hash"].startswith("sha256:") and "skill-dir-missing" in rows[1]["problems"][0]
     assert set(rows[0]) == {"path", "valid", "name", "hash", "problems", "warnings"}
+
+
+def test_show_says_which_mcp_tools_allowed_tools_unlock(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project.parent / "config.yaml").write_text("mcp:\n  servers:\n    github: {command: gh-mcp}\n")
+    write_skill(
+        project / ".claude/skills",
+        "triage",
+        frontmatter="name: triage\ndescription: d\n"
+        "allowed-tools: Read mcp__github__create_issue mcp__docs mcp__github__list_*\n",
+    )
+    assert main(["skills", "show", "triage"]) == 0
+    out = capsys.readouterr().out
+    assert "MCP tools its allowed-tools unlock:\n" in out
+    assert "  mcp__github__create_issue: the tool create_issue of MCP server github\n" in out
+    assert "  mcp__docs: every tool of MCP server docs (not a configured server)\n" in out
+    assert "mcp__github__list_*: the tools of MCP server github starting with 'list_'" in out
