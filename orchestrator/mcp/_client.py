@@ -34,6 +34,10 @@ from ..skills._config import McpServerConfig
 from ._listing import tools_listed
 from ._results import failure, outcome_of
 
+MAX_HTTP_EVENT_BYTES = 64 << 20
+"""The largest server-sent event (one result over streamable HTTP) read; the SDK's
+default, 1 MiB, would break the connection on any larger result."""
+
 CONTEXT_META = "io.skillog/context"
 """The ``_meta`` key under which each call carries its session, call and active skills."""
 
@@ -268,7 +272,9 @@ async def _http(spec: McpServerConfig) -> AsyncIterator[Any]:
     # the deadlines that matter are the connect and call timeouts around each step.
     async with (
         create_mcp_http_client(headers=dict(spec.headers)) as client,
-        streamable_http_client(spec.url, http_client=client) as streams,
+        streamable_http_client(
+            spec.url, http_client=client, max_sse_event_size=MAX_HTTP_EVENT_BYTES
+        ) as streams,
     ):
         yield streams
 

@@ -8,7 +8,8 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
   (exits mid-call), ``grow`` (adds the tool ``extra`` and says the list changed),
   ``fail`` (an ``isError`` result). Every call appends a line to ``$MCP_LEDGER`` (when
   set) before it answers, so a test sees what really ran.
-- ``docs``: ``search`` (readOnlyHint) and ``fetch``; the second server of a session.
+- ``docs``: ``search`` (readOnlyHint), ``fetch`` and ``big``; the second server of a
+  session, and the one served over HTTP.
 - ``odd``: tools with odd names, a colliding name, an over-long name, invalid schemas.
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
@@ -56,6 +57,7 @@ TRACKER = [
 DOCS = [
     _tool("search", _schema(query={"type": "string"}), read_only_hint=True),
     _tool("fetch", _schema(page={"type": "string"})),
+    _tool("big", _schema(megabytes={"type": "integer"}), read_only_hint=True),
 ]
 ODD = [
     _tool("what is.this/tool?", OBJECT, read_only_hint=True),

@@ -149,6 +149,7 @@ async def test_two_servers_under_a_skill_then_replay_with_the_servers_gone(
     # allowed-tools: while triage is active only its MCP tools are offered and run
     assert "mcp__tracker__create_issue" in offered[0]
     assert sorted(n for n in offered[1] if n.startswith("mcp__")) == [
+        "mcp__docs__big",
         "mcp__docs__fetch",
         "mcp__docs__search",
         "mcp__tracker__find_issue",
@@ -274,19 +275,26 @@ async def test_a_server_over_streamable_http_beside_one_over_stdio(
     ]
     turns = [
         turn(
-            call("mcp__docs__search", query="over http"), call("mcp__tracker__find_issue", number=1)
-        )
+            call("mcp__docs__search", query="over http"),
+            call("mcp__tracker__find_issue", number=1),
+        ),
+        turn(call("mcp__docs__big", megabytes=50)),  # over stdio the SDK takes minutes
     ]
     db = tmp_path / "log.db"
     async with open_sqlite_store(db) as store:
         session = await agent(turns, mcp_servers=servers).run(store, "go")
         events = await _events(store, session.id)
+        big = next(e for e in events if isinstance(e, McpResult) and e.tool == "big")
+        stored = await store.get_blob(big.digest)
+    assert big.size > 50 * MB and big.truncated and len(stored) == 16 * MB  # the stored cap
     listed = {e.server: e for e in events if isinstance(e, McpToolsListed)}
     assert listed["docs"].transport == "http" and listed["tracker"].transport == "stdio"
     assert listed["docs"].server_info == "docs 1.0"
     done = _completed(events)
     assert done["call_0_0"].content == 'docs.search({"query": "over http"})'
     assert done["call_0_1"].content == 'tracker.find_issue({"number": 1})'
+    assert len(done["call_1_0"].content.encode()) <= MB  # policy.output_cap_bytes
+    assert "output cut for the model" in done["call_1_0"].content
     shutil.rmtree(server_dir)
     code, output = await _replay_cli(db, session.id)
     assert code == 0, output
