@@ -2,7 +2,7 @@
 an at-most-once MCP call that takes long (the test SIGKILLs this process during it),
 or resume that session from the log.
 
-usage: mcp_worker.py run|resume DB SERVER_DIR
+usage: mcp_worker.py run|resume DB SERVER_DIR EFFECT (the class the config gives slow)
 """
 
 from __future__ import annotations
@@ -21,18 +21,19 @@ from orchestrator.mcp import McpServerConfig
 # Explicit ids: a resumed scripted model restarts its own numbering.
 TURNS = [
     {"tool_calls": [{"id": "c1", "name": "mcp__tracker__find_issue", "arguments": {"number": 1}}]},
-    {"tool_calls": [{"id": "c2", "name": "mcp__tracker__slow", "arguments": {"seconds": 60}}]},
+    {"tool_calls": [{"id": "c2", "name": "mcp__tracker__slow", "arguments": {"seconds": 5}}]},
     {"tool_calls": [{"id": "c3", "name": "mcp__tracker__find_issue", "arguments": {"number": 2}}]},
     {"text": "done"},
 ]
 
 
-async def main(mode: str, db: str, server_dir: str) -> None:
+async def main(mode: str, db: str, server_dir: str, effect: str) -> None:
     server = McpServerConfig(
         name="tracker",
         command=sys.executable,
         args=(str(Path(server_dir) / "mcp_server.py"), "tracker"),
         env={"MCP_LEDGER": os.environ["MCP_LEDGER"]},
+        effects={"slow": effect},  # type: ignore[dict-item]
     )
     skip = 0 if mode == "run" else 2
     agent = Agent(model=ScriptedModel(TURNS[skip:]), model_name="m", mcp_servers=[server])
