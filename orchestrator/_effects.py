@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -114,6 +114,16 @@ class McpOutcome(msgspec.Struct, frozen=True, kw_only=True):
 
 McpStatus = McpToolsListed | McpServerFailed
 """What the log last says of an MCP server: its listing, or that it failed."""
+
+
+def mcp_gone(recorded: Mapping[str, McpStatus], connected: Collection[str]) -> list[McpStatus]:
+    """A failure for each server the log lists tools of that this process does not
+    connect (a session resumed with other servers): its tools are withdrawn."""
+    return [
+        McpServerFailed(server=name, stage="connect", error="not among this process's MCP servers")
+        for name in sorted(recorded)
+        if isinstance(recorded[name], McpToolsListed) and name not in connected
+    ]
 
 
 class McpClients(Protocol):
@@ -260,7 +270,9 @@ class LiveEffects:
         return None if self.approver is None else await self.approver(request)
 
     async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
-        return [] if self.mcp is None else await self.mcp.changes(recorded)
+        if self.mcp is None:
+            return mcp_gone(recorded, ())
+        return await self.mcp.changes(recorded)
 
     async def call_mcp(
         self,

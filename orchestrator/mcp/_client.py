@@ -27,7 +27,7 @@ import trio
 
 from eventlog import SkillogError
 
-from .._effects import McpOutcome, McpStatus
+from .._effects import McpOutcome, McpStatus, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from ..skills._config import McpServerConfig
@@ -54,8 +54,9 @@ class McpServers:
 
     async def changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
         """What each server offers now that ``recorded`` (the log) does not say: a
-        listing that differs, or a failure the log does not have yet."""
-        out: list[McpStatus] = []
+        listing that differs, or a failure the log does not have yet (a server the log
+        lists that this process does not connect counts as failed)."""
+        out = mcp_gone(recorded, self._servers)
         for name in sorted(self._servers):
             status = await self._servers[name].current()
             last = recorded.get(name)

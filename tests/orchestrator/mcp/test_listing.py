@@ -182,3 +182,16 @@ def test_bad_server_configs_say_what_and_where(tmp_path: Path, yaml: str, messag
 def test_server_configs_in_code_refuse_the_same_mistakes() -> None:
     with pytest.raises(ValueError, match="exactly one of command"):
         McpServerConfig(name="gh")
+
+
+async def test_a_server_the_log_lists_but_this_process_lacks_is_withdrawn() -> None:
+    from orchestrator._effects import LiveEffects, mcp_gone
+
+    listed = tools_listed(
+        SERVER, [{"name": "find", "inputSchema": OBJECT}], reason="connected", server_info=""
+    )
+    recorded = {"gh": listed}
+    (gone,) = await LiveEffects([]).mcp_changes(recorded)  # resumed with no MCP servers
+    assert (gone.server, gone.stage) == ("gh", "connect")
+    assert "not among this process's MCP servers" in gone.error
+    assert mcp_gone(recorded, {"gh"}) == [] and mcp_gone({"gh": gone}, ()) == []
