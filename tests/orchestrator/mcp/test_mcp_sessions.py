@@ -77,7 +77,9 @@ def _completed(events: list[Body]) -> dict[str, ToolCompleted]:
 
 
 async def _replay_cli(db: Path, session: str) -> tuple[int, str]:
-    """``skillog replay SESSION --redrive`` in a process of its own."""
+    """``skillog replay SESSION --redrive`` in a process of its own: every prompt
+    re-rendered byte for byte from the log, and the current code re-driven against the
+    recorded results."""
     skillog = Path(sys.executable).with_name("skillog")
     done = await trio.run_process(
         [str(skillog), "replay", session, "--db", str(db), "--redrive"],
@@ -85,7 +87,11 @@ async def _replay_cli(db: Path, session: str) -> tuple[int, str]:
         capture_stderr=True,
         check=False,
     )
-    return done.returncode, (done.stdout + done.stderr).decode()
+    output = (done.stdout + done.stderr).decode()
+    if done.returncode == 0:
+        assert "every request reproduced byte for byte" in output, output
+        assert "re-drive: the current code reproduces all" in output, output
+    return done.returncode, output
 
 
 async def test_two_servers_under_a_skill_then_replay_with_the_servers_gone(
