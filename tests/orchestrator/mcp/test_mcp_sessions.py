@@ -349,3 +349,31 @@ async def test_sigkill_mid_call_then_resume_follows_the_effect_class(
     tools = [json.loads(line)["tool"] for line in ledger.read_text().splitlines()]
     assert tools.count("slow") == runs
     assert tools[-1] == "find_issue"  # the session went on, the server started again
+
+
+async def test_skillog_run_uses_the_config_files_servers(tmp_path: Path, server_dir: Path) -> None:
+    config = tmp_path / "config.yaml"
+    script = server_dir / "mcp_server.py"
+    config.write_text(
+        f"mcp:\n  servers:\n    docs:\n      command: {sys.executable}\n"
+        f"      args: [{script}, docs]\n      call_timeout_ms: 20000\n"
+    )
+    turns = tmp_path / "turns.yaml"
+    turns.write_text(
+        "turns:\n"
+        "  - tool_calls: [{name: mcp__docs__search, arguments: {query: from the config}}]\n"
+        "  - text: found it\n"
+    )
+    db = tmp_path / "log.db"
+    env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path)}
+    ran = await trio.run_process(
+        [sys.executable, "-m", "orchestrator._cli", "run", "look it up",
+         "--model", f"scripted:{turns}", "--db", str(db)],
+        cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False,
+        stdin=b"",
+    )  # fmt: skip
+    assert ran.returncode == 0, (ran.stdout + ran.stderr).decode()
+    async with open_sqlite_store(db) as store:
+        session = (await store.streams())[0].stream
+        done = _completed(await _events(store, session))
+    assert [c.content for c in done.values()] == ['docs.search({"query": "from the config"})']
