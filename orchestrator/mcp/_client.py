@@ -56,6 +56,9 @@ class McpServers:
         """What each server offers now that ``recorded`` (the log) does not say: a
         listing that differs, or a failure the log does not have yet (a server the log
         lists that this process does not connect counts as failed)."""
+        # The SDK hands each notification to a task of its own: let those already
+        # received (a list_changed sent before a call's answer) run before looking.
+        await trio.lowlevel.checkpoint()
         out = mcp_gone(recorded, self._servers)
         for name in sorted(self._servers):
             status = await self._servers[name].current()
