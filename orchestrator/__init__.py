@@ -18,6 +18,7 @@ from ._effects import Effects as Effects
 from ._effects import InterruptedCall as InterruptedCall
 from ._effects import LiveEffects as LiveEffects
 from ._effects import LoadedSkill as LoadedSkill
+from ._effects import McpOutcome as McpOutcome
 from ._effects import Reconciler as Reconciler
 from ._effects import SkillUnavailableError as SkillUnavailableError
 from ._effects import deny_all as deny_all
@@ -31,7 +32,11 @@ from ._events import CatalogIndexed as CatalogIndexed
 from ._events import CatalogSnapshot as CatalogSnapshot
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
+from ._events import McpResult as McpResult
+from ._events import McpServerFailed as McpServerFailed
+from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
+from ._events import McpToolsListed as McpToolsListed
 from ._events import ModelFailed as ModelFailed
 from ._events import ModelResponded as ModelResponded
 from ._events import PolicyConfig as PolicyConfig
@@ -137,7 +142,12 @@ __all__ = [
     "LimitsOverride",
     "LiveEffects",
     "LoadedSkill",
+    "McpOutcome",
+    "McpResult",
+    "McpServerFailed",
+    "McpToolDef",
     "McpToolRules",
+    "McpToolsListed",
     "Message",
     "ModelAdapter",
     "ModelError",

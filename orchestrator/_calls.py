@@ -22,6 +22,7 @@ from ._events import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    McpToolDef,
     ScriptStarted,
     SessionStarted,
     SkillInfo,
@@ -52,14 +53,22 @@ class View(ActiveSkills):
     catalog: dict[str, SkillInfo]
     active: list[ActiveSkill]
     grants: tuple[ApprovalRemembered, ...] = ()
+    mcp: dict[str, McpToolDef] = field(default_factory=dict)
+    """The MCP tools on offer, by session name (they change only between turns)."""
 
     @classmethod
     def of(cls, state: SessionState) -> View:
         assert state.config is not None
-        return cls(state.config, dict(state.catalog), list(state.active), tuple(state.grants))
+        return cls(
+            state.config,
+            dict(state.catalog),
+            list(state.active),
+            tuple(state.grants),
+            state.mcp_tools,
+        )
 
     def copy(self) -> View:
-        return View(self.config, dict(self.catalog), list(self.active), self.grants)
+        return View(self.config, dict(self.catalog), list(self.active), self.grants, self.mcp)
 
 
 @dataclass(frozen=True)

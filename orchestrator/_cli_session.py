@@ -46,6 +46,7 @@ from .skills import (
     config_path,
     default_sources,
     load_config,
+    load_mcp_servers,
     split_skill_dirs,
     trusted_signers,
 )
@@ -325,6 +326,7 @@ def agent_for(
         watch=found.watcher() if (config.watch if watch is None else watch) else None,
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
+        mcp_servers=load_mcp_servers(config_path()),
     )
 
 

@@ -22,7 +22,7 @@ import trio
 
 from eventlog import SkillogError
 
-from ._events import SkillChanged, SkillInfo, ToolDef
+from ._events import McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
 from ._scripts import ScriptRequest, ScriptResult, run_script
 from ._state import ActiveSkill
@@ -121,6 +121,52 @@ class SkillUnavailableError(SkillogError):
     """A skill could not be loaded from its source (gone, unreadable or now invalid)."""
 
 
+class McpOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What one MCP tool call came to: ``content``, the text the model reads (capped);
+    ``stored``, the result as MCP returned it (canonical JSON, cut to the stored cap
+    when ``truncated``; ``size`` is the full size); ``failure`` when the server gave no
+    result (``timeout``, ``disconnected``, ``unavailable``, ``protocol``)."""
+
+    content: str
+    stored: bytes
+    size: int
+    is_error: bool = False
+    truncated: bool = False
+    duration_ms: int = 0
+    failure: str | None = None
+
+
+McpStatus = McpToolsListed | McpServerFailed
+"""What the log last says of an MCP server: its listing, or that it failed."""
+
+
+def mcp_gone(recorded: Mapping[str, McpStatus], connected: Collection[str]) -> list[McpStatus]:
+    """A failure for each server the log lists tools of that this process does not
+    connect (a session resumed with other servers): its tools are withdrawn."""
+    return [
+        McpServerFailed(server=name, stage="connect", error="not among this process's MCP servers")
+        for name in sorted(recorded)
+        if isinstance(recorded[name], McpToolsListed) and name not in connected
+    ]
+
+
+class McpClients(Protocol):
+    """The session's MCP servers, connected (``orchestrator.mcp``)."""
+
+    async def changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]: ...
+
+    async def call(
+        self,
+        server: str,
+        tool: str,
+        arguments: str,
+        context: ToolContext,
+        *,
+        stored_cap: int,
+        model_cap: int,
+    ) -> McpOutcome: ...
+
+
 class Effects(Protocol):
     async def load_skill(self, name: str) -> LoadedSkill: ...
 
@@ -133,6 +179,22 @@ class Effects(Protocol):
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
     async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
+    async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
+        """What the MCP servers offer now that the log (``recorded``) does not say yet:
+        a listing per server that connected or changed its tools, a failure per server
+        that became unusable. Recorded before the next prompt."""
+        ...
+
+    async def call_mcp(
+        self,
+        server: str,
+        tool: str,
+        arguments: str,
+        context: ToolContext,
+        *,
+        stored_cap: int,
+        model_cap: int,
+    ) -> McpOutcome: ...
 
 
 GetBlob = Callable[[str], Awaitable[bytes]]
@@ -208,6 +270,8 @@ class LiveEffects:
             self.tools.update((t.name, t) for t in tools)
         self.approver = approver
         self.bwrap = bwrap
+        # The connected MCP servers while a session runs (Agent.run / resume).
+        self.mcp: McpClients | None = None
         # Private copies of skills for scripts: a shared cache_dir is safe across tasks
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
@@ -329,6 +393,31 @@ class LiveEffects:
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         return None if self.approver is None else await self.approver(request)
+
+    async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
+        if self.mcp is None:
+            return mcp_gone(recorded, ())
+        return await self.mcp.changes(recorded)
+
+    async def call_mcp(
+        self,
+        server: str,
+        tool: str,
+        arguments: str,
+        context: ToolContext,
+        *,
+        stored_cap: int,
+        model_cap: int,
+    ) -> McpOutcome:
+        if self.mcp is None:
+            message = (
+                f"MCP server {server!r} is not connected in this process (its servers are "
+                "connected by Agent.run and Agent.resume)"
+            )
+            return McpOutcome(content=message, stored=b"", size=0, failure="unavailable")
+        return await self.mcp.call(
+            server, tool, arguments, context, stored_cap=stored_cap, model_cap=model_cap
+        )
 
     def close(self) -> None:
         if self._workdir is not None:

@@ -148,6 +148,17 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
     effect: EffectClass = "at-most-once"
 
 
+class McpToolDef(ToolDef, frozen=True, kw_only=True):
+    """A tool an MCP server offered, as the session offers it: ``name`` is the session's
+    (``mcp__<server>__<tool>``), ``mcp_name`` the server's own; ``effect`` is derived
+    from the tool's annotations or the configuration's override, and ``annotations``
+    is the tool's annotations as canonical JSON text (empty when it had none)."""
+
+    server: str
+    mcp_name: str
+    annotations: str = ""
+
+
 class SessionStarted(Event, frozen=True, kw_only=True):
     """The session's fixed configuration. Everything the composer needs besides the
     events that follow is here, so replay needs nothing but the log. ``params`` are
@@ -433,6 +444,53 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
     record: CatalogRecord
 
 
+class McpToolsListed(Event, frozen=True, kw_only=True):
+    """The tools an MCP server offers the session from now on (canonical definitions,
+    in the server's order), recorded before the first prompt that offers them: when
+    the session starts or resumes, and whenever the server said its list changed.
+    ``hash`` is the sha256 of the canonical ``tools``; ``rejected`` names the tools
+    the session does not offer, with the reason (an odd or colliding name, an invalid
+    schema)."""
+
+    event_type: ClassVar[str] = "mcp.tools_listed"
+    server: str
+    transport: Literal["stdio", "http"]
+    reason: Literal["connected", "list_changed"]
+    tools: tuple[McpToolDef, ...]
+    hash: str
+    rejected: tuple[tuple[str, str], ...] = ()
+    server_info: str = ""
+
+
+class McpServerFailed(Event, frozen=True, kw_only=True):
+    """An MCP server the session cannot use (from now on): it did not connect or list
+    its tools in time, or its connection broke. Its tools are no longer offered."""
+
+    event_type: ClassVar[str] = "mcp.server_failed"
+    server: str
+    stage: Literal["connect", "list", "call"]
+    error: str
+
+
+class McpResult(Event, frozen=True, kw_only=True):
+    """What an MCP server answered to one call (or why it did not): the result as MCP
+    returned it (text, images, resource links, structured content) is the blob
+    ``digest``, canonical JSON, ``size`` bytes in full, cut to the policy's stored
+    output cap when ``truncated``. ``failure``: ``timeout``, ``disconnected``,
+    ``unavailable`` or ``protocol`` when there is no result."""
+
+    event_type: ClassVar[str] = "mcp.result"
+    call_id: str
+    server: str
+    tool: str
+    is_error: bool
+    digest: str
+    size: int
+    truncated: bool = False
+    duration_ms: int = 0
+    failure: str | None = None
+
+
 class SessionSuspended(Event, frozen=True, kw_only=True):
     """The session stopped to wait for approvals nobody in this process could give;
     ``skillog approve``/``deny`` decide them from any process and ``skillog resume``
@@ -501,6 +559,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SkillChanged,
     CatalogIndexed,
     SessionSuspended,
+    McpToolsListed,
+    McpServerFailed,
+    McpResult,
     LeaseAcquired,
     LeaseRenewed,
     LeaseReleased,

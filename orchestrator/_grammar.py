@@ -185,6 +185,7 @@ _MAY_ACT = frozenset({CALLED, APPROVED, ACTING})  # effects and an outcome may f
 _CALL_EVENTS = frozenset(
     {
         "policy.denied",
+        "mcp.result",
         "resource.read",
         "script.started",
         "script.executed",
@@ -277,6 +278,8 @@ class SessionGrammar(GrammarCheck):
         self.open_calls = 0  # calls of the last response without an outcome
         self.running: dict[str, Step] = {  # the steps of a started session
             "message.user": _nothing,
+            "mcp.tools_listed": _nothing,  # what a server offers: before the next prompt
+            "mcp.server_failed": _nothing,  # a server lost, between turns or mid-call
             "prompt.rendered": self._prompt,
             "model.responded": self._responded,
             "model.failed": self._failed,

@@ -18,8 +18,9 @@ stays resumable: everything with an effect was recorded before it started
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -34,7 +35,7 @@ from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._policy import over_budget
 from ._session import Clock, Observer, Session, refresh_context
 from ._visibility import Predicate
-from .skills import CatalogRecord, InlineSkill, Skill, SkillWatcher
+from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
 
 MAX_RESPONSE_CHARS = 1 << 20
 VERSION = "0.1.0"
@@ -95,6 +96,7 @@ class Agent:
     watch: SkillWatcher | None = None
     trusted_signers: Collection[str] = ()
     indexed: CatalogRecord | None = None
+    mcp_servers: Sequence[McpServerConfig] = ()
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +110,7 @@ class Agent:
         for kind, names in (
             ("skills", [s.name for s in self.skills]),
             ("host tools", [t.name for t in self.host_tools]),
+            ("MCP servers", [s.name for s in self.mcp_servers]),
         ):
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
@@ -177,8 +180,9 @@ class Agent:
     async def run(self, store: EventStore, task: str, *, session_id: str | None = None) -> Session:
         """Start a session with ``task`` as the user's message and drive it to its end
         (or until it suspends for approvals)."""
-        session = await self.start(store, session_id=session_id, task=task)
-        await drive(session, self.model, self.retry)
+        async with self.mcp_connected():
+            session = await self.start(store, session_id=session_id, task=task)
+            await drive(session, self.model, self.retry)
         return session
 
     async def resume(self, store: EventStore, session_id: str) -> Session:
@@ -186,16 +190,42 @@ class Agent:
         for approvals that are still pending)."""
         if self.indexed is not None:
             await record_index_run(store, self.indexed, clock=self.clock)
-        session = await Session.open(
-            store,
-            session_id,
-            self.effects,
-            clock=self.clock,
-            observers=self.observers,
-            reconcile=self.reconcile,
-        )
-        await drive(session, self.model, self.retry)
+        async with self.mcp_connected():
+            session = await Session.open(
+                store,
+                session_id,
+                self.effects,
+                clock=self.clock,
+                observers=self.observers,
+                reconcile=self.reconcile,
+            )
+            await drive(session, self.model, self.retry)
         return session
+
+    @contextlib.asynccontextmanager
+    async def mcp_connected(self) -> AsyncIterator[None]:
+        """Connect the agent's MCP servers for the duration of the block (``run`` and
+        ``resume`` do; a program driving a session itself with :func:`drive` does it
+        around that), and stop them after. One session run at a time per agent."""
+        if not self.mcp_servers:
+            yield
+            return
+        try:
+            import mcp  # noqa: F401 - the SDK, an optional extra
+        except ImportError as e:
+            raise AgentConfigError(
+                "MCP servers need the MCP SDK: pip install 'skillog[mcp]'"
+            ) from e
+        from .mcp import connect_servers
+
+        effects = self.effects
+        taken = frozenset(effects.tools)
+        async with connect_servers(self.mcp_servers, taken=taken) as servers:
+            effects.mcp = servers
+            try:
+                yield
+            finally:
+                effects.mcp = None
 
     def close(self) -> None:
         if self._effects is not None:

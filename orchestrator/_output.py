@@ -55,7 +55,15 @@ def model_view(fields: Mapping[str, object], stdout: str, stderr: str, cap: int)
         if need[name] <= shares[name]:
             cut[name] = text
             continue
-        marker = MARKER.format(shown=len(text), total=len(text))  # the longest it can be
-        keep = _longest_prefix(text, max(shares[name] - _size(marker), 0))
-        cut[name] = text[:keep] + MARKER.format(shown=keep, total=len(text))
+        cut[name] = cut_text(text, shares[name])
     return encode_canonical({**fields, **cut, "output_cut": True}).decode()
+
+
+def cut_text(text: str, cap: int) -> str:
+    """``text`` whole when its JSON string encoding fits ``cap`` bytes, else its longest
+    prefix that fits with the marker saying how much is shown."""
+    if _size(text) <= cap:
+        return text
+    marker = MARKER.format(shown=len(text), total=len(text))  # the longest it can be
+    keep = _longest_prefix(text, max(cap - _size(marker), 0))
+    return text[:keep] + MARKER.format(shown=keep, total=len(text))

@@ -88,6 +88,7 @@ async def run_turn_tools(
         dict(progress.base_catalog),
         list(progress.base_active),
         progress.base_grants,
+        state.mcp_tools,
     )
     waiting: list[str] = []
 

@@ -11,6 +11,8 @@ refused with a ``policy.denied`` event. How a rule maps to skillog's tools:
 - ``Bash`` / ``skills.run_script`` allow ``skills.run_script``; ``Bash(prefix:*)`` only
   commands (script path, then arguments, shell-quoted) starting with ``prefix``;
   ``Bash(cmd)`` only that exact command.
+- ``mcp__<server>__<tool>`` allows that MCP tool; ``mcp__<server>`` and
+  ``mcp__<server>__*`` every tool of that server (``mcp__*``: every MCP tool).
 - Any other ``Name`` allows the host tool called ``Name``. ``Name(pattern)`` on a host
   tool allows nothing: skillog cannot know what the pattern would apply to, and an
   allowlist must fail closed.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import msgspec
 
@@ -37,7 +39,8 @@ READ_TOOLS = frozenset({"Read", "skills.read"})
 SCRIPT_TOOLS = frozenset({"Bash", "skills.run_script"})
 TIERS = ("builtin", "org", "user", "third-party")
 
-_RULE = re.compile(r"([A-Za-z0-9_.\-]+)(?:\((.*)\))?\Z", re.S)
+MCP_PREFIX = "mcp__"
+_RULE = re.compile(r"([A-Za-z0-9_.\-]+\*?)(?:\((.*)\))?\Z", re.S)
 
 
 class ToolRule(msgspec.Struct, frozen=True):
@@ -112,12 +115,51 @@ def restricting_skills(rules: Allowlist) -> str:
     return ", ".join(name for name, _ in rules or ())
 
 
+def mcp_unlocks(allowed_tools: str, servers: Collection[str]) -> list[str]:
+    """What a skill's ``allowed-tools`` unlocks of MCP servers' tools, one line per MCP
+    rule (for the catalog): which server and which tools, and whether ``servers``
+    (the configured ones) has that server."""
+    lines = []
+    for rule in parse_allowed_tools(allowed_tools):
+        if not rule.tool.startswith(MCP_PREFIX):
+            continue
+        rest = rule.tool[len(MCP_PREFIX) :]
+        server, _, tool = rest.partition("__")
+        if rule.pattern is not None:
+            what = "nothing (a pattern on an MCP tool allows nothing)"
+        elif rest == "*":
+            what, server = "every tool of every MCP server", ""
+        elif not tool or tool == "*":
+            what = f"every tool of MCP server {server}"
+        elif tool.endswith("*"):
+            what = f"the tools of MCP server {server} starting with {tool[:-1]!r}"
+        else:
+            what = f"the tool {tool} of MCP server {server}"
+        missing = server and server.rstrip("*") not in servers
+        note = " (not a configured server)" if missing else ""
+        lines.append(f"{rule.tool}{f'({rule.pattern})' if rule.pattern else ''}: {what}{note}")
+    return lines
+
+
 def _names(rule: ToolRule, tool: str) -> bool:
     if tool == "skills.read":
         return rule.tool in READ_TOOLS
     if tool == "skills.run_script":
         return rule.tool in SCRIPT_TOOLS
-    return rule.tool == tool and rule.pattern is None
+    return rule.pattern is None and names_tool(rule.tool, tool)
+
+
+def names_tool(name: str, tool: str) -> bool:
+    """Whether a rule's tool name (or a policy's list entry) names ``tool``: itself, or
+    for MCP tools also its server (``mcp__github``) or a prefix ending in ``*``
+    (``mcp__github__*``, ``mcp__*``)."""
+    if name == tool:
+        return True
+    if not tool.startswith(MCP_PREFIX) or not name.startswith(MCP_PREFIX):
+        return False
+    if name.endswith("*"):
+        return tool.startswith(name[:-1])
+    return tool.startswith(name + "__")
 
 
 _INTERPRETER_WORDS: dict[str, tuple[str, ...]] = {
@@ -370,7 +412,11 @@ def script_gate(config: PolicyConfig, tier: str, *, source: str = "", name: str 
 
 
 def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:
-    return tool in config.approve_host_tools or "*" in config.approve_host_tools
+    """Whether ``policy.approve_host_tools`` names ``tool`` (``"*"``: every host and MCP
+    tool; MCP tools also by server or prefix, as in ``allowed-tools``)."""
+    return "*" in config.approve_host_tools or any(
+        names_tool(name, tool) for name in config.approve_host_tools
+    )
 
 
 def over_budget(

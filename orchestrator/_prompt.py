@@ -133,8 +133,8 @@ def active_skills(active: Sequence[ActiveSkill], bodies: Mapping[str, str]) -> s
 
 
 def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
-    """Runtime skill tools (when there are skills), host tools, the tools of active
-    inline skills; filtered by the active skills' ``allowed-tools``."""
+    """Runtime skill tools (when there are skills), host tools, MCP servers' tools, the
+    tools of active inline skills; filtered by the active skills' ``allowed-tools``."""
     assert state.config is not None
     specs: list[ToolSpec] = []
     if state.catalog or state.active:
@@ -142,6 +142,7 @@ def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
         pinned = tuple(n for n in state.active_names if n not in state.catalog)
         specs.extend(skill_tool_specs(tuple(state.catalog), state.config.max_active_skills, pinned))
     specs.extend(_spec(t) for t in state.config.host_tools)
+    specs.extend(_spec(t) for t in state.mcp_tools.values())
     for skill in state.active:
         specs.extend(_spec(t) for t in skill.tools)
     rules = allowlist(state.active)
@@ -249,6 +250,7 @@ def request_hash(request: ModelRequest) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _spec(tool: ToolDef) -> ToolSpec:
+    # Only what the model is offered: an MCP tool's server-side fields stay in the log.
     schema: dict[str, Any] = msgspec.json.decode(tool.input_schema)
     return ToolSpec(name=tool.name, description=tool.description, input_schema=schema)
 

@@ -319,7 +319,9 @@ class Session:
         """Compose the next request and commit its ``prompt.rendered`` (with the
         request's blobs) before anything sends it; returns it and its hash.
 
-        When the log already holds a prompt nobody answered, the request is composed
+        First, what changed in the MCP servers' tools since the log last said is
+        recorded (``mcp.tools_listed``, ``mcp.server_failed``). When the log already
+        holds a prompt nobody answered, the request is composed
         again and checked to be the same bytes: a retry after ``model.failed`` records
         nothing more; in a session reopened with the prompt unanswered (the process
         stopped during the model call) ``model.failed`` (kind ``interrupted``) first
@@ -327,6 +329,12 @@ class Session:
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
+        if self.state.open_prompt is None:
+            # What the MCP servers offer is recorded before the prompt that offers it,
+            # so the prompt re-renders from the log alone.
+            changes = await self.effects.mcp_changes(self.state.mcp_servers)
+            if changes:
+                await self.record(*changes)
         bodies = {
             s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
         }

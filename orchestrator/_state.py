@@ -22,6 +22,9 @@ from ._events import (
     ApprovalResolved,
     CatalogSnapshot,
     Event,
+    McpServerFailed,
+    McpToolDef,
+    McpToolsListed,
     ModelFailed,
     ModelResponded,
     PolicyDenied,
@@ -161,6 +164,8 @@ class SessionState(ActiveSkills):
         "head_hash",
         "hidden",
         "input_tokens",
+        "mcp_servers",
+        "mcp_tools",
         "messages",
         "model_attempts",
         "open_prompt",
@@ -200,6 +205,10 @@ class SessionState(ActiveSkills):
         self.open_prompt: PromptRendered | None = None
         self.model_attempts = 0
         self.turn_progress: TurnProgress | None = None
+        # What each MCP server last offered (or that it failed), and its tools by the
+        # session's names, in server-name then server order.
+        self.mcp_servers: dict[str, McpToolsListed | McpServerFailed] = {}
+        self.mcp_tools: dict[str, McpToolDef] = {}
 
     def copy(self) -> SessionState:
         """An independent copy (the lists and dicts are copied, the values are frozen)."""
@@ -213,6 +222,8 @@ class SessionState(ActiveSkills):
         self.pending_results = dict(self.pending_results)
         self.pending_approvals = dict(self.pending_approvals)
         self.grants = list(self.grants)
+        self.mcp_servers = dict(self.mcp_servers)
+        self.mcp_tools = dict(self.mcp_tools)
         if self.turn_progress is not None:
             self.turn_progress = self.turn_progress.copy()
         return self
@@ -283,6 +294,9 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             _complete(state, event.call_id, event.content, event.is_error)
         case ToolInterrupted():
             _complete(state, event.call_id, event.content, True)
+        case McpToolsListed() | McpServerFailed():
+            state.mcp_servers[event.server] = event
+            state.mcp_tools = mcp_tools(state.mcp_servers)
         case SessionSuspended():
             state.status = "awaiting_approval" if state.pending_approvals else "resumable"
         case SessionEnded():
@@ -302,6 +316,16 @@ def fold_events(
     for body, seq, hash_ in events:
         apply(state, body, seq=seq, hash=hash_)
     return state
+
+
+def mcp_tools(servers: dict[str, McpToolsListed | McpServerFailed]) -> dict[str, McpToolDef]:
+    """The MCP tools on offer, by session name: each listed server's, servers by name."""
+    return {
+        tool.name: tool
+        for server in sorted(servers)
+        if isinstance(listing := servers[server], McpToolsListed)
+        for tool in listing.tools
+    }
 
 
 def active_from(event: SkillActivated) -> ActiveSkill:

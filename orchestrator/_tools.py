@@ -26,6 +26,7 @@ from ._effects import LoadedSkill
 from ._events import (
     ActivationTrigger,
     EffectClass,
+    McpToolDef,
     PolicyDenied,
     ResourceRead,
     ScriptExecuted,
@@ -37,6 +38,7 @@ from ._events import (
     ToolDef,
 )
 from ._host_tools import ToolContext
+from ._mcp_calls import call_mcp_tool, check_arguments
 from ._model import encode_canonical
 from ._output import model_view
 from ._paths import PathRefusedError, check_relative_path
@@ -148,6 +150,8 @@ def plan_call(ctx: CallContext) -> Plan:
             return _plan_read(ctx, _args(ctx, ReadArgs))
         if name == "skills.run_script":
             return _plan_run(ctx, _args(ctx, RunArgs))
+        if name in ctx.view.mcp:
+            return _plan_mcp_tool(ctx, ctx.view.mcp[name])
         return _plan_host_tool(ctx)
     except ToolError as e:
         return Plan("pure", refusal=e)
@@ -157,6 +161,7 @@ def all_tools(view: View) -> set[str]:
     """Every tool the session knows, whether or not the allowlist offers it."""
     names = {t.name for t in view.config.host_tools}
     names.update(t.name for s in view.active for t in s.tools)
+    names.update(view.mcp)
     if view.catalog or view.active:
         names.update(SKILL_TOOLS)
     return names
@@ -526,6 +531,19 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
         host_tool,
         approval=approval,
     )
+
+
+def _plan_mcp_tool(ctx: CallContext, tool: McpToolDef) -> Plan:
+    """An offered MCP tool: its recorded effect class, and an approval when
+    ``policy.approve_host_tools`` names the tool or its server (``mcp__github``)."""
+    check_arguments(ctx)
+    policy = ctx.view.config.policy
+    approval = None
+    if host_tool_needs_approval(policy, tool.name):
+        by = preapproved_by(ctx.view.active, policy, tool.name)
+        action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
+        approval = Approval(action, None, by)
+    return Plan(tool.effect, functools.partial(call_mcp_tool, tool), approval=approval)
 
 
 async def host_tool(ctx: CallContext) -> str:

@@ -16,7 +16,7 @@ different contents) each get their own recorded activation.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import cast
 
 import msgspec
@@ -27,11 +27,16 @@ from orchestrator._effects import (
     ApprovalRequest,
     GetBlob,
     LoadedSkill,
+    McpOutcome,
+    McpStatus,
     SkillUnavailableError,
 )
 from orchestrator._events import (
     ApprovalRemembered,
     ApprovalResolved,
+    McpResult,
+    McpServerFailed,
+    McpToolsListed,
     PromptRendered,
     ScriptExecuted,
     SessionEnded,
@@ -69,6 +74,8 @@ class RecordedEffects:
         self._loads: dict[str, list[int]] = {}
         self._scripts: list[int] = []
         self._tools: dict[str, ToolCompleted] = {}
+        self._mcp_results: dict[str, McpResult] = {}
+        self._mcp_listings: list[int] = []
         self._approvals: dict[str, ApprovalResolved] = {}
         self._remembered: dict[str, ApprovalRemembered] = {}
         self._suspended: set[str] = set()  # calls decided only after the session suspended
@@ -86,6 +93,10 @@ class RecordedEffects:
                     self._remembered[body.call_id] = body
                 case ToolCompleted():
                     self._tools[body.call_id] = body
+                case McpResult():
+                    self._mcp_results[body.call_id] = body
+                case McpToolsListed() | McpServerFailed():
+                    self._mcp_listings.append(seq)
                 case _:
                     pass
         self._bodies = bodies
@@ -181,6 +192,42 @@ class RecordedEffects:
                 break
             out.append(body)
         return tuple(out)
+
+    async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
+        """The listings and failures the recording has before its next prompt: no MCP
+        server is ever contacted."""
+        start, end = self._window()
+        out: list[McpStatus] = []
+        for seq in self._mcp_listings:
+            body = self._bodies[seq]
+            if start <= seq < end and isinstance(body, McpToolsListed | McpServerFailed):
+                out.append(body)
+        return out
+
+    async def call_mcp(
+        self,
+        server: str,
+        tool: str,
+        arguments: str,
+        context: ToolContext,
+        *,
+        stored_cap: int,
+        model_cap: int,
+    ) -> McpOutcome:
+        result = self._mcp_results.get(context.call_id)
+        done = self._tools.get(context.call_id)
+        if result is None or done is None or (result.server, result.tool) != (server, tool):
+            message = f"{NO_RECORDING} result of MCP tool {server}/{tool} call {context.call_id!r}"
+            return McpOutcome(content=message, stored=b"", size=0, failure="unavailable")
+        return McpOutcome(
+            content=done.content,
+            stored=await self._store.get_blob(result.digest),
+            size=result.size,
+            is_error=result.is_error,
+            truncated=result.truncated,
+            duration_ms=result.duration_ms,
+            failure=result.failure,
+        )
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         if request.call_id in self._suspended:

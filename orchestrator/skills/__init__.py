@@ -14,10 +14,12 @@ from ._catalog import Status as Status
 from ._catalog import build_catalog as build_catalog
 from ._catalog import build_catalog_async as build_catalog_async
 from ._config import InstalledSkill as InstalledSkill
+from ._config import McpServerConfig as McpServerConfig
 from ._config import SkillsConfig as SkillsConfig
 from ._config import SourceConfig as SourceConfig
 from ._config import config_path as config_path
 from ._config import load_config as load_config
+from ._config import load_mcp_servers as load_mcp_servers
 from ._config import save_config as save_config
 from ._config import trusted_signers as trusted_signers
 from ._discover import SkillSource as SkillSource
@@ -80,6 +82,7 @@ __all__ = [
     "InstalledSkill",
     "ManifestEntry",
     "ManifestError",
+    "McpServerConfig",
     "ParsedSkillMd",
     "Problem",
     "Provenance",
@@ -113,6 +116,7 @@ __all__ = [
     "install",
     "install_dir",
     "load_config",
+    "load_mcp_servers",
     "load_skill",
     "make_manifest",
     "manifest_of",

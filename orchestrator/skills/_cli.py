@@ -18,7 +18,14 @@ from eventlog import default_db, is_postgres_url, open_store, sqlite_path
 from eventlog._progress import Progress
 
 from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
-from ._config import SkillsConfig, config_path, load_config, save_config, trusted_signers
+from ._config import (
+    SkillsConfig,
+    config_path,
+    load_config,
+    load_mcp_servers,
+    save_config,
+    trusted_signers,
+)
 from ._discover import default_sources
 from ._errors import SkillNotFoundError, SkillValidationError
 from ._index import SkillIndex
@@ -186,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
     if action == "show":
-        return _show(catalog, args.name, trusted_signers(config, cfg_file), as_json=args.json)
+        trusted = trusted_signers(config, cfg_file)
+        return _show(catalog, args.name, trusted, cfg_file, as_json=args.json)
     skills = (
         [catalog.inline(n) or catalog.get(n) for n in args.names]
         if args.names
@@ -301,7 +309,9 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
     return 0
 
 
-def _show(catalog: Catalog, name: str, trusted: frozenset[str], *, as_json: bool = False) -> int:
+def _show(
+    catalog: Catalog, name: str, trusted: frozenset[str], cfg_file: str, *, as_json: bool = False
+) -> int:
     try:
         e = catalog.entry(name)
     except SkillNotFoundError:
@@ -337,10 +347,26 @@ def _show(catalog: Catalog, name: str, trusted: frozenset[str], *, as_json: bool
         print(f"origin: {p.origin} ({p.kind}{f' @ {p.ref}' if p.ref else ''})")
     for w in e.warnings:
         print(f"warning: {w}")
-    print(f"description: {e.description}\n")
+    print(f"description: {e.description}")
+    _print_mcp_unlocks(e.properties.allowed_tools, cfg_file)
+    print()
     if e.status is Status.ENABLED:
         print(catalog.get(name).body, end="")
     return 0
+
+
+def _print_mcp_unlocks(allowed_tools: str | None, cfg_file: str) -> None:
+    """Which MCP servers' tools the skill's allowed-tools unlock (docs/mcp.md)."""
+    from .._policy import mcp_unlocks  # the runtime's rules, read the same way
+
+    if allowed_tools is None:
+        return
+    servers = {s.name for s in load_mcp_servers(cfg_file)}
+    lines = mcp_unlocks(allowed_tools, servers)
+    if lines:
+        print("MCP tools its allowed-tools unlock:")
+        for line in lines:
+            print(f"  {line}")
 
 
 def _rejected(catalog: Catalog, name: str) -> list[Rejected]:

@@ -93,6 +93,57 @@ class ServiceConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     tokens: tuple[ServiceToken, ...] = ()
 
 
+McpServerName = Annotated[
+    str, msgspec.Meta(max_length=32, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")
+]
+"""Letters, digits, ``-`` and single ``_`` (``__`` separates the parts of
+``mcp__<server>__<tool>``)."""
+
+McpEffect = Literal["pure", "idempotent", "at-most-once"]
+PositiveMs = Annotated[int, msgspec.Meta(gt=0)]
+
+
+class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One MCP server a session uses (docs/mcp.md): a subprocess over stdio
+    (``command`` with ``args``, ``env``, ``cwd``) or a streamable HTTP endpoint (``url``
+    with ``headers``), never both. Connecting (start, ``initialize``, the tool list)
+    must finish within ``connect_timeout_ms``, each call within ``call_timeout_ms``.
+    ``effects`` overrides the effect class the tools' annotations suggest, by the
+    server's tool name or ``"*"`` for all its tools (servers can be wrong about
+    themselves). In the configuration file the name is the key under
+    ``mcp.servers``."""
+
+    name: McpServerName = ""
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    connect_timeout_ms: PositiveMs = 10_000
+    call_timeout_ms: PositiveMs = 60_000
+    effects: dict[str, McpEffect] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                f"MCP server {self.name!r} needs exactly one of command (stdio) or url "
+                "(streamable HTTP)"
+            )
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"MCP server {self.name!r}: url must start with http:// or https://")
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+
+class McpConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``mcp:`` section: the MCP servers every session of ``skillog run`` uses."""
+
+    servers: dict[McpServerName, McpServerConfig] = msgspec.field(default_factory=dict)
+
+
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
@@ -100,6 +151,7 @@ class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     # The runtime's policy (docs/policy.md): checked and layered by the runtime
     # (orchestrator._policy_config), which owns its format; kept as YAML data here.
     policy: dict[str, Any] = msgspec.field(default_factory=dict)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
@@ -141,6 +193,23 @@ def load_policy_section(path: str) -> dict[str, Any]:
     kept: in a policy, null means "no limit"); empty if missing."""
     text = _read(path)
     return {} if text is None else _parse(path, text).policy
+
+
+def load_mcp_servers(path: str) -> tuple[McpServerConfig, ...]:
+    """The MCP servers of the configuration at ``path`` (none if it is missing), each
+    named by its key, in name order."""
+    text = _read(path)
+    servers = McpConfig() if text is None else _parse(path, text).mcp
+    out = []
+    for key in sorted(servers.servers):
+        server = servers.servers[key]
+        if server.name not in ("", key):
+            raise ConfigError(
+                f"{path}: mcp.servers.{key}.name is {server.name!r}; the key names the server, "
+                "leave name out"
+            )
+        out.append(msgspec.structs.replace(server, name=key))
+    return tuple(out)
 
 
 def add_service_token(path: str, token: ServiceToken) -> None:
@@ -187,6 +256,8 @@ def save_config(path: str, config: SkillsConfig) -> None:
             doc["service"] = msgspec.to_builtins(parsed.service)
         if parsed.policy:
             doc["policy"] = parsed.policy
+        if parsed.mcp != McpConfig():
+            doc["mcp"] = msgspec.to_builtins(parsed.mcp)
         edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     _write_atomic(path, edited, "skills configuration")
 

@@ -245,3 +245,21 @@ def test_every_action_that_prints_data_takes_json(
     assert isinstance(installed, dict) and installed["kind"] == "folder"
     assert len(installed["hash"]) == 64 and installed["tier"] == "user"
     assert data("remove alpha") == installed
+
+
+def test_show_says_which_mcp_tools_allowed_tools_unlock(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project.parent / "config.yaml").write_text("mcp:\n  servers:\n    github: {command: gh-mcp}\n")
+    write_skill(
+        project / ".claude/skills",
+        "triage",
+        frontmatter="name: triage\ndescription: d\n"
+        "allowed-tools: Read mcp__github__create_issue mcp__docs mcp__github__list_*\n",
+    )
+    assert main(["skills", "show", "triage"]) == 0
+    out = capsys.readouterr().out
+    assert "MCP tools its allowed-tools unlock:\n" in out
+    assert "  mcp__github__create_issue: the tool create_issue of MCP server github\n" in out
+    assert "  mcp__docs: every tool of MCP server docs (not a configured server)\n" in out
+    assert "mcp__github__list_*: the tools of MCP server github starting with 'list_'" in out

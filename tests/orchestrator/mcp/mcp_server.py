@@ -1,0 +1,177 @@
+"""A real MCP server for the tests, on the SDK's low-level server API.
+
+Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
+
+- ``tracker``: ``find_issue`` (readOnlyHint), ``label_issue`` (idempotentHint),
+  ``create_issue`` (no hints: at-most-once), ``screenshot`` (an image and a resource
+  link), ``big`` (``megabytes`` of text), ``slow`` (sleeps ``seconds``), ``crash``
+  (exits mid-call), ``grow`` (adds the tool ``extra`` and says the list changed),
+  ``fail`` (an ``isError`` result). Every call appends a line to ``$MCP_LEDGER`` (when
+  set) before it answers, so a test sees what really ran.
+- ``docs``: ``search`` (readOnlyHint), ``fetch`` and ``big``; the second server of a
+  session, and the one served over HTTP.
+- ``odd``: tools with odd names, a colliding name, an over-long name, invalid schemas.
+- ``mute``: answers nothing, ever (hangs on ``initialize``).
+- ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
+  schema is not an object (which the SDK's own server refuses to send).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _schema(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def _tool(name: str, schema: dict[str, Any], **hints: bool) -> types.Tool:
+    annotations = types.ToolAnnotations(**hints) if hints else None
+    return types.Tool(
+        name=name, description=f"The {name} tool.", input_schema=schema, annotations=annotations
+    )
+
+
+TRACKER = [
+    _tool("find_issue", _schema(number={"type": "integer"}), read_only_hint=True),
+    _tool("label_issue", _schema(number={"type": "integer"}), idempotent_hint=True),
+    _tool("create_issue", _schema(title={"type": "string"})),
+    _tool("screenshot", OBJECT, read_only_hint=True),
+    _tool("big", _schema(megabytes={"type": "integer"}), read_only_hint=True),
+    _tool("slow", _schema(seconds={"type": "number"})),
+    _tool("crash", OBJECT),
+    _tool("grow", OBJECT),
+    _tool("fail", OBJECT, read_only_hint=True),
+]
+DOCS = [
+    _tool("search", _schema(query={"type": "string"}), read_only_hint=True),
+    _tool("fetch", _schema(page={"type": "string"})),
+    _tool("big", _schema(megabytes={"type": "integer"}), read_only_hint=True),
+]
+ODD = [
+    _tool("what is.this/tool?", OBJECT, read_only_hint=True),
+    _tool("what_is_this_tool_", OBJECT),  # the same name once made safe
+    _tool("skills.load", OBJECT),  # the runtime's tool name: namespaced, so harmless
+    _tool("x" * 80, OBJECT),
+    _tool("bad_type", {"type": "object", "properties": {"a": {"type": "banana"}}}),
+    _tool("fine", _schema(q={"type": "string"}), read_only_hint=True),
+]
+
+
+def build(kind: str) -> Server[Any]:
+    tools = {"tracker": TRACKER, "docs": DOCS, "odd": ODD}[kind]
+    state = {"tools": list(tools)}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=state["tools"])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = params.arguments or {}
+        meta = dict(params.meta or {})
+        _ledger({"tool": params.name, "args": args, "meta": meta})
+        name = params.name
+        if name == "big":
+            text = "y" * (int(args.get("megabytes", 1)) * 1024 * 1024)
+            return _text(text)
+        if name == "slow":
+            await anyio.sleep(float(args.get("seconds", 1)))
+            return _text("slept")
+        if name == "crash":
+            os._exit(3)
+        if name == "grow":
+            state["tools"] = [*state["tools"], _tool("extra", OBJECT, read_only_hint=True)]
+            await ctx.session.send_tool_list_changed()
+            return _text("grew")
+        if name == "fail":
+            return types.CallToolResult(
+                content=[types.TextContent(text="no such issue")], is_error=True
+            )
+        if name == "screenshot":
+            return types.CallToolResult(
+                content=[
+                    types.ImageContent(data="iVBORw0KGgo=", mime_type="image/png"),
+                    types.ResourceLink(uri="file:///tmp/shot.png", name="shot.png"),
+                ]
+            )
+        return _text(f"{kind}.{name}({json.dumps(args, sort_keys=True)})")
+
+    return Server(
+        kind,
+        version="1.0",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _ledger(entry: dict[str, Any]) -> None:
+    """Append what is about to run to $MCP_LEDGER, durably (a test may kill us next)."""
+    path = os.environ.get("MCP_LEDGER")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+async def _stdio(server: Server[Any]) -> None:
+    from mcp.server.lowlevel import NotificationOptions
+
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
+    async with stdio_server() as (read, write):
+        await server.run(read, write, options)
+
+
+def _raw() -> None:
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        if message["method"] == "initialize":
+            result: dict[str, Any] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "0"},
+            }
+        else:
+            result = {"tools": [{"name": "t", "inputSchema": {"type": "string"}}]}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+
+
+def main() -> None:
+    kind = sys.argv[1]
+    if kind == "raw":
+        _raw()
+        return
+    if kind == "mute":
+        while sys.stdin.readline():
+            pass
+        time.sleep(3600)
+        return
+    server = build(kind)
+    if "--http" in sys.argv:
+        import uvicorn
+
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        app = server.streamable_http_app(host="127.0.0.1")
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    else:
+        anyio.run(_stdio, server)
+
+
+if __name__ == "__main__":
+    main()

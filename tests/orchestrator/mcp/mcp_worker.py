@@ -1,0 +1,48 @@
+"""A separate process for the MCP crash test: run a session whose second call is
+an at-most-once MCP call that takes long (the test SIGKILLs this process during it),
+or resume that session from the log.
+
+usage: mcp_worker.py run|resume DB SERVER_DIR EFFECT (the class the config gives slow)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import trio
+
+from eventlog import open_sqlite_store
+from orchestrator import Agent
+from orchestrator.adapters import ScriptedModel
+from orchestrator.mcp import McpServerConfig
+
+# Explicit ids: a resumed scripted model restarts its own numbering.
+TURNS = [
+    {"tool_calls": [{"id": "c1", "name": "mcp__tracker__find_issue", "arguments": {"number": 1}}]},
+    {"tool_calls": [{"id": "c2", "name": "mcp__tracker__slow", "arguments": {"seconds": 5}}]},
+    {"tool_calls": [{"id": "c3", "name": "mcp__tracker__find_issue", "arguments": {"number": 2}}]},
+    {"text": "done"},
+]
+
+
+async def main(mode: str, db: str, server_dir: str, effect: str) -> None:
+    server = McpServerConfig(
+        name="tracker",
+        command=sys.executable,
+        args=(str(Path(server_dir) / "mcp_server.py"), "tracker"),
+        env={"MCP_LEDGER": os.environ["MCP_LEDGER"]},
+        effects={"slow": effect},  # type: ignore[dict-item]
+    )
+    skip = 0 if mode == "run" else 2
+    agent = Agent(model=ScriptedModel(TURNS[skip:]), model_name="m", mcp_servers=[server])
+    async with open_sqlite_store(db) as store:
+        if mode == "run":
+            await agent.run(store, "go", session_id="crashed")
+        else:
+            await agent.resume(store, "crashed")
+
+
+if __name__ == "__main__":
+    trio.run(main, *sys.argv[1:])
