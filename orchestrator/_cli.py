@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approvals": ("orchestrator._cli_approvals", "list the approval requests sessions wait for"),
     "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
     "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),
+    "mcp": (
+        "orchestrator._cli_mcp",
+        "serve the skills runtime to MCP clients: skillog mcp serve",
+    ),
     "skills": ("orchestrator.skills._cli", "list, validate, install and materialize skills"),
     "log": ("eventlog._cli", "inspect, verify, checkpoint, export and import the event log"),
     "replay": ("replay._cli", "replay a session from its log and prove every prompt"),

@@ -102,7 +102,10 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
 
 class SessionStarted(Event, frozen=True, kw_only=True):
     """The session's fixed configuration. Everything the composer needs besides the
-    events that follow is here, so replay needs nothing but the log."""
+    events that follow is here, so replay needs nothing but the log.
+    ``instructions_in_results``: ``skills.load`` also returns the instructions of the
+    skills it activates, for a model side skillog writes no system prompt for (an MCP
+    client of ``skillog mcp serve``)."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -116,6 +119,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     host_tools: tuple[ToolDef, ...] = ()
     compact_catalog_over: int = 50
     version: str = ""
+    instructions_in_results: bool = False
 
 
 class SessionForked(Event, frozen=True, kw_only=True):

@@ -78,6 +78,7 @@ class Agent:
     observers: Sequence[Observer] = ()
     clock: Clock = time.time_ns
     bwrap: str | None = None
+    instructions_in_results: bool = False
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +113,7 @@ class Agent:
             policy=self.policy,
             host_tools=tuple(t.definition() for t in self.host_tools),
             version=VERSION,
+            instructions_in_results=self.instructions_in_results,
         )
 
     async def start(

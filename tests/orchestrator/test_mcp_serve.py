@@ -1,0 +1,297 @@
+"""``skillog mcp serve`` in a subprocess, driven by the official SDK's client over stdio:
+the catalog, loading, reading, running a script in the sandbox, hostile arguments,
+approvals by elicitation, and the session it leaves in the log, which ``log verify``
+and ``replay`` (with ``--redrive``) pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp.types as types
+import pytest
+import trio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from eventlog import open_sqlite_store
+from orchestrator._events import (
+    CODEC,
+    ApprovalResolved,
+    Event,
+    ModelFailed,
+    PolicyDenied,
+    ResourceRead,
+    ScriptExecuted,
+    SessionEnded,
+    SessionStarted,
+    ToolCompleted,
+)
+from orchestrator._sandbox import sandbox_available
+
+CLI = [sys.executable, "-m", "orchestrator._cli"]
+needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def skills(tmp_path: Path) -> Path:
+    """A skill with a reference, an asset and a script that writes outside its copy."""
+    root = tmp_path / "skills" / "report"
+    (root / "scripts").mkdir(parents=True)
+    (root / "references").mkdir()
+    (root / "SKILL.md").write_text(
+        "---\nname: report\ndescription: Write the weekly report.\n---\n"
+        "Read references/format.md, then run scripts/count.py.\n"
+    )
+    (root / "references" / "format.md").write_text("# Format\nOne line per item.\n")
+    script = root / "scripts" / "count.py"
+    script.write_text(
+        "import os, sys\n"
+        "for target in sys.argv[1:]:\n"
+        "    try:\n        open(target, 'w').write('x'); print('wrote', target)\n"
+        "    except OSError as e:\n        print('refused:', type(e).__name__)\n"
+        "print('args', *sys.argv[1:]); print('cwd-files', sorted(os.listdir('.')))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return tmp_path / "skills"
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "SKILLOG_CONFIG": str(tmp_path / "config.yaml"),
+        "PYTHONPATH": str(Path(__file__).parents[2]),
+    }
+
+
+@asynccontextmanager
+async def served(
+    tmp_path: Path, skills: Path, *, tier: str = "org", elicit: Any = None
+) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=CLI[0],
+        args=[*CLI[1:], "mcp", "serve", "--skills", str(skills), "--tier", tier],
+        env={**env_for(tmp_path), "SKILLOG_DB": str(tmp_path / "mcp.db")},
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "server.err").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, elicitation_callback=elicit) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def skillog(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args, "--db", str(tmp_path / "mcp.db")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        timeout=120,
+    )
+
+
+async def session_bodies(tmp_path: Path) -> tuple[str, list[Event]]:
+    async with open_sqlite_store(tmp_path / "mcp.db") as store:
+        (info,) = await store.streams()
+        return info.stream, [CODEC.decode(e) async for e in store.read(info.stream)]
+
+
+def assert_replays(tmp_path: Path, session: str) -> None:
+    verify = skillog(tmp_path, "log", "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    replay = skillog(tmp_path, "replay", session, "--redrive")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "every request reproduced byte for byte" in replay.stdout
+    assert "reproduces all" in replay.stdout
+
+
+@needs_bwrap
+async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == [
+            "skills.load",
+            "skills.unload",
+            "skills.read",
+            "skills.run_script",
+        ]
+        assert "<name>report</name>" in (tools[0].description or "")
+        listed = [str(r.uri) for r in (await client.list_resources()).resources]
+        assert listed == ["skillog://catalog"]
+        catalog = await client.read_resource("skillog://catalog")
+        first = catalog.contents[0]
+        assert isinstance(first, types.TextResourceContents)
+        assert json.loads(first.text)["skills"][0]["name"] == "report"
+
+        loaded = await client.call_tool("skills.load", {"names": ["report"]})
+        assert not loaded.is_error
+        receipt = json.loads(text(loaded))
+        assert receipt["instructions"]["report"].startswith("Read references/format.md")
+        digest = receipt["active_skills"][0]["digest"]
+
+        resources = {str(r.uri): r for r in (await client.list_resources()).resources}
+        format_md = resources["skill://report/references/format.md"]
+        assert format_md.meta is not None and format_md.meta["skill_hash"] == digest
+        read = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert text(read) == "# Format\nOne line per item.\n"
+        as_resource = await client.read_resource("skill://report/references/format.md")
+        content = as_resource.contents[0]
+        assert isinstance(content, types.TextResourceContents)
+        assert content.text == text(read)
+
+        outside = tmp_path / "escaped"
+        ran = await client.call_tool(
+            "skills.run_script", {"path": "scripts/count.py", "args": [str(outside)]}
+        )
+        assert not ran.is_error, text(ran)
+        output = json.loads(text(ran))
+        assert output["exit_code"] == 0
+        assert "refused:" in output["stdout"] and f"args {outside}" in output["stdout"]
+    assert not outside.exists()
+
+    session, bodies = await session_bodies(tmp_path)
+    config = bodies[0]
+    assert isinstance(config, SessionStarted)
+    assert (config.provider, config.model) == ("mcp", "mcp/0.1.0")
+    assert any(isinstance(b, ScriptExecuted) and b.sandbox == "bwrap" for b in bodies)
+    assert len([b for b in bodies if isinstance(b, ResourceRead)]) == 2
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "completed"
+    # What the client received is what the log holds.
+    results = [b.content for b in bodies if isinstance(b, ToolCompleted)]
+    assert text(loaded) in results and text(ran) in results
+    assert f"session {session}" in (tmp_path / "server.err").read_text()
+    assert_replays(tmp_path, session)
+
+
+async def test_hostile_arguments_get_clear_errors_and_events_and_nothing_escapes(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        unknown = await client.call_tool("skills.load", {"names": ["nope"]})
+        assert unknown.is_error and "unknown skill 'nope'; available: report" in text(unknown)
+        assert not (await client.call_tool("skills.load", {"names": ["report"]})).is_error
+        cases = {
+            "../../../etc/passwd": "has a '..' segment",
+            "/etc/passwd": "absolute",
+            "references/../../x": "'..'",
+            "references\\..\\x": "backslash",
+        }
+        for path, why in cases.items():
+            result = await client.call_tool("skills.read", {"path": path})
+            assert result.is_error and why in text(result), (path, text(result))
+        escape = await client.call_tool("skills.run_script", {"path": "../../bin/sh"})
+        assert escape.is_error and "'..'" in text(escape)
+        other = await client.call_tool("skills.read", {"path": "format.md", "skill": "x"})
+        assert other.is_error and "skill 'x' is not loaded" in text(other)
+        big = await client.call_tool("skills.read", {"path": "x" * 70_000})
+        assert big.is_error and "the limit is 65536" in text(big)
+        huge = await client.call_tool("skills.read", {"path": "x" * 1_100_000})
+        assert huge.is_error and "skillog records at most 1048576" in text(huge)
+        tool = await client.call_tool("Bash", {"command": "cat /etc/passwd"})
+        assert tool.is_error and "there is no tool named 'Bash'" in text(tool)
+        with pytest.raises(MCPError, match=r"'\.\.' segment"):
+            await client.read_resource("skill://report/../../../etc/passwd")
+        with pytest.raises(MCPError, match="unknown resource"):
+            await client.read_resource("file:///etc/passwd")
+        # The session goes on after all of that.
+        fine = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert not fine.is_error
+
+    session, bodies = await session_bodies(tmp_path)
+    completed = [b for b in bodies if isinstance(b, ToolCompleted)]
+    kinds = [b.error_type for b in completed if b.is_error]
+    assert kinds.count("path_refused") == 6 and "unknown_skill" in kinds
+    assert "unknown_tool" in kinds and "invalid_arguments" in kinds
+    failed = [b for b in bodies if isinstance(b, ModelFailed)]
+    assert len(failed) == 1 and "1100" in failed[0].message and failed[0].will_retry
+    reads = [b for b in bodies if isinstance(b, ResourceRead)]
+    assert [r.path for r in reads] == ["references/format.md"]
+    assert_replays(tmp_path, session)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("answer", ["accept", "refuse", "decline"])
+async def test_a_script_that_needs_approval_is_asked_by_elicitation(
+    tmp_path: Path, skills: Path, answer: str
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        if answer == "decline":
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(
+            action="accept", content={"approve": answer == "accept", "reason": "checked"}
+        )
+
+    async with served(tmp_path, skills, tier="user", elicit=elicit) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        ran = await client.call_tool("skills.run_script", {"path": "scripts/count.py"})
+    assert asked == ["skillog: allow skill report (user) to run scripts/count.py?"]
+    assert ran.is_error == (answer != "accept"), text(ran)
+    session, bodies = await session_bodies(tmp_path)
+    (resolved,) = [b for b in bodies if isinstance(b, ApprovalResolved)]
+    assert resolved.approved == (answer == "accept")
+    assert resolved.decided_by == "mcp/0.1.0 (MCP elicitation)"
+    assert resolved.reason == ("checked" if answer != "decline" else "the user chose decline")
+    assert any(isinstance(b, ScriptExecuted) for b in bodies) == (answer == "accept")
+    assert_replays(tmp_path, session)
+
+
+async def test_a_client_without_elicitation_is_refused_with_the_reason(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills, tier="user") as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        ran = await client.call_tool("skills.run_script", {"path": "scripts/count.py"})
+    assert ran.is_error
+    assert "cannot answer elicitation requests" in text(ran)
+    session, bodies = await session_bodies(tmp_path)
+    (resolved,) = [b for b in bodies if isinstance(b, ApprovalResolved)]
+    assert not resolved.approved and resolved.reason is not None
+    assert "does not support elicitation" in resolved.reason
+    (denied,) = [b for b in bodies if isinstance(b, PolicyDenied)]
+    assert denied.rule == "approval"
+    assert not any(isinstance(b, ScriptExecuted) for b in bodies)
+    assert_replays(tmp_path, session)
+
+
+async def test_concurrent_calls_are_recorded_as_one_turn_each_answered(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        results: dict[int, str] = {}
+
+        async def read(i: int) -> None:
+            path = "references/format.md" if i % 2 else f"missing-{i}.md"
+            results[i] = text(await client.call_tool("skills.read", {"path": path}))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(6):
+                nursery.start_soon(read, i)
+    assert all(results[i].startswith("# Format") for i in (1, 3, 5))
+    assert all(f"no file 'missing-{i}.md'" in results[i] for i in (0, 2, 4))
+    session, _ = await session_bodies(tmp_path)
+    assert_replays(tmp_path, session)
