@@ -32,6 +32,7 @@ Ctx = ServerRequestContext[Any, Any]
 STDIO = "stdio"
 TOKEN_KEY = "skillog.token"
 """Where the HTTP transport leaves the name of the bearer token a request used."""
+INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 NOTIFICATIONS = NotificationOptions(tools_changed=True, resources_changed=True)
 
@@ -161,10 +162,20 @@ class SkillogMcp:
 
 def connection_key(ctx: Ctx) -> str:
     """Which connection ``ctx`` came on: the HTTP transport's session id, else stdio
-    (one connection per process)."""
+    (one connection per process). An HTTP request without a session (a stateless
+    protocol revision) has no connection a session of the log could follow."""
     headers = getattr(ctx.request, "headers", None)
-    session_id = headers.get("mcp-session-id") if headers is not None else None
-    return f"http:{session_id}" if session_id else STDIO
+    if headers is None:
+        return STDIO
+    session_id = headers.get("mcp-session-id")
+    if not session_id:
+        raise MCPError(
+            INVALID_REQUEST,
+            "skillog records each MCP connection as one session of its log and needs an "
+            "MCP session: connect with initialize (protocol revisions up to 2025-11-25) "
+            "and send its Mcp-Session-Id",
+        )
+    return f"http:{session_id}"
 
 
 def client_name(ctx: Ctx) -> str:

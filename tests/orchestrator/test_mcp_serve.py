@@ -35,6 +35,7 @@ from orchestrator._events import (
     ToolCompleted,
 )
 from orchestrator._sandbox import sandbox_available
+from otel import map_session
 
 CLI = [sys.executable, "-m", "orchestrator._cli"]
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
@@ -182,6 +183,10 @@ async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
     assert text(loaded) in results and text(ran) in results
     assert f"session {session}" in (tmp_path / "server.err").read_text()
     assert_replays(tmp_path, session)
+    async with open_sqlite_store(tmp_path / "mcp.db") as store:
+        spans, _ = map_session([e async for e in store.read(session)])
+    names = [s.name for s in spans]
+    assert names[-1] == "invoke_agent skillog-mcp" and "execute_tool skills.run_script" in names
 
 
 async def test_hostile_arguments_get_clear_errors_and_events_and_nothing_escapes(
