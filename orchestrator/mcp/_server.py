@@ -143,11 +143,9 @@ class SkillogMcp:
         result = await self._run(served, ctx, "skills.read", {"skill": skill, "path": path})
         if result.is_error:
             raise MCPError(INVALID_PARAMS, f"{uri[:200]}: {result.content}")
-        return types.ReadResourceResult(
-            contents=[
-                types.TextResourceContents(uri=uri, mime_type="text/plain", text=result.content)
-            ]
-        )
+        state = served.session.state
+        content = views.file_contents(state, uri, skill, path, result.content)
+        return types.ReadResourceResult(contents=[content])
 
     async def _run(
         self, served: ServedSession, ctx: Ctx, name: str, arguments: dict[str, Any] | None

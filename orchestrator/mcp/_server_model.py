@@ -13,12 +13,13 @@ the client. The log therefore holds, per call, the context the client had
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import trio
 
 from .._loop import RetryPolicy
-from .._model import ModelError, ModelRequest, ModelResponse, ToolCall, ToolResult
+from .._model import Message, ModelError, ModelRequest, ModelResponse, ToolCall, ToolResult
 
 MAX_RECORDED_ARGUMENT_BYTES = 1 << 20
 """A call whose arguments are larger is refused before it is recorded as a call (it
@@ -82,7 +83,7 @@ class ClientModel:
         self._held = []
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self._deliver(request)
+        self.deliver(request.messages)
         batch, self._held = self._held, []
         if not batch:
             try:
@@ -106,12 +107,13 @@ class ClientModel:
             parts=tuple(p.call for p in batch), stop_reason="tool_use", model=self.client
         )
 
-    def _deliver(self, request: ModelRequest) -> None:
-        for message in request.messages[self._seen :]:
+    def deliver(self, messages: Sequence[Message]) -> None:
+        """Hand each waiting call its result from the session's history."""
+        for message in messages[self._seen :]:
             for part in message.parts:
                 if isinstance(part, ToolResult) and part.call_id in self._waiting:
                     self._waiting.pop(part.call_id).finish(part)
-        self._seen = len(request.messages)
+        self._seen = len(messages)
 
 
 def _drain(receive: trio.MemoryReceiveChannel[Pending]) -> list[Pending]:

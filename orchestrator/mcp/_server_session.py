@@ -146,6 +146,9 @@ class ServedSession:
         finally:
             self.stopped.set()
             self.model.idle.set()
+            # Results the loop recorded but had no next turn to hand back (the session
+            # reached --max-calls), then the reason for every call still waiting.
+            self.model.deliver(self.session.state.messages)
             self.model.fail_waiting(self._stopped_reason())
 
     def _stopped_reason(self) -> str:

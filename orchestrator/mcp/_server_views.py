@@ -6,6 +6,9 @@ position of every call fixes what the client could see before it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import mimetypes
 from urllib.parse import quote, unquote
 
@@ -108,6 +111,48 @@ def resources(state: SessionState) -> list[types.Resource]:
                 )
             )
     return out
+
+
+def file_contents(
+    state: SessionState, uri: str, skill: str, path: str, content: str
+) -> types.TextResourceContents | types.BlobResourceContents:
+    """A skill file read by ``skills.read`` (``content``, its result) as resource
+    contents: binary files, which ``skills.read`` returns base64-wrapped, as a blob
+    (when the bytes are the pinned file's, checked by hash)."""
+    active = state.active_skill(skill)
+    entry = active.file(path) if active is not None else None
+    mime = mimetypes.guess_type(path)[0]
+    if entry is None:
+        return types.TextResourceContents(uri=uri, mime_type=mime or "text/plain", text=content)
+    meta = {"sha256": entry.sha256}
+    wrapped = _base64_wrapped(content)
+    if (
+        wrapped is not None
+        and hashlib.sha256(base64.b64decode(wrapped)).hexdigest() == entry.sha256
+    ):
+        return types.BlobResourceContents(
+            uri=uri, mime_type=mime or "application/octet-stream", blob=wrapped, _meta=meta
+        )
+    return types.TextResourceContents(
+        uri=uri, mime_type=mime or "text/plain", text=content, _meta=meta
+    )
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _base64_wrapped(content: str) -> str | None:
+    if not content.startswith("{"):
+        return None
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and value.get("encoding") == "base64":
+        data = value.get("data")
+        return data if isinstance(data, str) else None
+    return None
 
 
 def skill_uri(skill: str, path: str) -> str:

@@ -5,6 +5,7 @@ and ``replay`` (with ``--redrive``) pass."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -38,6 +39,7 @@ from orchestrator._sandbox import sandbox_available
 from otel import map_session
 
 CLI = [sys.executable, "-m", "orchestrator._cli"]
+LOGO = b"\x89PNG\r\n\x1a\n\x00\x00binary"
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
 
 
@@ -52,6 +54,10 @@ def skills(tmp_path: Path) -> Path:
         "Read references/format.md, then run scripts/count.py.\n"
     )
     (root / "references" / "format.md").write_text("# Format\nOne line per item.\n")
+    (root / "assets").mkdir()
+    (root / "assets" / "logo.png").write_bytes(LOGO)
+    slow = root / "scripts" / "slow.py"
+    slow.write_text("import time\ntime.sleep(1.5)\nprint('done')\n")
     script = root / "scripts" / "count.py"
     script.write_text(
         "import os, sys\n"
@@ -75,18 +81,28 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, skills: Path, *, tier: str = "org", elicit: Any = None
+    tmp_path: Path,
+    skills: Path,
+    *,
+    tier: str = "org",
+    elicit: Any = None,
+    notes: list[Any] | None = None,
+    more: tuple[str, ...] = (),
 ) -> AsyncIterator[ClientSession]:
+    async def note(message: Any) -> None:
+        if notes is not None:
+            notes.append(message)
+
     params = StdioServerParameters(
         command=CLI[0],
-        args=[*CLI[1:], "mcp", "serve", "--skills", str(skills), "--tier", tier],
+        args=[*CLI[1:], "mcp", "serve", "--skills", str(skills), "--tier", tier, *more],
         env={**env_for(tmp_path), "SKILLOG_DB": str(tmp_path / "mcp.db")},
         cwd=str(tmp_path),
     )
     with (tmp_path / "server.err").open("w") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write, elicitation_callback=elicit) as client,
+            ClientSession(read, write, elicitation_callback=elicit, message_handler=note) as client,
         ):
             await client.initialize()
             yield client
@@ -128,7 +144,8 @@ def assert_replays(tmp_path: Path, session: str) -> None:
 async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
     tmp_path: Path, skills: Path
 ) -> None:
-    async with served(tmp_path, skills) as client:
+    notes: list[Any] = []
+    async with served(tmp_path, skills, notes=notes) as client:
         tools = (await client.list_tools()).tools
         assert [t.name for t in tools] == [
             "skills.load",
@@ -159,6 +176,9 @@ async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
         content = as_resource.contents[0]
         assert isinstance(content, types.TextResourceContents)
         assert content.text == text(read)
+        logo = (await client.read_resource("skill://report/assets/logo.png")).contents[0]
+        assert isinstance(logo, types.BlobResourceContents)
+        assert base64.b64decode(logo.blob) == LOGO and logo.mime_type == "image/png"
 
         outside = tmp_path / "escaped"
         ran = await client.call_tool(
@@ -169,13 +189,15 @@ async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
         assert output["exit_code"] == 0
         assert "refused:" in output["stdout"] and f"args {outside}" in output["stdout"]
     assert not outside.exists()
+    changed = {type(n).__name__ for n in notes}
+    assert {"ToolListChangedNotification", "ResourceListChangedNotification"} <= changed
 
     session, bodies = await session_bodies(tmp_path)
     config = bodies[0]
     assert isinstance(config, SessionStarted)
     assert (config.provider, config.model) == ("mcp", "mcp/0.1.0")
     assert any(isinstance(b, ScriptExecuted) and b.sandbox == "bwrap" for b in bodies)
-    assert len([b for b in bodies if isinstance(b, ResourceRead)]) == 2
+    assert len([b for b in bodies if isinstance(b, ResourceRead)]) == 3
     ended = bodies[-1]
     assert isinstance(ended, SessionEnded) and ended.reason == "completed"
     # What the client received is what the log holds.
@@ -299,4 +321,33 @@ async def test_concurrent_calls_are_recorded_as_one_turn_each_answered(
     assert all(results[i].startswith("# Format") for i in (1, 3, 5))
     assert all(f"no file 'missing-{i}.md'" in results[i] for i in (0, 2, 4))
     session, _ = await session_bodies(tmp_path)
+    assert_replays(tmp_path, session)
+
+
+async def test_the_session_ends_at_max_calls_and_says_so(tmp_path: Path, skills: Path) -> None:
+    async with served(tmp_path, skills, more=("--max-calls", "2")) as client:
+        assert not (await client.call_tool("skills.load", {"names": ["report"]})).is_error
+        second = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert text(second).startswith("# Format")
+        third = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert third.is_error and "has ended (max_turns); reconnect" in text(third)
+    session, bodies = await session_bodies(tmp_path)
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "max_turns"
+    assert_replays(tmp_path, session)
+
+
+@needs_bwrap
+async def test_a_client_gone_mid_script_leaves_its_outcome_recorded(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        with trio.move_on_after(0.5):
+            await client.call_tool("skills.run_script", {"path": "scripts/slow.py"})
+    session, bodies = await session_bodies(tmp_path)
+    (executed,) = [b for b in bodies if isinstance(b, ScriptExecuted)]
+    assert executed.exit_code == 0
+    assert [b.tool for b in bodies if isinstance(b, ToolCompleted)][-1] == "skills.run_script"
+    assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
     assert_replays(tmp_path, session)
