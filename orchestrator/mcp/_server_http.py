@@ -3,7 +3,8 @@
 
 Bound to loopback by default, with the SDK's DNS-rebinding protection on (a web page
 cannot reach it through a hostile DNS name). Bound beyond loopback, every request
-needs a bearer token of the service's token book (``skillog serve --add-token``);
+needs a bearer token of the service's token book (``skillog serve --add-token``) with
+the ``submitter`` (or ``admin``) role;
 the token's name is part of the client recorded for the session.
 """
 
@@ -25,6 +26,8 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 PATH = "/mcp"
+ROLE = "submitter"
+"""The role a token needs beyond loopback: each connection is a new session."""
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 
 
@@ -107,6 +110,14 @@ class _App:
                     401,
                     "a bearer token is required beyond loopback: Authorization: Bearer "
                     "TOKEN (create one with `skillog serve --add-token NAME`)",
+                )
+                return
+            if not principal.may(ROLE):
+                await _reply(
+                    send,
+                    403,
+                    f"token {principal.name} may not start sessions: an MCP client runs "
+                    f"skills, which needs the {ROLE} (or admin) role",
                 )
                 return
             scope[TOKEN_KEY] = principal.name

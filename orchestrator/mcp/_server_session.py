@@ -11,8 +11,6 @@ so the session cannot suspend as a native one would).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,16 +54,12 @@ class ServeConfig:
     hidden: tuple[tuple[str, str], ...] = ()
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     max_calls: int = 10_000
-    max_active_skills: int = 3
-    bwrap: str | None = None
 
 
 class ServedSession:
     """The session of one client connection; :meth:`call` runs one client call."""
 
-    def __init__(
-        self, client: str, config: ServeConfig, clock: Callable[[], int] = time.time_ns
-    ) -> None:
+    def __init__(self, client: str, config: ServeConfig) -> None:
         self.model = ClientModel(client)
         self.agent = Agent(
             model=self.model,
@@ -76,10 +70,7 @@ class ServedSession:
             approver=self._approve,
             name="skillog-mcp",
             max_turns=config.max_calls,
-            max_active_skills=config.max_active_skills,
-            bwrap=config.bwrap,
             instructions_in_results=True,
-            clock=clock,
         )
         self.session: Session | None = None
         self.stopped = trio.Event()
@@ -162,10 +153,15 @@ class ServedSession:
         """Ask the client's user (MCP elicitation), or refuse when nobody can be asked."""
         client = self.model.client
         ctx = self._contexts.get(request.call_id)
-        capabilities = ctx.session.client_capabilities if ctx is not None else None
+        if ctx is None:
+            return ApprovalDecision(
+                approved=False,
+                decided_by=f"skillog mcp serve: {client} is no longer waiting for the call",
+                reason="the client cancelled the call or went away before it could be asked",
+            )
+        capabilities = ctx.session.client_capabilities
         if (
-            ctx is None
-            or capabilities is None
+            capabilities is None
             or capabilities.elicitation is None
             or not ctx.session.can_send_request
         ):

@@ -124,17 +124,23 @@ async def test_loopback_http_sessions_end_on_delete_and_replay(
 
 
 async def test_beyond_loopback_every_request_needs_a_token(tmp_path: Path, skills: Path) -> None:
-    made = skillog(tmp_path, "serve", "--add-token", "desk", "--roles", "viewer")
-    assert made.returncode == 0, made.stderr
-    token = re.search(r"skl_\S+", made.stdout)
-    assert token is not None
+    tokens = {}
+    for name, role in (("desk", "submitter"), ("wall", "viewer")):
+        made = skillog(tmp_path, "serve", "--add-token", name, "--roles", role)
+        assert made.returncode == 0, made.stderr
+        found = re.search(r"skl_\S+", made.stdout)
+        assert found is not None
+        tokens[name] = found.group(0)
     with server(tmp_path, skills, "0.0.0.0:0") as (url, _):
         async with httpx.AsyncClient() as http:
             for headers in ({}, {"authorization": "Bearer skl_wrong"}):
                 refused = await http.post(url, headers=headers, json={})
                 assert refused.status_code == 401
                 assert "skillog serve --add-token" in refused.text
-        text = await use_skill(url, {"authorization": f"Bearer {token.group(0)}"})
+            viewer = {"authorization": f"Bearer {tokens['wall']}"}
+            forbidden = await http.post(url, headers=viewer, json={})
+            assert forbidden.status_code == 403 and "submitter" in forbidden.text
+        text = await use_skill(url, {"authorization": f"Bearer {tokens['desk']}"})
         assert text == "Short lines.\n"
     async with open_sqlite_store(tmp_path / "mcp.db") as store:
         (info,) = await store.streams()
