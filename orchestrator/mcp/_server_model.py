@@ -4,16 +4,17 @@ An MCP client decides which tools to call, as a model does in a native session. 
 each connection's session is driven by the ordinary agent loop (``_loop.drive``)
 with :class:`ClientModel` as its model adapter: a model call waits for the client's
 next ``tools/call`` and answers with it as a tool call, the write-ahead pipeline runs
-it, and the next request the loop composes carries its result, which goes back to
-the client. The log therefore holds, per call, the context the client had
-(``prompt.rendered``), what it sent (``model.responded``) and what it received
-(``tool.completed``, the same text) — and replay proves it like any session.
+it, and its result goes back to the client as soon as its outcome is committed (the
+next request the loop composes carries it too). The log therefore holds, per call,
+the context the client had (``prompt.rendered``), what it sent (``model.responded``)
+and what it received (``tool.completed``, the same text), and replay proves it like
+any session.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -110,10 +111,16 @@ class ClientModel:
     def deliver(self, messages: Sequence[Message]) -> None:
         """Hand each waiting call its result from the session's history."""
         for message in messages[self._seen :]:
-            for part in message.parts:
-                if isinstance(part, ToolResult) and part.call_id in self._waiting:
-                    self._waiting.pop(part.call_id).finish(part)
+            self.deliver_results(p for p in message.parts if isinstance(p, ToolResult))
         self._seen = len(messages)
+
+    def deliver_results(self, results: Iterable[ToolResult]) -> None:
+        """Hand each waiting call among ``results`` its result (committed: the log
+        holds it before the client reads it)."""
+        for result in results:
+            pending = self._waiting.pop(result.call_id, None)
+            if pending is not None:
+                pending.finish(result)
 
 
 def _drain(receive: trio.MemoryReceiveChannel[Pending]) -> list[Pending]:

@@ -17,10 +17,11 @@ from typing import Any
 import trio
 from mcp.server.context import ServerRequestContext
 
+from eventlog import Event as StoredEvent
 from eventlog import EventStore, SkillogError
 
 from .._effects import ApprovalDecision, ApprovalRequest
-from .._events import PolicyConfig
+from .._events import PolicyConfig, ToolCompleted, ToolInterrupted
 from .._loop import Agent, drive
 from .._model import ToolCall, ToolResult, encode_canonical
 from .._session import Session
@@ -31,6 +32,8 @@ log = logging.getLogger("skillog.mcp")
 
 CLOSE_GRACE_S = 60.0
 """How long a closing connection waits for the calls it left running to finish."""
+
+OUTCOMES = frozenset({ToolCompleted.event_type, ToolInterrupted.event_type})
 
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -71,6 +74,7 @@ class ServedSession:
             name="skillog-mcp",
             max_turns=config.max_calls,
             instructions_in_results=True,
+            observers=[self._committed],
         )
         self.session: Session | None = None
         self.stopped = trio.Event()
@@ -141,6 +145,13 @@ class ServedSession:
             # reached --max-calls), then the reason for every call still waiting.
             self.model.deliver(self.session.state.messages)
             self.model.fail_waiting(self._stopped_reason())
+
+    def _committed(self, event: StoredEvent) -> None:
+        """A call's outcome is durable: its caller may read it now, without waiting
+        for the next prompt to be composed and committed."""
+        if event.type in OUTCOMES and self.session is not None:
+            self.model.deliver_results(self.session.state.pending_results.values())
+            self.model.deliver(self.session.state.messages)
 
     def _stopped_reason(self) -> str:
         assert self.session is not None
