@@ -244,6 +244,10 @@ async def test_hostile_arguments_get_clear_errors_and_events_and_nothing_escapes
         # The session goes on after all of that.
         fine = await client.call_tool("skills.read", {"path": "references/format.md"})
         assert not fine.is_error
+        unloaded = await client.call_tool("skills.unload", {"all": True})
+        assert json.loads(text(unloaded)) == {"active_skills": []}
+        after = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert after.is_error and "needs a loaded skill" in text(after)
 
     session, bodies = await session_bodies(tmp_path)
     completed = [b for b in bodies if isinstance(b, ToolCompleted)]
