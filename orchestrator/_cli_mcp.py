@@ -77,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
     from .mcp._server import serve_stdio
-    from .mcp._server_http import serve_http
 
     def ended(served: ServedSession) -> None:
         print(
@@ -91,6 +90,8 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         if args.transport == "stdio":
             await serve_stdio(store, config, on_end=ended)
             return 0
+        from .mcp._server_http import serve_http
+
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signals, stop)

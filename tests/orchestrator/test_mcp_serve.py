@@ -37,6 +37,7 @@ from orchestrator._events import (
 )
 from orchestrator._sandbox import sandbox_available
 from otel import map_session
+from replay import load_recording, open_log, redrive, replay_session, verify_recording
 
 CLI = [sys.executable, "-m", "orchestrator._cli"]
 LOGO = b"\x89PNG\r\n\x1a\n\x00\x00binary"
@@ -131,13 +132,25 @@ async def session_bodies(tmp_path: Path) -> tuple[str, list[Event]]:
         return info.stream, [CODEC.decode(e) async for e in store.read(info.stream)]
 
 
-def assert_replays(tmp_path: Path, session: str) -> None:
+def assert_replays_by_cli(tmp_path: Path, session: str) -> None:
     verify = skillog(tmp_path, "log", "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     replay = skillog(tmp_path, "replay", session, "--redrive")
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "every request reproduced byte for byte" in replay.stdout
     assert "reproduces all" in replay.stdout
+
+
+async def assert_replays(tmp_path: Path, session: str) -> None:
+    """What ``skillog replay SESSION --redrive`` checks, in this process (the CLI runs
+    in the first test): the chain, every prompt byte for byte, and the re-drive."""
+    async with open_log(db=tmp_path / "mcp.db") as store:
+        await verify_recording(store, session)
+        recording = await load_recording(store, session)
+        proved = await replay_session(store, recording)
+        assert proved.ok and proved.turns, proved.divergence
+        redriven = await redrive(store, recording)
+        assert redriven.ok, redriven.divergence
 
 
 @needs_bwrap
@@ -204,7 +217,7 @@ async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
     results = [b.content for b in bodies if isinstance(b, ToolCompleted)]
     assert text(loaded) in results and text(ran) in results
     assert f"session {session}" in (tmp_path / "server.err").read_text()
-    assert_replays(tmp_path, session)
+    assert_replays_by_cli(tmp_path, session)
     async with open_sqlite_store(tmp_path / "mcp.db") as store:
         spans, _ = map_session([e async for e in store.read(session)])
     names = [s.name for s in spans]
@@ -258,18 +271,19 @@ async def test_hostile_arguments_get_clear_errors_and_events_and_nothing_escapes
     assert len(failed) == 1 and "1100" in failed[0].message and failed[0].will_retry
     reads = [b for b in bodies if isinstance(b, ResourceRead)]
     assert [r.path for r in reads] == ["references/format.md"]
-    assert_replays(tmp_path, session)
+    await assert_replays(tmp_path, session)
 
 
 @needs_bwrap
-@pytest.mark.parametrize("answer", ["accept", "refuse", "decline"])
 async def test_a_script_that_needs_approval_is_asked_by_elicitation(
-    tmp_path: Path, skills: Path, answer: str
+    tmp_path: Path, skills: Path
 ) -> None:
+    answers = ["accept", "refuse", "decline"]
     asked: list[str] = []
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
+        answer = answers[len(asked) - 1]
         if answer == "decline":
             return types.ElicitResult(action="decline")
         return types.ElicitResult(
@@ -278,16 +292,23 @@ async def test_a_script_that_needs_approval_is_asked_by_elicitation(
 
     async with served(tmp_path, skills, tier="user", elicit=elicit) as client:
         await client.call_tool("skills.load", {"names": ["report"]})
-        ran = await client.call_tool("skills.run_script", {"path": "scripts/count.py"})
-    assert asked == ["skillog: allow skill report (user) to run scripts/count.py?"]
-    assert ran.is_error == (answer != "accept"), text(ran)
+        ran = [
+            await client.call_tool("skills.run_script", {"path": "scripts/count.py"})
+            for _ in answers
+        ]
+    assert asked == ["skillog: allow skill report (user) to run scripts/count.py?"] * 3
+    assert [r.is_error for r in ran] == [False, True, True], [text(r) for r in ran]
+    assert "not approved (mcp/0.1.0 (MCP elicitation))" in text(ran[1])
     session, bodies = await session_bodies(tmp_path)
-    (resolved,) = [b for b in bodies if isinstance(b, ApprovalResolved)]
-    assert resolved.approved == (answer == "accept")
-    assert resolved.decided_by == "mcp/0.1.0 (MCP elicitation)"
-    assert resolved.reason == ("checked" if answer != "decline" else "the user chose decline")
-    assert any(isinstance(b, ScriptExecuted) for b in bodies) == (answer == "accept")
-    assert_replays(tmp_path, session)
+    resolved = [b for b in bodies if isinstance(b, ApprovalResolved)]
+    assert [(r.approved, r.reason) for r in resolved] == [
+        (True, "checked"),
+        (False, "checked"),
+        (False, "the user chose decline"),
+    ]
+    assert {r.decided_by for r in resolved} == {"mcp/0.1.0 (MCP elicitation)"}
+    assert len([b for b in bodies if isinstance(b, ScriptExecuted)]) == 1
+    await assert_replays(tmp_path, session)
 
 
 async def test_a_client_without_elicitation_is_refused_with_the_reason(
@@ -305,7 +326,7 @@ async def test_a_client_without_elicitation_is_refused_with_the_reason(
     (denied,) = [b for b in bodies if isinstance(b, PolicyDenied)]
     assert denied.rule == "approval"
     assert not any(isinstance(b, ScriptExecuted) for b in bodies)
-    assert_replays(tmp_path, session)
+    await assert_replays(tmp_path, session)
 
 
 async def test_concurrent_calls_are_recorded_as_one_turn_each_answered(
@@ -325,7 +346,7 @@ async def test_concurrent_calls_are_recorded_as_one_turn_each_answered(
     assert all(results[i].startswith("# Format") for i in (1, 3, 5))
     assert all(f"no file 'missing-{i}.md'" in results[i] for i in (0, 2, 4))
     session, _ = await session_bodies(tmp_path)
-    assert_replays(tmp_path, session)
+    await assert_replays(tmp_path, session)
 
 
 async def test_the_session_ends_at_max_calls_and_says_so(tmp_path: Path, skills: Path) -> None:
@@ -338,7 +359,7 @@ async def test_the_session_ends_at_max_calls_and_says_so(tmp_path: Path, skills:
     session, bodies = await session_bodies(tmp_path)
     ended = bodies[-1]
     assert isinstance(ended, SessionEnded) and ended.reason == "max_turns"
-    assert_replays(tmp_path, session)
+    await assert_replays(tmp_path, session)
 
 
 @needs_bwrap
@@ -354,4 +375,4 @@ async def test_a_client_gone_mid_script_leaves_its_outcome_recorded(
     assert executed.exit_code == 0
     assert [b.tool for b in bodies if isinstance(b, ToolCompleted)][-1] == "skills.run_script"
     assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
-    assert_replays(tmp_path, session)
+    await assert_replays(tmp_path, session)
