@@ -36,6 +36,7 @@ from orchestrator._events import (
     ToolCompleted,
 )
 from orchestrator._sandbox import sandbox_available
+from orchestrator.mcp._server_session import ServeConfig, ServedSession
 from otel import map_session
 from replay import load_recording, open_log, redrive, replay_session, verify_recording
 
@@ -376,3 +377,11 @@ async def test_a_client_gone_mid_script_leaves_its_outcome_recorded(
     assert [b.tool for b in bodies if isinstance(b, ToolCompleted)][-1] == "skills.run_script"
     assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
     await assert_replays(tmp_path, session)
+
+
+async def test_a_session_whose_server_died_is_not_resumed(tmp_path: Path) -> None:
+    async with open_sqlite_store(tmp_path / "mcp.db") as store:
+        session = await ServedSession("gone/1.0", ServeConfig(skills=())).agent.start(store)
+    resumed = skillog(tmp_path, "resume", session.id)
+    assert resumed.returncode == 2
+    assert "MCP client's connection" in resumed.stderr and "cannot be resumed" in resumed.stderr
