@@ -31,7 +31,7 @@ from eventlog import open_sqlite_store
 from orchestrator._loop import Agent
 from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Tier, load_skill
-from replay import load_recording, replay_session, verify_recording
+from replay import audit_session, load_recording, render_html, replay_session, verify_recording
 
 SKILLS = 20
 ACTIVE = 3
@@ -98,10 +98,55 @@ async def replay_once(db: Path, session: str) -> tuple[float, float, int, int]:
     return end - start, end - mid, report.request_bytes, len(report.turns)
 
 
+async def report_once(db: Path, session: str, out: Path) -> tuple[float, float, int]:
+    """``skillog replay --html``'s work: (total seconds, seconds rendering, page bytes)."""
+    start = time.perf_counter()
+    async with open_sqlite_store(db, readonly=True) as store:
+        audit = await audit_session(store, session)
+    mid = time.perf_counter()
+    page = render_html(audit)
+    await trio.Path(out).write_text(page, encoding="utf-8")
+    end = time.perf_counter()
+    assert audit.ok, audit.checks
+    return end - start, end - mid, len(page.encode())
+
+
+def browser_load(page: Path) -> tuple[float, float] | None:
+    """Seconds for Debian's Chromium to load the page (to the load event) and to open
+    the last prompt (its diff and bytes rebuilt in the page); None without Chromium."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if not Path("/usr/bin/chromium").exists():
+        return None
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--headless", "--no-sandbox"]
+        )
+        try:
+            tab = browser.new_page()
+            errors: list[str] = []
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            start = time.perf_counter()
+            tab.goto(page.as_uri(), wait_until="load")
+            loaded = time.perf_counter() - start
+            last = tab.locator("details.prompt").last
+            start = time.perf_counter()
+            last.locator("summary").click()
+            last.locator("pre.bytes").wait_for()
+            opened = time.perf_counter() - start
+            assert not errors, errors
+        finally:
+            browser.close()
+    return loaded, opened
+
+
 async def main(lengths: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         skills = write_skills(Path(tmp) / "skills")
         rows = []
+        reports: list[tuple[int, tuple[float, float, int]]] = []
         for n in lengths:
             db = Path(tmp) / f"s{n}.db"
             t0 = time.perf_counter()
@@ -109,6 +154,9 @@ async def main(lengths: list[int]) -> None:
             built = time.perf_counter() - t0
             best = min([await replay_once(db, session) for _ in range(3)])
             rows.append((n, built, *best))
+            page = Path(tmp) / f"s{n}.html"
+            reports.append((n, min([await report_once(db, session, page) for _ in range(3)])))
+        loaded = await trio.to_thread.run_sync(browser_load, page)
     print(f"replay of sessions with {SKILLS} available skills, {ACTIVE} active (best of 3)")
     print(
         f"{'turns':>6} {'recorded in':>12} {'replay':>9} {'(prove)':>9} "
@@ -135,6 +183,30 @@ async def main(lengths: list[int]) -> None:
         "replay time grows at most linearly in the re-rendered request bytes (ms/MB does "
         "not rise): history lines are hashed once and reused by every later request"
     )
+    print("\naudit report (skillog replay --html: every check, timeline, prompts; best of 3)")
+    print(f"{'turns':>6} {'report':>9} {'(render)':>9} {'page MB':>8} {'KB/turn':>8}")
+    for n, (total, render, size) in reports:
+        print(f"{n:>6} {total:>8.3f}s {render:>8.3f}s {size / 1e6:>8.2f} {size / 1e3 / n:>8.1f}")
+    n, (total, _, size) = reports[-1]
+    verdict = "ok" if total < 2 and size < 5e6 else "MISSED"
+    print(
+        f"{n} turns: report in {total:.3f} s (target < 2 s), {size / 1e6:.2f} MB "
+        f"(target < 5 MB): {verdict}"
+    )
+    if len(reports) > 1:
+        m, (_, _, small) = reports[0]
+        print(
+            f"{m} -> {n} turns: page bytes x{size / small:.2f}, request bytes "
+            f"x{rows[-1][4] / rows[0][4]:.2f} (the page stores each message once: it grows "
+            "with the turns, not with the sum of the requests)"
+        )
+    if loaded is None:
+        print("Chromium not available: page load not measured")
+    else:
+        print(
+            f"Chromium loads the {n}-turn page in {loaded[0]:.3f} s and opens its last "
+            f"prompt (diff and bytes rebuilt in the page) in {loaded[1]:.3f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from ._checkpoint import make_checkpoint as _make_checkpoint
 from ._errors import CheckpointError, StoreError
 from ._jsonl import encode_line, export_jsonl, import_jsonl
 from ._open import DB_HELP, default_db, describe_db, open_store
+from ._progress import Progress
 from ._types import EventStore
 from ._verify import verify
 
@@ -122,27 +123,6 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-class _Progress:
-    """A one-line progress counter on stderr, only when stderr is a terminal."""
-
-    def __init__(self, what: str, total: int) -> None:
-        self.what, self.total, self.done = what, total, 0
-        self.enabled = sys.stderr.isatty()
-        self._last = 0.0
-
-    def __call__(self, n: int) -> None:
-        self.done += n
-        now = time.monotonic()
-        if self.enabled and now - self._last > 0.1:
-            self._last = now
-            pct = f" {100 * self.done // self.total:3d}%" if self.total else ""
-            print(f"\r{self.what}: {self.done:,}{pct}", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            print("\r\x1b[K", end="", file=sys.stderr, flush=True)
-
-
 async def _last_position(store: EventStore) -> int:
     """A progress total: the store's last position, when it can say cheaply."""
     last = getattr(store, "last_position", None)
@@ -198,7 +178,7 @@ async def _verify(args: argparse.Namespace) -> int:
     checkpoints = read_checkpoints(args.checkpoint) if args.checkpoint else None
     keys, tofu = trusted_keys(args)
     async with open_store(args.db, readonly=True) as store:
-        progress = _Progress("verified", await _last_position(store))
+        progress = Progress("verified", await _last_position(store))
         try:
             report = await verify(
                 store, checkpoints=checkpoints, keys=keys, tofu=tofu, progress=progress
@@ -260,7 +240,7 @@ async def _export(args: argparse.Namespace) -> int:
         for s in args.streams:
             if await store.head(s) is None:
                 raise StoreError(f"database {describe_db(args.db)}: no stream {s!r}")
-        progress = _Progress("exported", await _last_position(store))
+        progress = Progress("exported", await _last_position(store))
         out: BinaryIO
         try:
             if args.out is None:
@@ -297,7 +277,7 @@ async def _snapshot(args: argparse.Namespace) -> int:
 
 async def _import(args: argparse.Namespace) -> int:
     async with open_store(args.db) as store:
-        progress = _Progress("imported", 0)
+        progress = Progress("imported", 0)
         try:
             report = await import_jsonl(store, str(args.file), progress=progress)
         finally:

@@ -115,7 +115,7 @@ async def export_jsonl(
     the other in the order given.
     """
     sent: set[str] = set()
-    count = 0
+    count = reported = 0
     chunk: list[bytes] = [HEADER]
     sources = [store.read(s) for s in streams] if streams is not None else [store.read_all()]
     for source in sources:
@@ -135,12 +135,12 @@ async def export_jsonl(
             if len(chunk) >= 1024:
                 await trio.to_thread.run_sync(out.writelines, chunk)
                 if progress:
-                    progress(len(chunk))
-                chunk = []
+                    progress(count - reported)  # events, not lines (the header is one)
+                reported, chunk = count, []
     chunk.append(_ENCODER.encode(_EndLine(end=_End(events=count))) + b"\n")
     await trio.to_thread.run_sync(out.writelines, chunk)
     if progress:
-        progress(len(chunk))
+        progress(count - reported)
     return count
 
 

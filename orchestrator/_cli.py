@@ -108,6 +108,16 @@ def _placed(
     return rest[:at] + found + rest[at:]
 
 
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost parser ``args`` went through (``skillog log verify`` -> verify's)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _leaf(chosen, args)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``skillog`` console script; returns the exit code."""
     rest, found = _split_globals(list(sys.argv[1:] if argv is None else argv))
@@ -117,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rest = _placed(rest, found, command, cmd)
     else:
         rest += found
-    args = parser.parse_args(rest)
+    args, unknown = parser.parse_known_args(rest)
+    if unknown:  # argparse would blame the top level; name the command that failed
+        _leaf(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     module = importlib.import_module(COMMANDS[args.command][0])
     try:
         if getattr(args, "trusted_key", False) is None and getattr(args, "checkpoint", None):

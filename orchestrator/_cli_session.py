@@ -14,7 +14,6 @@ from eventlog import (
     DB_HELP,
     EventStore,
     SkillogError,
-    closing,
     default_db,
     describe_db,
     open_store,
@@ -29,7 +28,7 @@ from ._events import (
     SessionStarted,
     SessionSuspended,
 )
-from ._fleet import LEASE_PREFIX, lease_history
+from ._fleet import LEASE_PREFIX, lease_history, session_config
 from ._loop import Agent
 from ._state import SessionState, apply
 from ._transcript import transcript
@@ -138,14 +137,23 @@ async def _sessions(args: argparse.Namespace) -> int:
         return 0
     print(f"{'SESSION':<34} {'STARTED (UTC)':<20} {'MODEL':<28} {'TURNS':>5} {'EVENTS':>6}  STATUS")
     for r in rows:
+        notes = [r.status, r.parent] if r.parent else [r.status]
+        if r.workers:
+            notes.append(f"by {', '.join(r.workers)}")
         print(
             f"{r.session:<34} {r.started:<20} {r.model[:28]:<28} {r.turns:>5} {r.events:>6}  "
-            f"{r.status}" + (f"  by {', '.join(r.workers)}" if r.workers else "")
+            + "  ".join(notes)
         )
     return 0
 
 
 class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of ``skillog sessions`` (and of its ``--json``): ``turns`` is the number
+    of model requests the session made (a fork counts the turns it copied),
+    ``status`` the text of :func:`status_text`, ``state`` the fold's status (``new``,
+    ``running``, ``awaiting_approval``, ``resumable``, ``ended``), ``end_reason`` why
+    an ended session ended. A fork names the session and seq it was forked from."""
+
     session: str
     started: str
     model: str
@@ -153,9 +161,17 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     status: str
     workers: tuple[str, ...] = ()
-    state: str = ""  # the fold's status: new, running, awaiting_approval, resumable, ended
+    state: str = ""
+    end_reason: str | None = None
     pending_approvals: int = 0
     started_ns: int = 0
+    forked_from: str | None = None
+    fork_at_seq: int | None = None
+
+    @property
+    def parent(self) -> str:
+        """``fork of SESSION@SEQ`` for a fork, else empty."""
+        return "" if self.forked_from is None else f"fork of {self.forked_from}@{self.fork_at_seq}"
 
 
 async def session_rows(store: EventStore) -> list[SessionRow]:
@@ -170,6 +186,7 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
             apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
         if state.config is None:
             continue
+        fork = state.forked_from
         row = SessionRow(
             session=info.stream,
             started=when(info.first_recorded_at),
@@ -179,8 +196,11 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
             status=status_text(state),
             workers=tuple(await lease_history(store, info.stream)),
             state=state.status,
+            end_reason=state.ended.reason if state.ended is not None else None,
             pending_approvals=len(state.pending_approvals),
             started_ns=info.first_recorded_at,
+            forked_from=fork.from_session if fork is not None else None,
+            fork_at_seq=fork.at_seq if fork is not None else None,
         )
         rows.append((info.first_recorded_at, info.stream, row))
     rows.sort(reverse=True)
@@ -188,13 +208,15 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
 
 
 def status_text(state: SessionState) -> str:
-    """``ended (max_turns)``, ``awaiting approval (2 pending)``, ``resumable``..."""
-    fork = f", forked from {state.forked_from.from_session}" if state.forked_from else ""
+    """``ended (max_turns)``, ``suspended: awaiting approval (2 pending)``,
+    ``suspended: approvals decided, resume it``, ``open (resumable)``."""
     if state.ended is not None:
-        return f"ended ({state.ended.reason}){fork}"
+        return f"ended ({state.ended.reason})"
     if state.status == "awaiting_approval":
-        return f"awaiting approval ({len(state.pending_approvals)} pending){fork}"
-    return f"open (resumable){fork}"
+        return f"suspended: awaiting approval ({len(state.pending_approvals)} pending)"
+    if state.status == "resumable":
+        return "suspended: approvals decided, resume it"
+    return "open (resumable)"
 
 
 async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
@@ -217,22 +239,11 @@ async def _report(store: EventStore, session_id: str) -> int:
     return 0 if isinstance(last, SessionEnded) and last.reason == "completed" else 1
 
 
-async def _first(store: EventStore, session_id: str) -> Event | None:
-    # aclosing: leaving the loop early must close the reader now, not at garbage collection.
-    async with closing(store.read(session_id, to_seq=1)) as events:
-        async for event in events:
-            body = CODEC.decode(event)
-            if isinstance(body, SessionStarted):
-                return body
-    return None
-
-
 async def _started(store: EventStore, session_id: str) -> SessionStarted:
-    first = await _first(store, session_id)
-    if first is None:
+    started = await session_config(store, session_id)
+    if started is None:
         raise SkillogError(f"no session {session_id!r} in this database; `skillog sessions`")
-    assert isinstance(first, SessionStarted)
-    return first
+    return started
 
 
 def agent_for(args: argparse.Namespace, *, model_spec: str) -> Agent:

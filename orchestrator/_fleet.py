@@ -85,8 +85,8 @@ async def _last(store: EventStore, stream: str, length: int) -> Event | None:
 
 async def session_config(store: EventStore, stream: str) -> SessionStarted | None:
     """The recorded configuration of a session (a fork's comes after its
-    ``session.forked``); None for a stream that is not a session."""
-    async with closing(store.read(stream, to_seq=1)) as events:
+    ``session.forked``, at seq 1); None for a stream that is not a session."""
+    async with closing(store.read(stream, to_seq=2)) as events:
         async for event in events:
             body = CODEC.decode(event)
             if isinstance(body, SessionStarted):

@@ -10,9 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
+import msgspec
 import trio
 
 from eventlog import DB_HELP, default_db, describe_db, open_store
+from eventlog._progress import Progress
 
 from ._errors import OtelError
 from ._export import ExportOptions, export_sessions, follow_export, summarize_log
@@ -93,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="export progress file (default: DB.otel-state.json)",
     )
+    export.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON: sessions, spans, already_exported, open_sessions, "
+        "endpoint (with --follow: one {session, spans} object per line)",
+    )
     export.add_argument("--db", default=default_db(), help=DB_HELP)
 
     metrics = sub.add_parser(
@@ -131,20 +139,37 @@ async def _export(args: argparse.Namespace) -> int:
     try:
         async with open_store(args.db, readonly=True) as store:
             if args.follow:
-                print(f"following {describe_db(args.db)}; exporting sessions to {url} as they end")
+                if not args.json:
+                    where = describe_db(args.db)
+                    print(f"following {where}; exporting sessions to {url} as they end")
 
                 def exported(session: str, spans: int) -> None:
-                    print(f"exported session {session} ({spans} spans)", flush=True)
+                    line = f"exported session {session} ({spans} spans)"
+                    if args.json:
+                        line = msgspec.json.encode({"session": session, "spans": spans}).decode()
+                    print(line, flush=True)
 
                 await follow_export(
                     store, exporter, state=state, options=options, on_export=exported
                 )
                 return 0
-            report = await export_sessions(
-                store, exporter, sessions=sessions, state=state, options=options
-            )
+            progress = Progress("sessions read", len(sessions or ()), enabled=not args.json)
+            try:
+                report = await export_sessions(
+                    store,
+                    exporter,
+                    sessions=sessions,
+                    state=state,
+                    options=options,
+                    progress=progress,
+                )
+            finally:
+                progress.close()
     finally:
         exporter.shutdown()
+    if args.json:
+        print(msgspec.json.encode({**msgspec.structs.asdict(report), "endpoint": url}).decode())
+        return 0
     line = f"exported {report.sessions} sessions ({report.spans} spans) to {url}"
     if report.already_exported:
         line += f"; {report.already_exported} already exported"

@@ -128,8 +128,10 @@ async def export_sessions(
     state: ExportState | None = None,
     options: ExportOptions | None = None,
     resource: Resource | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ExportReport:
-    """Export the named ``sessions``, or (None) every finished session not yet exported.
+    """Export the named ``sessions``, or (None) every finished session not yet exported;
+    ``progress(1)`` after each session is read (exported, skipped or not ended).
 
     Named sessions must exist and have ended, and are sent even if exported before;
     with ``sessions=None`` unfinished sessions are listed in the report and skipped.
@@ -172,6 +174,8 @@ async def export_sessions(
         batch.spans, batch.heads = [], {}
 
     for stream in selected:
+        if progress is not None:
+            progress(1)
         if sessions is None and state.exported.get(stream) == heads[stream]:
             report.already_exported += 1
             continue

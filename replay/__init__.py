@@ -3,15 +3,25 @@
 ``replay_session`` re-renders every recorded request with the current composer and
 compares it byte for byte; ``redrive`` runs the current runtime against the recorded
 responses and effects and compares every event; ``drift``, ``timeline`` and
-``fork_session`` are the audit views. See docs/replay.md.
+``fork_session`` are the audit views; ``audit_session`` and ``render_html`` make the
+one-page audit report. See docs/replay.md.
 """
 
+from ._audit import Audit as Audit
+from ._audit import Check as Check
+from ._audit import RecordedPrompt as RecordedPrompt
+from ._audit import audit_session as audit_session
 from ._compare import MEASURED as MEASURED
 from ._compare import EventDivergence as EventDivergence
 from ._effects import RecordedEffects as RecordedEffects
+from ._errors import BlobError as BlobError
 from ._errors import BrokenLogError as BrokenLogError
 from ._errors import ReplayError as ReplayError
+from ._fork import ForkLink as ForkLink
+from ._fork import check_fork_link as check_fork_link
 from ._fork import fork_session as fork_session
+from ._html import CSP as CSP
+from ._html import render_html as render_html
 from ._prove import Divergence as Divergence
 from ._prove import ReplayReport as ReplayReport
 from ._prove import TurnCheck as TurnCheck
@@ -34,20 +44,28 @@ from ._timeline import render_timeline as render_timeline
 from ._timeline import timeline as timeline
 
 __all__ = [
+    "CSP",
     "MEASURED",
+    "Audit",
+    "BlobError",
     "BrokenLogError",
+    "Check",
     "Divergence",
     "Drift",
     "EventDivergence",
     "FileChange",
+    "ForkLink",
     "PinnedSkill",
     "RecordedEffects",
+    "RecordedPrompt",
     "Recording",
     "RedriveReport",
     "ReplayError",
     "ReplayReport",
     "TimelineEntry",
     "TurnCheck",
+    "audit_session",
+    "check_fork_link",
     "drift",
     "fork_session",
     "load_recording",
@@ -55,6 +73,7 @@ __all__ = [
     "pin_skill",
     "pinned_skills",
     "redrive",
+    "render_html",
     "render_timeline",
     "replay_session",
     "request_diff",

@@ -4,21 +4,27 @@ Exit codes: 0 every request (and the re-drive) matches; 1 the first divergence, 
 diff (or the re-drive's first differing event); 2 the log cannot be replayed (a missing
 session, a broken chain or checkpoint, a missing or altered blob, a damaged export, an
 event type from a newer version), with a message naming the session, seq and problem.
+With ``--html`` a broken log is a failed check in the report written: 0 the verdict
+holds, 1 it does not, 2 nothing to report on (no such session, an unwritable path).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 
 import msgspec
 import trio
 
-from eventlog import DB_HELP, SkillogError, default_db
+from eventlog import DB_HELP, EventStore, SkillogError, default_db
 from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
+from eventlog._progress import Progress
 
-from ._errors import BrokenLogError
-from ._fork import fork_session
+from ._audit import audit_session
+from ._errors import BrokenLogError, ReplayError
+from ._fork import check_fork_link, fork_session
+from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
 from ._recording import load_recording, open_log, verify_recording
 from ._redrive import RedriveReport, redrive
@@ -54,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="with --timeline: one JSON document")
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the audit report to FILE: one self-contained HTML page with the "
+        "verdict (every check, failed ones included), the timeline and every prompt; "
+        "exits 1 when the verdict fails",
+    )
+    parser.add_argument(
         "--fork-at",
         type=int,
         metavar="SEQ",
@@ -80,11 +93,11 @@ def run(args: argparse.Namespace) -> int:
 def _conflict(args: argparse.Namespace) -> str | None:
     if args.json and not args.timeline:
         return "--json goes with --timeline"
-    modes = [m for m in ("timeline", "fork_at") if getattr(args, m) not in (None, False)]
-    if len(modes) > 1 or (modes and (args.redrive or args.against_disk)):
+    modes = [m for m in ("timeline", "fork_at", "html") if getattr(args, m) not in (None, False)]
+    if len(modes) > 1 or (modes and modes != ["html"] and (args.redrive or args.against_disk)):
         return (
-            "--timeline and --fork-at are views of their own; give one, without --redrive "
-            "or --against-disk"
+            "--timeline, --fork-at and --html are views of their own; give one (--timeline "
+            "and --fork-at without --redrive or --against-disk)"
         )
     if args.fork_at is not None and args.jsonl:
         return (
@@ -99,6 +112,8 @@ async def _replay(args: argparse.Namespace) -> int:
     writable = args.fork_at is not None
     keys, tofu = trusted_keys(args)
     async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
+        if args.html:
+            return await _write_report(store, args, keys, tofu)
         recording = await load_recording(store, args.session)
         tofu_key = await verify_recording(
             store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
@@ -123,7 +138,16 @@ async def _replay(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 0
-        report = await replay_session(store, recording)
+        link = await check_fork_link(store, recording)
+        if link is not None:
+            if link.ok is False:
+                raise BrokenLogError(args.session, 0, f"session.forked: {link.detail}")
+            print(link.detail if link.ok else f"fork of {link.parent}@{link.at_seq}: {link.detail}")
+        progress = Progress("events proved", len(recording), enabled=not args.json)
+        try:
+            report = await replay_session(store, recording, progress=progress)
+        finally:
+            progress.close()
         _print_report(report, checkpoint=args.checkpoint is not None)
         code = 0 if report.ok else 1
         if args.against_disk:
@@ -133,6 +157,34 @@ async def _replay(args: argparse.Namespace) -> int:
             _print_redrive(result)
             code = max(code, 0 if result.ok else 1)
         return code
+
+
+async def _write_report(
+    store: EventStore, args: argparse.Namespace, keys: frozenset[str], tofu: bool
+) -> int:
+    """``--html``: audit, write the page, print the verdict's rows; 1 when it fails."""
+    audit = await audit_session(
+        store,
+        args.session,
+        checkpoint=args.checkpoint,
+        keys=keys,
+        tofu=tofu,
+        against_disk=args.against_disk,
+        redrive=args.redrive,
+    )
+    version = importlib.metadata.version("skillog")
+    page = render_html(audit, generator=f"skillog {version}")
+    try:
+        await trio.Path(args.html).write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise ReplayError(
+            f"cannot write the report to {args.html}: {e.strerror or e}; give a writable path"
+        ) from e
+    for check in audit.checks:
+        print(f"{check.mark} {check.name:<10} {check.details}")
+    verdict = "proven" if audit.ok else "NOT PROVEN"
+    print(f"verdict: {verdict}; report written to {args.html} ({len(page.encode()):,} bytes)")
+    return 0 if audit.ok else 1
 
 
 def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:

@@ -26,3 +26,7 @@ class BrokenLogError(ReplayError):
         self.seq = seq
         where = f"session {session}" + ("" if seq is None else f" seq {seq}")
         super().__init__(f"{where}: {problem}")
+
+
+class BlobError(BrokenLogError):
+    """A blob the log names is missing from the store or does not match its sha256."""

@@ -8,6 +8,8 @@ from the blob store and must hash to it too. The first turn that differs gets a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from eventlog import EventStore
@@ -62,19 +64,27 @@ class ReplayReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.divergence is None
 
 
-async def replay_session(store: EventStore, recording: Recording) -> ReplayReport:
+async def replay_session(
+    store: EventStore,
+    recording: Recording,
+    *,
+    recorded: RecordedRequests | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ReplayReport:
     """Refold ``recording`` and prove every recorded request against the composer.
 
     Needs only the log: skill bodies come from the snapshots the log pins (each proven
     by :func:`pin_skill`), so it works after the skill folders changed or vanished.
     Every turn is checked, the first mismatch gets a :class:`Divergence`. Raises
     :class:`BrokenLogError` when a blob is missing or altered or the recorded request
-    blobs do not hash to the recorded ``request_hash``."""
+    blobs do not hash to the recorded ``request_hash``. The recorded requests are
+    gathered in ``recorded`` when given (as far as the proof got); ``progress(1)`` is
+    called after each event."""
     session = recording.session
     state = SessionState(session)
     bodies: dict[str, str] = {}
     checked: set[str] = set()
-    rendered, recorded = RenderedRequests(), RecordedRequests()
+    rendered, recorded = RenderedRequests(), recorded or RecordedRequests()
     turns: list[TurnCheck] = []
     divergence: Divergence | None = None
     for event, body in zip(recording.events, recording.bodies, strict=True):
@@ -89,7 +99,7 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
                     )
                     checked.add(digest)
         elif isinstance(body, PromptRendered):
-            tail = await _recorded_turn(store, session, seq, body, recorded)
+            tail = await recorded_turn(store, session, seq, body, recorded)
             try:
                 request = _prompt.compose(state, bodies)
             except ValueError as e:
@@ -111,6 +121,8 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
                     diff=request_diff(recorded.request_bytes(tail), _prompt.request_bytes(request)),
                 )
         apply(state, body, seq=seq, hash=event.hash)
+        if progress is not None:
+            progress(1)
     return ReplayReport(
         session=session,
         events=len(recording),
@@ -120,17 +132,21 @@ async def replay_session(store: EventStore, recording: Recording) -> ReplayRepor
     )
 
 
-async def _recorded_turn(
+async def recorded_turn(
     store: EventStore, session: str, seq: int, body: PromptRendered, recorded: RecordedRequests
 ) -> bytes:
-    """Add the turn's recorded message blobs; return its tail. The recorded request
-    must hash to ``request_hash``: the runtime hashed exactly those bytes."""
+    """Add the turn's recorded message blobs to ``recorded``; return its tail. The
+    recorded request must hash to ``request_hash``: the runtime hashed exactly those
+    bytes. Raises :class:`BrokenLogError` (:class:`BlobError` for a blob)."""
     what = f"prompt.rendered turn {body.turn}"
     lines = [
         await get_checked_blob(store, d, session=session, seq=seq, what=f"{what} message")
         for d in body.new_message_digests
     ]
-    tail = await get_checked_blob(store, body.tail_digest, session=session, seq=seq, what=what)
+    tail = recorded.tails.get(body.tail_digest)
+    if tail is None:  # most turns reuse the previous tail: read and check it once
+        tail = await get_checked_blob(store, body.tail_digest, session=session, seq=seq, what=what)
+        recorded.tails[body.tail_digest] = tail
     recorded.extend(lines)
     if body.message_count != len(recorded.lines):
         raise BrokenLogError(

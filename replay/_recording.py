@@ -29,7 +29,7 @@ from eventlog import (
 from orchestrator._events import CODEC, PromptRendered
 from orchestrator._events import Event as Body
 
-from ._errors import BrokenLogError
+from ._errors import BlobError, BrokenLogError
 
 
 @dataclass(frozen=True)
@@ -126,18 +126,19 @@ async def verify_recording(
 async def get_checked_blob(
     store: EventStore, digest: str, *, session: str, seq: int, what: str
 ) -> bytes:
-    """The blob ``digest`` (named ``what`` in messages), checked against its digest."""
+    """The blob ``digest`` (named ``what`` in messages), checked against its digest;
+    raises :class:`BlobError` when it is missing or altered."""
     try:
         data = await store.get_blob(digest)
     except BlobNotFoundError as e:
-        raise BrokenLogError(
+        raise BlobError(
             session,
             seq,
             f"{what}: blob {digest} is missing from the log; export the session with its "
             "blobs (`skillog log export`) or restore the database",
         ) from e
     if hashlib.sha256(data).hexdigest() != digest:
-        raise BrokenLogError(
+        raise BlobError(
             session, seq, f"{what}: blob {digest} does not match its sha256 (it was altered)"
         )
     return data

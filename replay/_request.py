@@ -51,10 +51,12 @@ class RenderedRequests:
 
 
 class RecordedRequests:
-    """The recorded requests of one session, from the blobs ``prompt.rendered`` names."""
+    """The recorded requests of one session, from the blobs ``prompt.rendered`` names:
+    every message line once, in order, and every distinct tail once (by digest)."""
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
+        self.tails: dict[str, bytes] = {}
         self._hash = hashlib.sha256()
 
     def extend(self, lines: list[bytes]) -> None:

@@ -19,15 +19,18 @@ from orchestrator._events import (
     SessionEnded,
     SessionForked,
     SessionStarted,
+    SessionSuspended,
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
     ToolCalled,
     ToolCompleted,
+    ToolInterrupted,
     UserMessage,
 )
 from orchestrator._events import Event as Body
+from orchestrator._model import TextPart, ToolCall
 
 from ._recording import Recording, turn_at
 
@@ -156,6 +159,7 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                     "output_tokens": usage.output_tokens,
                     "duration_ms": body.duration_ms,
                     "response_id": body.response.id,
+                    "text": _clip(_text(body.response.parts), 300),
                 },
             )
         case ModelFailed():
@@ -186,6 +190,18 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 "tool✗",
                 f"{body.tool}: {_clip(body.content)}",
                 {"tool": body.tool, "call_id": body.call_id, "error_type": body.error_type},
+            )
+        case ToolCompleted():
+            yield (
+                "tool✓",
+                f"{body.tool} ({body.duration_ms} ms): {_clip(body.content)}",
+                {"tool": body.tool, "call_id": body.call_id, "duration_ms": body.duration_ms},
+            )
+        case ToolInterrupted():
+            yield (
+                "interrupted",
+                f"{body.tool}: {_clip(body.content)}",
+                {"tool": body.tool, "call_id": body.call_id},
             )
         case ResourceRead():
             yield (
@@ -255,6 +271,12 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 f"{verdict} by {body.decided_by}",
                 {"approved": body.approved, "decided_by": body.decided_by, "call_id": body.call_id},
             )
+        case SessionSuspended():
+            yield (
+                "suspended",
+                f"awaiting approval of {len(body.call_ids)} call(s)",
+                {"reason": body.reason, "call_ids": ",".join(body.call_ids)},
+            )
         case SessionEnded():
             yield (
                 "ended",
@@ -264,6 +286,10 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
             )
         case _:
             pass
+
+
+def _text(parts: tuple[TextPart | ToolCall, ...]) -> str:
+    return " ".join(p.text for p in parts if isinstance(p, TextPart))
 
 
 def _short(digest: str | None) -> str:

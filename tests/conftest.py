@@ -16,20 +16,20 @@ from pathlib import Path
 import pytest
 
 
-def _load_pgcluster():  # type: ignore[no-untyped-def]
-    # By path: putting tests/ on sys.path would shadow the eventlog package with the
-    # tests/eventlog folder (a namespace package).
-    spec = importlib.util.spec_from_file_location(
-        "pgcluster", Path(__file__).with_name("pgcluster.py")
-    )
+def _load_helper(name: str):  # type: ignore[no-untyped-def]
+    """tests/NAME.py as the module ``NAME``, so test modules can import it. By path:
+    putting tests/ on sys.path would shadow the eventlog package with the tests/eventlog
+    folder (a namespace package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["pgcluster"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-pgcluster = _load_pgcluster()
+pgcluster = _load_helper("pgcluster")
+_load_helper("chromium")  # Debian's Chromium for the browser tests (service, replay)
 PgCluster = pgcluster.PgCluster
 _names = itertools.count()
 

@@ -86,7 +86,8 @@ async def sessions_page(request: Request) -> Response:
         f'<tr><td><a href="/console/sessions/{escape(r.session)}">{escape(r.session)}</a></td>'
         f"<td>{escape(r.started)}</td>"
         f"<td>{age(now - r.started_ns)}</td><td>{escape(r.model)}</td>"
-        f"<td>{r.turns}</td><td>{r.events}</td><td>{escape(r.status)}</td>"
+        f"<td>{r.turns}</td><td>{r.events}</td>"
+        f"<td>{escape(' · '.join(filter(None, (r.status, r.parent))))}</td>"
         f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
         for r in await session_rows(ctx.store)
     )
@@ -135,43 +136,19 @@ async def session_page(request: Request) -> Response:
 
 
 async def audit_page(request: Request) -> Response:
-    """The audit report: the chain verified, the replay proof and the timeline of who
-    did what, when (``skillog replay --timeline``), from the log alone."""
-    from replay import BrokenLogError, load_recording, replay_session, timeline, verify_recording
+    """The audit report ``skillog replay --html`` writes (the same page, from the same
+    code): the verdict, the timeline and every prompt, from the log alone. It carries
+    its own inline style and script, so it is sent with its own policy, which allows
+    those two by hash and nothing else."""
+    from replay import CSP, audit_session, render_html
 
-    who = require(request, "viewer")
+    require(request, "viewer")
     sid = session_id(request)
     store = context(request).store
     if await session_config(store, sid) is None:
         raise ApiError(404, f"no session {sid!r} in this log")
-    try:
-        await verify_recording(store, sid)
-        recording = await load_recording(store, sid)
-        report = await replay_session(store, recording)
-    except BrokenLogError as e:
-        body = f'<p class="message error" id="verdict">not proven: {escape(str(e))}</p>'
-        return _page(f"audit {sid}", f"<h2>Audit report {escape(sid)}</h2>{body}", who)
-    proven = sum(t.ok for t in report.turns)
-    verdict = (
-        f"chain verified ({report.events} events); {proven} of {len(report.turns)} prompts "
-        "re-rendered from the log byte for byte"
-    )
-    if report.divergence is not None:
-        verdict += f"; first divergence at turn {report.divergence.turn}"
-    rows = "".join(
-        f"<tr><td>{e.seq}</td><td>{escape(e.time)}</td><td>{e.turn}</td>"
-        f"<td>{escape(e.kind)}</td><td>{escape(e.what)}</td><td>"
-        + "; ".join(f"{escape(k)}: {escape(str(v))}" for k, v in e.details.items())
-        + "</td></tr>"
-        for e in timeline(recording)
-    )
-    content = (
-        f"<h2>Audit report {escape(sid)}</h2>"
-        f'<p id="verdict" class="message {"ok" if report.ok else "error"}">{escape(verdict)}</p>'
-        '<table id="timeline"><thead><tr><th>seq</th><th>time (UTC)</th><th>turn</th>'
-        f"<th>kind</th><th>what</th><th>details</th></tr></thead><tbody>{rows}</tbody></table>"
-    )
-    return _page(f"audit {sid}", content, who)
+    page = render_html(await audit_session(store, sid), generator="the skillog service")
+    return HTMLResponse(page, headers={"content-security-policy": CSP})
 
 
 async def approvals_fragment(request: Request) -> Response:

@@ -34,6 +34,7 @@ def hypercorn_config(bind: str) -> Config:
     config = Config()
     config.bind = [bind]
     config.accesslog = None
+    config.loglevel = "WARNING"  # not its "Running on ...": `skillog serve` says where it is
     config.include_server_header = False
     config.graceful_timeout = 3.0  # live event streams never end by themselves
     config.keep_alive_timeout = 30.0

@@ -7,12 +7,15 @@ Exit codes: 0 ok; 1 a validation failed; 2 unusable input (bad path, config, dat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 import msgspec
 
 from eventlog import default_db, is_postgres_url, open_store, sqlite_path
+from eventlog._progress import Progress
 
 from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
 from ._config import SkillsConfig, config_path, load_config, save_config
@@ -56,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p = sub.add_parser("show", help="show one skill's entry and SKILL.md body")
     p.add_argument("name")
+    _json_flag(p, "the catalog entry with its body, or {name, rejected: [...]}")
     p = sub.add_parser("validate", help="validate skill directories (or SKILL.md files)")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--lenient", action="store_true", help="apply the client guide's lenient rules")
@@ -73,20 +77,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=[t.value for t in Tier],
         help="trust tier (default: user for folders, third-party otherwise)",
     )
+    _json_flag(p, _RECORD_SHAPE)
     p = sub.add_parser("update", help="re-install an installed skill from its origin")
     p.add_argument("name")
+    _json_flag(p, _RECORD_SHAPE)
     p = sub.add_parser("remove", help="delete an installed skill")
     p.add_argument("name")
+    _json_flag(p, _RECORD_SHAPE)
     p = sub.add_parser("enable", help="enable a skill by name")
     p.add_argument("name")
+    _json_flag(p, _TOGGLE_SHAPE)
     p = sub.add_parser("disable", help="disable a skill by name (hidden from the model)")
     p.add_argument("name")
+    _json_flag(p, _TOGGLE_SHAPE)
     p = sub.add_parser("materialize", help="write skills into a directory such as .claude/skills")
     p.add_argument("--to", required=True, metavar="DIR")
     p.add_argument("--force", action="store_true", help="replace directories holding other content")
     p.add_argument(
         "names", nargs="*", metavar="NAME", help="skills to write (default: every visible one)"
     )
+    _json_flag(p, '{"written": [the SKILL.md directories written]}')
+
+
+_RECORD_SHAPE = "the installed skill's record: name, origin, kind, ref, tier, installed_at, hash"
+_TOGGLE_SHAPE = '{"name", "enabled", "note"} (note: why it stays disabled, or null)'
+
+
+def _json_flag(parser: argparse.ArgumentParser, shape: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print JSON: {shape}")
+
+
+@contextlib.contextmanager
+def _progress(what: str, as_json: bool) -> Iterator[Progress]:
+    """A progress line on a terminal (never with ``--json``), erased when done."""
+    progress = Progress(what, enabled=not as_json)
+    try:
+        yield progress
+    finally:
+        progress.close()
+
+
+def _out(as_json: bool, value: object, text: str) -> None:
+    """Print ``value`` as JSON with ``--json``, else ``text`` (when there is any)."""
+    if as_json:
+        _print_json(value)
+    elif text:
+        print(text)
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(value)) + b"\n")
+    sys.stdout.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,40 +139,43 @@ def run(args: argparse.Namespace) -> int:
         return _validate(args.paths, strict=not args.lenient, as_json=args.json)
     if action == "install":
         tier = Tier(args.tier) if args.tier else None
-        r = install(
-            args.source,
-            config=config,
-            config_file=cfg_file,
-            ref=args.ref,
-            name=args.name,
-            tier=tier,
-        )
-        print(f"installed {r.name} ({r.tier}) sha256:{r.hash} from {r.origin}")
+        with _progress("cloned bytes", args.json) as progress:
+            r = install(
+                args.source,
+                config=config,
+                config_file=cfg_file,
+                ref=args.ref,
+                name=args.name,
+                tier=tier,
+                progress=progress,
+            )
+        _out(args.json, r, f"installed {r.name} ({r.tier}) sha256:{r.hash} from {r.origin}")
         return 0
     if action == "update":
-        r = update(args.name, config=config, config_file=cfg_file)
-        print(f"updated {r.name} sha256:{r.hash}")
+        with _progress("cloned bytes", args.json) as progress:
+            r = update(args.name, config=config, config_file=cfg_file, progress=progress)
+        _out(args.json, r, f"updated {r.name} sha256:{r.hash}")
         return 0
     if action == "remove":
         r = remove(args.name, config=config, config_file=cfg_file)
-        print(f"removed {r.name}")
+        _out(args.json, r, f"removed {r.name}")
         return 0
     catalog = _catalog(args, config)
     if action in ("enable", "disable"):
-        return _toggle(args.name, action == "enable", catalog, config, cfg_file)
+        return _toggle(args.name, action == "enable", catalog, config, cfg_file, as_json=args.json)
     if action == "list":
         if args.record:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
     if action == "show":
-        return _show(catalog, args.name)
+        return _show(catalog, args.name, as_json=args.json)
     skills = (
         [catalog.inline(n) or catalog.get(n) for n in args.names]
         if args.names
         else [catalog.get(e.name) for e in catalog.visible()]
     )
-    for path in materialize(skills, args.to, overwrite=args.force):
-        print(f"wrote {path}")
+    written = materialize(skills, args.to, overwrite=args.force)
+    _out(args.json, {"written": written}, "\n".join(f"wrote {path}" for path in written))
     return 0
 
 
@@ -187,7 +231,7 @@ def _validate(paths: list[str], *, strict: bool, as_json: bool = False) -> int:
         for w in r.warnings:
             print(f"warning: {w}")
         if r.valid:
-            print(f"{r.path}: valid skill {r.name} sha256:{r.hash}")
+            print(f"{r.path}: valid skill {r.name} {r.hash}")
     return 0 if all(r.valid for r in results) else 1
 
 
@@ -213,8 +257,7 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
 
 def _list(catalog: Catalog, *, as_json: bool) -> int:
     if as_json:
-        sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(catalog.record)) + b"\n")
-        sys.stdout.flush()
+        _print_json(catalog.record)
         return 0
     for e in catalog.entries:
         print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}]")
@@ -238,19 +281,26 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
     return 0
 
 
-def _show(catalog: Catalog, name: str) -> int:
+def _show(catalog: Catalog, name: str, *, as_json: bool = False) -> int:
     try:
         e = catalog.entry(name)
     except SkillNotFoundError:
         rejected = _rejected(catalog, name)
         if not rejected:
             raise
+        if as_json:
+            _print_json({"name": name, "rejected": rejected})
+            return 1
         for r in rejected:
             count = f"{len(r.problems)} problem{'s' if len(r.problems) != 1 else ''}"
             print(f"✗ {name} (rejected: {count})\nsource: {r.source}\npath: {r.path}")
             for problem in r.problems:
                 print(f"  {problem}")
         return 1
+    if as_json:
+        body = catalog.get(name).body if e.status is Status.ENABLED else None
+        _print_json({**msgspec.to_builtins(e), "body": body})
+        return 0
     print(f"{_SYMBOL[e.status]} {e.name} ({e.status}{f': {e.reason}' if e.reason else ''})")
     print(f"id: {e.id}\nsource: {e.source}\ntier: {e.tier}\npath: {e.path}\nhash: sha256:{e.hash}")
     if e.provenance:
@@ -269,7 +319,15 @@ def _rejected(catalog: Catalog, name: str) -> list[Rejected]:
     return [r for r in catalog.rejected if os.path.basename(r.path.rstrip("/")) == name]
 
 
-def _toggle(name: str, enable: bool, catalog: Catalog, config: SkillsConfig, cfg_file: str) -> int:
+def _toggle(
+    name: str,
+    enable: bool,
+    catalog: Catalog,
+    config: SkillsConfig,
+    cfg_file: str,
+    *,
+    as_json: bool = False,
+) -> int:
     # Enabling a name the config disables is always allowed: it cleans up a stale entry.
     if not (enable and name in config.disabled):
         if _rejected(catalog, name) and name not in {e.name for e in catalog.entries}:
@@ -283,8 +341,9 @@ def _toggle(name: str, enable: bool, catalog: Catalog, config: SkillsConfig, cfg
         disabled.append(name)
     new = msgspec.structs.replace(config, disabled=tuple(disabled))
     save_config(cfg_file, new)
-    print(f"{'enabled' if enable else 'disabled'} {name}")
-    reason = filter_reason(name, new)
-    if enable and reason is not None:
+    action = "enabled" if enable else "disabled"
+    reason = filter_reason(name, new) if enable else None
+    _out(as_json, {"name": name, "enabled": enable, "note": reason}, f"{action} {name}")
+    if reason is not None and not as_json:
         print(f"note: {name} is still disabled: {reason}", file=sys.stderr)
     return 0

@@ -58,13 +58,15 @@ def install(
     name: str | None = None,
     tier: Tier | None = None,
     clock: Callable[[], int] = time.time_ns,
+    progress: Callable[[int], None] | None = None,
 ) -> InstalledSkill:
     """Install the skill at ``source`` (folder, ZIP or git URL) and record provenance.
 
     ``ref`` selects a git branch or tag; ``name`` picks a skill in a repository holding
     several and must equal the installed skill's name. ``tier`` defaults to ``user``
-    for a local folder and ``third-party`` otherwise. Raises :class:`InstallError`
-    (or :class:`SkillValidationError`) and leaves nothing behind on failure.
+    for a local folder and ``third-party`` otherwise. ``progress(n)`` is told of each
+    ``n`` more bytes a git clone has written. Raises :class:`InstallError` (or
+    :class:`SkillValidationError`) and leaves nothing behind on failure.
     """
     kind = source_kind(source)
     origin = os.path.abspath(source) if kind != "git" else source
@@ -74,7 +76,8 @@ def install(
     os.makedirs(target_dir, exist_ok=True)
     staging = tempfile.mkdtemp(dir=target_dir, prefix=".staging-")
     try:
-        return _install(kind, origin, config, config_file, ref, name, tier, clock, staging)
+        root = _stage(kind, origin, ref, name, staging, progress)
+        return _install(kind, origin, root, config, config_file, ref, name, tier, clock, staging)
     except OSError as e:
         # A file that vanished or changed under the copy, an unreadable one, a full disk.
         raise InstallError(
@@ -87,6 +90,7 @@ def install(
 def _install(
     kind: str,
     origin: str,
+    root: tuple[str, bool],
     config: SkillsConfig,
     config_file: str,
     ref: str | None,
@@ -96,7 +100,7 @@ def _install(
     staging: str,
 ) -> InstalledSkill:
     target_dir = install_dir(config)
-    skill_root, renamable = _stage(kind, origin, ref, name, staging)
+    skill_root, renamable = root
     strict = not config.lenient
     if renamable:
         # A repository root is named after the repo, not the skill: publish it under
@@ -140,7 +144,12 @@ def _install(
 
 
 def update(
-    name: str, *, config: SkillsConfig, config_file: str, clock: Callable[[], int] = time.time_ns
+    name: str,
+    *,
+    config: SkillsConfig,
+    config_file: str,
+    clock: Callable[[], int] = time.time_ns,
+    progress: Callable[[int], None] | None = None,
 ) -> InstalledSkill:
     """Re-install ``name`` from its recorded origin and ref; the old copy is restored on failure."""
     record = _record(config, name)
@@ -160,6 +169,7 @@ def update(
             name=name,
             tier=record.tier,
             clock=clock,
+            progress=progress,
         )
     except BaseException:
         if os.path.lexists(moved):
@@ -182,7 +192,12 @@ def remove(name: str, *, config: SkillsConfig, config_file: str) -> InstalledSki
 
 
 def _stage(
-    kind: str, origin: str, ref: str | None, name: str | None, staging: str
+    kind: str,
+    origin: str,
+    ref: str | None,
+    name: str | None,
+    staging: str,
+    progress: Callable[[int], None] | None,
 ) -> tuple[str, bool]:
     """The directory holding the skill, and whether it may be renamed to the skill's name."""
     if kind == "folder":
@@ -190,7 +205,7 @@ def _stage(
     if kind == "zip":
         return extract_skill_zip(origin, os.path.join(staging, "zip")), False
     repo = os.path.join(staging, "repo")
-    _git_clone(origin, ref, repo)
+    _git_clone(origin, ref, repo, progress)
     dirs, _ = find_skill_dirs(repo, max_depth=6, max_dirs=2000)
     if repo in dirs:
         return repo, True
@@ -206,7 +221,9 @@ def _stage(
     )
 
 
-def _git_clone(url: str, ref: str | None, dest: str) -> None:
+def _git_clone(
+    url: str, ref: str | None, dest: str, progress: Callable[[int], None] | None = None
+) -> None:
     """A shallow clone of one branch, bounded: no hooks, submodules or LFS downloads;
     no file over, and no clone much over, the skill size limit; a time limit. The full
     stderr of a failed clone is in the error."""
@@ -239,7 +256,7 @@ def _git_clone(url: str, ref: str | None, dest: str) -> None:
     except FileNotFoundError as e:
         raise InstallError("git is not installed; install git or use a folder or ZIP") from e
     with proc:
-        problem = _watch_clone(proc, dest)
+        problem = _watch_clone(proc, dest, progress)
         stderr = proc.stderr.read() if proc.stderr else b""
     text = stderr.decode("utf-8", "replace").strip()[-_STDERR_KEEP:] or "no output"
     if problem is not None:
@@ -257,13 +274,19 @@ def _git_limits() -> list[str]:
     return [prlimit, f"--fsize={MAX_TOTAL_BYTES}", "--"] if prlimit else []
 
 
-def _watch_clone(proc: subprocess.Popen[bytes], dest: str) -> str | None:
-    """Wait for the clone; stop it (its whole group) when it takes too long or writes
-    too much, and say why."""
+def _watch_clone(
+    proc: subprocess.Popen[bytes], dest: str, progress: Callable[[int], None] | None
+) -> str | None:
+    """Wait for the clone, telling ``progress`` of the bytes written; stop it (its whole
+    group) when it takes too long or writes too much, and say why."""
     deadline = time.monotonic() + GIT_TIMEOUT_S
     problem = None
+    seen = 0
     while proc.poll() is None:
         files, size = _du(dest)
+        if progress is not None and size > seen:
+            progress(size - seen)
+            seen = size
         if time.monotonic() > deadline:
             problem = f"took over {GIT_TIMEOUT_S}s"
         elif size > 2 * MAX_TOTAL_BYTES:  # the pack and the checkout, each within limits

@@ -103,3 +103,22 @@ def test_db_goes_before_or_after_the_command(
     capsys.readouterr()
     argv = shlex.split(words.format(db=f"--db {db}", path=db))
     assert main(argv) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("words", "usage"),
+    [
+        ("log verify --bogus", "usage: skillog log verify "),
+        ("skills list --bogus x", "usage: skillog skills list "),
+        ("demo --bogus", "usage: skillog demo "),
+        ("otel metrics --all --bogus", "usage: skillog otel metrics "),
+    ],
+)
+def test_an_unknown_option_shows_the_usage_of_the_command_that_failed(
+    words: str, usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(shlex.split(words))
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and "unrecognized arguments: --bogus" in err

@@ -153,3 +153,19 @@ def test_help_describes_both_actions(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     for option in ("--all", "--follow", "--endpoint", "--content", "--timeout", "--retries"):
         assert option in out
+
+
+def test_export_json_is_the_report(
+    db: Path, receiver: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["otel", "export", "--all", "--json", "--endpoint", receiver.url, "--db", str(db)]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # no progress line when asked for JSON (or when piped)
+    assert json.loads(out) == {
+        "sessions": 2,
+        "spans": 18,
+        "already_exported": 0,
+        "open_sessions": ["live"],
+        "endpoint": f"{receiver.url}/v1/traces",
+    }

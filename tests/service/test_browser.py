@@ -6,12 +6,12 @@ description renders inert; a viewer's token cannot approve."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from chromium import ARGS, CHROMIUM, need_chromium
 
 from orchestrator.service import new_token
 from orchestrator.skills._config import add_service_token
@@ -19,31 +19,10 @@ from orchestrator.skills._config import add_service_token
 from .conftest import HOSTILE, TURNS, write_skill
 from .test_cli_serve import start, stop
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
-def _need_chromium() -> None:
-    reason = ""
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        reason = "Debian's chromium is not installed (apt-get install chromium)"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            reason = "playwright is not installed (pip install -e '.[test]')"
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI must run the browser test: {reason}")
-        pytest.skip(reason)
-
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    _need_chromium()
+    need_chromium()
     config = tmp_path / "config.yaml"
     tokens = {}
     for name, roles in (("ada", ("admin",)), ("vic", ("viewer",))):

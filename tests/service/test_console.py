@@ -27,7 +27,11 @@ async def test_login_cookie_and_pages_escape_everything(service: Service) -> Non
         ]
         for page in pages:
             assert page.status_code == 200, page.text
-            assert "<script>window" not in page.text and "onerror=" not in page.text.replace(
+            # The audit report carries the recorded prompts (the hostile description
+            # among them) as a JSON data block with every "<" escaped: no markup in it.
+            markup, _, data = page.text.partition('<script type="application/json"')
+            assert "<" not in data.partition(">")[2].partition("</script>")[0]
+            assert "<script>window" not in markup and "onerror=" not in markup.replace(
                 "onerror=&quot;", ""
             )
             assert "'unsafe-inline'" not in page.headers["content-security-policy"]

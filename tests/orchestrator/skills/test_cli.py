@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import zipfile
 from collections.abc import Callable
@@ -62,6 +63,8 @@ def test_validate_exit_codes_and_messages(
     good = write_skill(project, "good")
     bad = write_skill(project, "bad", frontmatter="name: Bad\ndescription: d\nx: 1\n")
     assert main(["skills", "validate", str(good), str(good / "SKILL.md")]) == 0
+    valid = capsys.readouterr().out.splitlines()[0]
+    assert re.fullmatch(rf"{good}: valid skill good sha256:[0-9a-f]{{64}}", valid), valid
     assert main(["skills", "validate", str(good), str(bad)]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert f"{bad}/SKILL.md: x: 'x' is not a frontmatter field" in "\n".join(lines)
@@ -211,3 +214,34 @@ def test_validate_json_is_one_object_per_path(tmp_path, capsys) -> None:  # type
     assert [(r["valid"], r["name"]) for r in rows] == [(True, "good"), (False, None)]
     assert rows[0]["hash"].startswith("sha256:") and "skill-dir-missing" in rows[1]["problems"][0]
     assert set(rows[0]) == {"path", "valid", "name", "hash", "problems", "warnings"}
+
+
+def test_every_action_that_prints_data_takes_json(
+    project: Path, tmp_path: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(project / ".agents/skills", "alpha")
+    write_skill(project / ".agents/skills", "broken", frontmatter="name: broken\n")
+
+    def data(command: str, code: int = 0) -> object:
+        assert skills(f"{command} --json") == code
+        out, err = capsys.readouterr()
+        assert err == ""
+        return json.loads(out)
+
+    shown = data("show alpha")
+    assert isinstance(shown, dict) and shown["name"] == "alpha" and shown["body"] == "# Body\n"
+    rejected = data("show broken", code=1)
+    assert isinstance(rejected, dict) and rejected["rejected"][0]["problems"][0]["rule"] == (
+        "description-required"
+    )
+    assert data("disable alpha") == {"name": "alpha", "enabled": False, "note": None}
+    (tmp_path / "config.yaml").write_text("skills:\n  deny: ['al*']\n")
+    note = "matches the deny pattern 'al*'"
+    assert data("enable alpha") == {"name": "alpha", "enabled": True, "note": note}
+    (tmp_path / "config.yaml").write_text("")
+    out = tmp_path / "out"
+    assert data(f"materialize --to {out} alpha") == {"written": [str(out / "alpha")]}
+    installed = data(f"install {project / '.agents/skills/alpha'} --name alpha")
+    assert isinstance(installed, dict) and installed["kind"] == "folder"
+    assert len(installed["hash"]) == 64 and installed["tier"] == "user"
+    assert data("remove alpha") == installed

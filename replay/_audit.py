@@ -1,0 +1,261 @@
+"""The audit of one session: every check replay can make, and what the page shows.
+
+:func:`audit_session` runs replay's own checks (the chain, the checkpoint when given,
+a fork's link to its parent, the blobs, the prompt proof) and keeps each outcome as a
+named :class:`Check` row instead of stopping at the first failure, so a report can show
+a tampered log *and* say what is wrong with it. The timeline and the recorded prompts
+come from the same recording the checks ran on: what the report shows is what was
+checked. The HTML rendering is :mod:`replay._html`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Sequence
+
+import msgspec
+
+from eventlog import EventStore
+from orchestrator._events import PromptRendered, SessionEnded, SessionStarted
+
+from ._errors import BlobError, BrokenLogError
+from ._fork import check_fork_link
+from ._prove import ReplayReport, replay_session
+from ._recording import Recording, load_recording, verify_recording
+from ._redrive import redrive
+from ._request import RecordedRequests, request_diff
+from ._skills import Drift, drift
+from ._timeline import TimelineEntry, timeline
+
+
+class Check(msgspec.Struct, frozen=True):
+    """One row of the verdict. ``ok`` is None when the check could not run (``details``
+    says why); the verdict holds when no row is False."""
+
+    name: str
+    ok: bool | None
+    details: str
+
+    @property
+    def mark(self) -> str:
+        """✓ passed, ✗ failed, – not checked."""
+        return "✓" if self.ok else "–" if self.ok is None else "✗"
+
+
+class RecordedPrompt(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded request, stored as a delta: its bytes are ``lines[:message_count]``
+    of :class:`Audit` followed by ``tails[tail]``. ``tail_diff`` is the diff of its tail
+    against the previous request's (empty when the tail is the same); ``proven`` says
+    whether the current composer re-rendered it byte for byte (None: not checked)."""
+
+    turn: int
+    seq: int
+    request_hash: str
+    message_count: int
+    new_messages: int
+    tail: int
+    size: int
+    tail_diff: str
+    proven: bool | None
+
+
+class Audit(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything the audit report shows: the verdict first, then the session."""
+
+    session: str
+    checks: list[Check]
+    events: int
+    entries: list[TimelineEntry]
+    prompts: list[RecordedPrompt]
+    lines: list[str]
+    tails: list[str]
+    divergence: str | None
+    drift: list[Drift] | None
+    summary: dict[str, str | int]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok is not False for c in self.checks)
+
+
+async def audit_session(
+    store: EventStore,
+    session: str,
+    *,
+    checkpoint: str | os.PathLike[str] | None = None,
+    keys: Collection[str] = (),
+    tofu: bool = False,
+    against_disk: Sequence[str | os.PathLike[str]] | None = None,
+    redrive: bool = False,
+) -> Audit:
+    """Audit ``session`` (with ``redrive``, also re-drive it with the current code).
+    Raises :class:`BrokenLogError` only when there is nothing to
+    report on (no such session, or events that do not decode); every other failure is
+    a failed :class:`Check`."""
+    recording = await load_recording(store, session)
+    checks = [await _chain(store, session, len(recording))]
+    if checkpoint is not None:
+        checks.append(await _checkpoint(store, session, checkpoint, keys, tofu))
+    link = await check_fork_link(store, recording)
+    if link is not None:
+        checks.append(Check("fork", link.ok, link.detail))
+    recorded = RecordedRequests()
+    report, failure = await _prove(store, recording, recorded)
+    checks += _proof_checks(report, failure)
+    if redrive:
+        checks.append(await _redrive(store, recording, report))
+    lines, tails, prompts = _prompts(recording, recorded, report)
+    entries = timeline(recording)
+    return Audit(
+        session=session,
+        checks=checks,
+        events=len(recording),
+        entries=entries,
+        prompts=prompts,
+        lines=lines,
+        tails=tails,
+        divergence=report.divergence.diff if report and report.divergence else None,
+        drift=await drift(recording, against_disk) if against_disk else None,
+        summary=summary(recording, entries),
+    )
+
+
+async def _chain(store: EventStore, session: str, events: int) -> Check:
+    try:
+        await verify_recording(store, session)
+    except BrokenLogError as e:
+        return Check("chain", False, str(e))
+    return Check("chain", True, f"{events} events re-hashed from their stored bytes, seq 0 on")
+
+
+async def _checkpoint(
+    store: EventStore,
+    session: str,
+    checkpoint: str | os.PathLike[str],
+    keys: Collection[str],
+    tofu: bool,
+) -> Check:
+    try:
+        tofu_key = await verify_recording(
+            store, session, checkpoint=checkpoint, keys=keys, tofu=tofu
+        )
+    except BrokenLogError as e:
+        return Check("checkpoint", False, str(e))
+    trust = (
+        f"signed by {tofu_key}, trusted on first use (no trusted key was given)"
+        if tofu_key
+        else "signed by a trusted key"
+    )
+    return Check(
+        "checkpoint",
+        True,
+        f"the whole log matches the signed heads of {os.fspath(checkpoint)}, {trust}",
+    )
+
+
+async def _prove(
+    store: EventStore, recording: Recording, recorded: RecordedRequests
+) -> tuple[ReplayReport | None, BrokenLogError | None]:
+    try:
+        return await replay_session(store, recording, recorded=recorded), None
+    except BrokenLogError as e:
+        return None, e
+
+
+def _proof_checks(report: ReplayReport | None, failure: BrokenLogError | None) -> list[Check]:
+    if report is None:
+        assert failure is not None
+        if isinstance(failure, BlobError):
+            return [
+                Check("blobs", False, str(failure)),
+                Check("prompts", None, "not proven: a blob the proof needs is missing or altered"),
+            ]
+        return [
+            Check("blobs", None, f"not all checked: the proof stopped at seq {failure.seq}"),
+            Check("prompts", False, str(failure)),
+        ]
+    blobs = Check(
+        "blobs",
+        True,
+        "every blob the proof reads (skill snapshots, script outputs, recorded requests) "
+        "is in the log and matches its sha256",
+    )
+    proven = sum(t.ok for t in report.turns)
+    details = (
+        f"{proven} of {len(report.turns)} requests re-rendered from the log byte for byte "
+        f"({report.request_bytes:,} bytes)"
+    )
+    if report.divergence is not None:
+        d = report.divergence
+        details += f"; first divergence at turn {d.turn} (seq {d.seq})"
+    return [blobs, Check("prompts", report.ok, details)]
+
+
+async def _redrive(store: EventStore, recording: Recording, report: ReplayReport | None) -> Check:
+    if report is None:
+        return Check("redrive", None, "not run: the prompt proof could not complete")
+    result = await redrive(store, recording)
+    if result.divergence is not None:
+        return Check("redrive", False, str(result.divergence))
+    note = "" if result.complete else " (the recording never ended; compared up to its end)"
+    return Check("redrive", True, f"the current code reproduces all {result.compared} events{note}")
+
+
+def _prompts(
+    recording: Recording, recorded: RecordedRequests, report: ReplayReport | None
+) -> tuple[list[str], list[str], list[RecordedPrompt]]:
+    """The recorded requests as deltas: each message line once, each distinct tail
+    once, so the page grows with the bytes the session added, not with the sum of its
+    requests. Only the requests the proof read (and checked) are shown."""
+    proven = {t.seq: t.ok for t in report.turns} if report is not None else {}
+    tail_index = {digest: i for i, digest in enumerate(recorded.tails)}
+    prompts: list[RecordedPrompt] = []
+    previous = b""
+    before = history = 0
+    for event, body in zip(recording.events, recording.bodies, strict=True):
+        if not isinstance(body, PromptRendered):
+            continue
+        tail = recorded.tails.get(body.tail_digest)
+        if tail is None or body.message_count > len(recorded.lines):
+            break  # the proof stopped before this request (the checks say why)
+        history += sum(len(line) for line in recorded.lines[before : body.message_count])
+        prompts.append(
+            RecordedPrompt(
+                turn=body.turn,
+                seq=event.seq,
+                request_hash=body.request_hash,
+                message_count=body.message_count,
+                new_messages=body.message_count - before,
+                tail=tail_index[body.tail_digest],
+                size=history + len(tail),
+                tail_diff="" if tail == previous else request_diff(previous, tail),
+                proven=proven.get(event.seq),
+            )
+        )
+        previous, before = tail, body.message_count
+    text = [line.decode("utf-8", "replace") for line in recorded.lines]
+    return text, [t.decode("utf-8", "replace") for t in recorded.tails.values()], prompts
+
+
+def summary(recording: Recording, entries: Sequence[TimelineEntry]) -> dict[str, str | int]:
+    """Who ran the session, on what, how far it got and what it cost (from the log)."""
+    out: dict[str, str | int] = {}
+    for body in recording.bodies:
+        if isinstance(body, SessionStarted):
+            out |= {"agent": body.agent, "model": f"{body.provider}:{body.model}"}
+        elif isinstance(body, SessionEnded):
+            out["ended"] = f"{body.reason} after {body.turns} turns"
+    out.setdefault("ended", "not ended (open or suspended)")
+    counted = {"prompt": "model requests", "tool": "tool calls", "denial": "policy denials"}
+    counted |= {"approval?": "approvals asked", "script": "scripts", "activation": "activations"}
+    for name in counted.values():
+        out[name] = 0
+    tokens = [0, 0]
+    for e in entries:
+        if e.kind in counted:
+            out[counted[e.kind]] = int(out[counted[e.kind]]) + 1
+        elif e.kind == "model":
+            tokens[0] += int(e.details.get("input_tokens") or 0)
+            tokens[1] += int(e.details.get("output_tokens") or 0)
+    out["tokens in / out"] = f"{tokens[0]:,} / {tokens[1]:,}"
+    return out
