@@ -43,6 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approvals": ("orchestrator._cli_approvals", "list the approval requests sessions wait for"),
     "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
     "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),
+    "mcp": (
+        "orchestrator._cli_mcp",
+        "serve the skills runtime to MCP clients: skillog mcp serve",
+    ),
     "skills": ("orchestrator.skills._cli", "list, validate, install and materialize skills"),
     "log": (
         "orchestrator._cli_log",

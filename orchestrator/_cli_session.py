@@ -171,6 +171,12 @@ async def _resume(args: argparse.Namespace) -> int:
         )
     async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
         started = await _started(store, args.session)
+        if started.provider == "mcp":
+            raise SkillogError(
+                f"session {args.session} was an MCP client's connection to `skillog mcp "
+                "serve`, whose server stopped before it ended; the client is gone, so it "
+                "cannot be resumed: its log stands as recorded (`skillog replay` works on it)"
+            )
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
             session = await agent.resume(store, args.session)

@@ -163,7 +163,10 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     """The session's fixed configuration. Everything the composer needs besides the
     events that follow is here, so replay needs nothing but the log. ``params`` are
     the values the embedding program passed (``Agent.params``): inline skill templates
-    were rendered with them and enabled predicates see them."""
+    were rendered with them and enabled predicates see them.
+    ``instructions_in_results``: ``skills.load`` also returns the instructions of the
+    skills it activates, for a model side skillog writes no system prompt for (an MCP
+    client of ``skillog mcp serve``)."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -178,6 +181,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     compact_catalog_over: int = 50
     version: str = ""
     params: dict[str, str] = msgspec.field(default_factory=dict)
+    instructions_in_results: bool = False
 
 
 class SessionForked(Event, frozen=True, kw_only=True):

@@ -97,6 +97,7 @@ class Agent:
     trusted_signers: Collection[str] = ()
     indexed: CatalogRecord | None = None
     mcp_servers: Sequence[McpServerConfig] = ()
+    instructions_in_results: bool = False
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +148,7 @@ class Agent:
             compact_catalog_over=self.compact_catalog_over,
             version=VERSION,
             params=dict(self.params),
+            instructions_in_results=self.instructions_in_results,
         )
 
     def predicates(self) -> dict[str, Predicate]:

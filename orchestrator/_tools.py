@@ -218,7 +218,14 @@ async def load(args: LoadArgs, ctx: CallContext) -> str:
             if skill.name not in names:
                 _deactivate(ctx, skill, "replace")
     await activate(ctx, names, mode=args.mode, trigger="tool")
-    return encode_canonical(_receipt(view, names, await _sizes(ctx, names))).decode()
+    receipt = _receipt(view, names, await _sizes(ctx, names))
+    if view.config.instructions_in_results:
+        receipt["instructions"] = {
+            b.name: ctx.rec.blobs[b.body_digest].decode()
+            for b in ctx.rec.bodies
+            if isinstance(b, SkillActivated)
+        }
+    return encode_canonical(receipt).decode()
 
 
 async def activate(

@@ -10,6 +10,10 @@ recorded ones, type by type and field by field (measured durations aside, see
 A forked session's copied prefix (``session.forked`` and the events it copied) was
 not produced by code, so it is copied as is and the session is reopened after it,
 as ``Agent.resume`` would.
+
+A recording that ended while it waited for the model (its last prompt unanswered: an
+MCP client of ``skillog mcp serve`` that disconnected, a run cancelled mid-call) is
+re-driven until the recorded answers are used up, then ended as the recording was.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from typing import cast
 
 import msgspec
+import trio
 
 from eventlog import Event as StoredEvent
 from eventlog import EventStore, MemoryStore, NewEvent, SkillogError
@@ -36,7 +41,14 @@ from orchestrator._events import (
 )
 from orchestrator._events import Event as Body
 from orchestrator._loop import MAX_RESPONSE_CHARS, RetryPolicy, drive
-from orchestrator._model import ModelError, ModelErrorKind, ModelResponse, TextPart, ToolCall
+from orchestrator._model import (
+    ModelError,
+    ModelErrorKind,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+)
 from orchestrator._session import Session
 from orchestrator.adapters import RecordedModel
 
@@ -60,6 +72,40 @@ class RedriveReport(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def ok(self) -> bool:
         return self.divergence is None
+
+
+class _EndWhenAnswered:
+    """The recorded model of a recording that ends with its last prompt unanswered:
+    once every recorded answer is used, the next call stops the loop (``stopped``)
+    instead of asking for an answer the recording does not have."""
+
+    def __init__(self, model: RecordedModel) -> None:
+        self.model = model
+        self.provider = model.provider
+        self.scope = trio.CancelScope()
+        self.stopped = False
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if self.model.remaining == 0:
+            self.stopped = True
+            self.scope.cancel()
+            await trio.sleep_forever()
+        return await self.model.complete(request)
+
+
+async def _drive(
+    live: Session, model: RecordedModel, policy: RetryPolicy, ending: SessionEnded | None
+) -> None:
+    """``drive`` as the recording did; ``ending``: the recording's last event, when it
+    ended the session with the last prompt unanswered."""
+    if ending is None:
+        await drive(live, model, policy)
+        return
+    stopper = _EndWhenAnswered(model)
+    with stopper.scope:
+        await drive(live, stopper, policy)
+    if stopper.stopped:
+        await live.end(ending.reason, ending.error)
 
 
 class _Cursor:
@@ -121,7 +167,8 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
             if isinstance(body, UserMessage):
                 await live.add_user_message(body.text)
         policy = _retry_policy(bodies[start:])
-        await drive(live, model, policy)
+        ending = _unanswered_ending(bodies)
+        await _drive(live, model, policy, ending)
         while live.state.status == "awaiting_approval":
             # The recording suspended here too; its next events are the decisions some
             # process recorded while the session waited. They are not the runtime's to
@@ -138,7 +185,7 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
             live = await Session.open(
                 target, session, effects, clock=cursor.clock, observers=[cursor.observe]
             )
-            await drive(live, model, policy)
+            await _drive(live, model, policy, ending)
     except BaseExceptionGroup as group:  # a nursery of run_tools wraps errors
         first = _first_error(group)
         if first is None:
@@ -156,6 +203,17 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
         complete=complete,
         divergence=divergence,
     )
+
+
+def _unanswered_ending(bodies: tuple[Body, ...]) -> SessionEnded | None:
+    last = bodies[-1]
+    if (
+        len(bodies) > 1
+        and isinstance(last, SessionEnded)
+        and isinstance(bodies[-2], PromptRendered)
+    ):
+        return last
+    return None
 
 
 def _prefix_length(recording: Recording) -> int:

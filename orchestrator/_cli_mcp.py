@@ -1,0 +1,123 @@
+"""``skillog mcp serve``: the skills runtime as an MCP server (docs/mcp.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import trio
+
+from eventlog import SkillogError, describe_db, open_store
+
+from ._cli_session import add_db, discover
+from ._views import AUDIT_VIEWS
+from .skills import Tier
+
+if TYPE_CHECKING:
+    from .mcp._server_session import ServeConfig, ServedSession
+
+DEFAULT_BIND = "127.0.0.1:8766"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    serve = actions.add_parser(
+        "serve",
+        help="serve skills to MCP clients (one session of the log per connection)",
+        description="Serve the skills runtime to MCP clients: the catalog, skills.load, "
+        "skills.unload, skills.read, skills.run_script (sandboxed, under policy) and the "
+        "loaded skills' files as resources. Every connection is a session of the log.",
+    )
+    add_db(serve)
+    serve.add_argument(
+        "--skills", action="append", default=[], metavar="DIR",
+        help="a skill directory or a folder of skills (repeatable), on top of the configured "
+        "and conventional sources",
+    )  # fmt: skip
+    serve.add_argument(
+        "--tier", default="user", choices=[t.value for t in Tier],
+        help="trust tier of --skills directories (default: user: their scripts need an "
+        "approval, asked with MCP elicitation)",
+    )  # fmt: skip
+    serve.add_argument("--project", default=".", help="project directory for .agents/skills")
+    serve.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio",
+        help="stdio (default: one client, the process that started this one) or http "
+        "(streamable HTTP at /mcp, any number of clients)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--bind", default=DEFAULT_BIND,
+        help=f"HOST:PORT of --transport http (default: {DEFAULT_BIND}, loopback only); "
+        "beyond loopback every request needs a bearer token of `skillog serve --add-token`",
+    )  # fmt: skip
+    serve.add_argument(
+        "--max-calls", type=int, default=10_000,
+        help="calls one connection may make before its session ends (default: 10000)",
+    )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from .mcp._server_session import ServeConfig
+    except ImportError as e:
+        raise SkillogError(
+            f"skillog mcp serve needs the mcp extra ({e}): pip install 'skillog[mcp]'"
+        ) from e
+    if args.max_calls < 1:
+        print("skillog mcp serve: --max-calls must be 1 or more", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    found = discover(args.skills, Tier(args.tier), project=args.project)
+    config = ServeConfig(
+        skills=tuple(found.skills), hidden=tuple(found.hidden), max_calls=args.max_calls
+    )
+    return trio.run(_serve, args, config)
+
+
+async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
+    from .mcp._server import serve_stdio
+
+    def ended(served: ServedSession) -> None:
+        print(
+            f"skillog mcp serve: session {served.id} of {served.model.client} ended; "
+            f"replay it with: skillog replay {served.id} --db {args.db}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        if args.transport == "stdio":
+            await serve_stdio(store, config, on_end=ended)
+            return 0
+        from .mcp._server_http import serve_http
+
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signals, stop)
+            urls = await nursery.start(
+                lambda task_status: serve_http(
+                    store, config, args.bind, stop=stop, on_end=ended, task_status=task_status
+                )
+            )
+            print(
+                f"skillog mcp serve: {', '.join(u + '/mcp' for u in urls)} on "
+                f"{describe_db(args.db)}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return 0
+
+
+async def _stop_on_signals(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            print(
+                f"skillog mcp serve: {signal.Signals(signum).name}: ending the sessions",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
+            return

@@ -1,0 +1,211 @@
+"""One MCP client connection of ``skillog mcp serve``: one session of the log.
+
+The session is an ordinary one, driven by ``_loop.drive`` with the client as its
+model (``_server_model``): the client's calls go through the same write-ahead
+pipeline, policy and events as a model's. Approvals are asked of the client's user
+with MCP elicitation when the client supports it; otherwise they are refused, with
+the reason recorded (nobody could be asked, and an MCP client waits for its answer,
+so the session cannot suspend as a native one would).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from mcp.server.context import ServerRequestContext
+
+from eventlog import Event as StoredEvent
+from eventlog import EventStore, SkillogError
+
+from .._effects import ApprovalDecision, ApprovalRequest
+from .._events import PolicyConfig, ToolCompleted, ToolInterrupted
+from .._loop import Agent, drive
+from .._model import ToolCall, ToolResult, encode_canonical
+from .._session import Session
+from ..skills import Skill
+from ._server_model import CLIENT_RETRY, ClientModel, Pending
+
+log = logging.getLogger("skillog.mcp")
+
+CLOSE_GRACE_S = 60.0
+"""How long a closing connection waits for the calls it left running to finish."""
+
+OUTCOMES = frozenset({ToolCompleted.event_type, ToolInterrupted.event_type})
+
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve",
+            "description": "Run it (true) or refuse it (false)",
+        },
+        "reason": {"type": "string", "title": "Reason", "description": "Optional, recorded"},
+    },
+    "required": ["approve"],
+}
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What every session of one ``skillog mcp serve`` gets."""
+
+    skills: tuple[Skill, ...]
+    hidden: tuple[tuple[str, str], ...] = ()
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    max_calls: int = 10_000
+
+
+class ServedSession:
+    """The session of one client connection; :meth:`call` runs one client call."""
+
+    def __init__(self, client: str, config: ServeConfig) -> None:
+        self.model = ClientModel(client)
+        self.agent = Agent(
+            model=self.model,
+            model_name=client,
+            skills=config.skills,
+            hidden=config.hidden,
+            policy=config.policy,
+            approver=self._approve,
+            name="skillog-mcp",
+            max_turns=config.max_calls,
+            instructions_in_results=True,
+            observers=[self._committed],
+        )
+        self.session: Session | None = None
+        self.stopped = trio.Event()
+        self._scope = trio.CancelScope()
+        self._contexts: dict[str, ServerRequestContext[Any, Any]] = {}
+
+    async def start(self, store: EventStore, nursery: trio.Nursery) -> None:
+        """Record the new session's start and catalog; its loop runs in ``nursery``."""
+        self.session = await self.agent.start(store)
+        nursery.start_soon(self._drive)
+
+    @property
+    def id(self) -> str:
+        assert self.session is not None
+        return self.session.id
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, ctx: ServerRequestContext[Any, Any]
+    ) -> ToolResult:
+        """Record and run one call of the client; its result as the log holds it."""
+        call = ToolCall(
+            id=self.model.next_id(),
+            name=name,
+            arguments=encode_canonical(arguments or {}).decode(),
+        )
+        pending = Pending(call)
+        self._contexts[call.id] = ctx
+        try:
+            self.model.submit(pending)
+        except trio.ClosedResourceError:
+            return ToolResult(call_id=call.id, content=self._stopped_reason(), is_error=True)
+        try:
+            await pending.done.wait()
+        finally:
+            self._contexts.pop(call.id, None)
+        assert pending.result is not None
+        return pending.result
+
+    def active(self) -> tuple[tuple[str, str], ...]:
+        assert self.session is not None
+        return tuple((s.name, s.hash) for s in self.session.state.active)
+
+    async def close(self) -> None:
+        """The client went away: let its calls finish, then end the session."""
+        self.model.close()
+        with trio.move_on_after(CLOSE_GRACE_S):
+            await self.model.idle.wait()
+        self._scope.cancel()
+        await self.stopped.wait()
+        session = self.session
+        assert session is not None
+        with trio.CancelScope(shield=True):
+            if session.state.status != "ended":
+                await session.end("completed")
+        self.agent.close()
+
+    async def _drive(self) -> None:
+        assert self.session is not None
+        try:
+            with self._scope:
+                await drive(self.session, self.model, CLIENT_RETRY)
+        except SkillogError as e:
+            log.error("skillog mcp serve: session %s stopped: %s", self.id, e)
+        finally:
+            self.stopped.set()
+            self.model.idle.set()
+            # Results the loop recorded but had no next turn to hand back (the session
+            # reached --max-calls), then the reason for every call still waiting.
+            self.model.deliver(self.session.state.messages)
+            self.model.fail_waiting(self._stopped_reason())
+
+    def _committed(self, event: StoredEvent) -> None:
+        """A call's outcome is durable: its caller may read it now, without waiting
+        for the next prompt to be composed and committed."""
+        if event.type in OUTCOMES and self.session is not None:
+            self.model.deliver_results(self.session.state.pending_results.values())
+            self.model.deliver(self.session.state.messages)
+
+    def _stopped_reason(self) -> str:
+        assert self.session is not None
+        state = self.session.state
+        if state.status == "ended" and state.ended is not None:
+            return f"session {self.id} has ended ({state.ended.reason}); reconnect for a new one"
+        return f"session {self.id} is closing; reconnect for a new one"
+
+    async def _approve(self, request: ApprovalRequest) -> ApprovalDecision:
+        """Ask the client's user (MCP elicitation), or refuse when nobody can be asked."""
+        client = self.model.client
+        ctx = self._contexts.get(request.call_id)
+        if ctx is None:
+            return ApprovalDecision(
+                approved=False,
+                decided_by=f"skillog mcp serve: {client} is no longer waiting for the call",
+                reason="the client cancelled the call or went away before it could be asked",
+            )
+        capabilities = ctx.session.client_capabilities
+        if (
+            capabilities is None
+            or capabilities.elicitation is None
+            or not ctx.session.can_send_request
+        ):
+            return ApprovalDecision(
+                approved=False,
+                decided_by=f"skillog mcp serve: {client} cannot answer elicitation requests",
+                reason=(
+                    f"this call needs an approval ({request.tier} skill {request.skill}) and "
+                    "the MCP client does not support elicitation, so nobody could be asked; "
+                    "use a client that supports elicitation, or serve skills you trust at "
+                    "a tier that needs none (--tier org)"
+                ),
+            )
+        what = f"skill {request.skill} ({request.tier})" if request.skill else "a tool"
+        try:
+            result = await ctx.session.elicit_form(
+                f"skillog: allow {what} to {request.action}?",
+                APPROVAL_SCHEMA,
+                related_request_id=ctx.request_id,
+            )
+        except Exception as e:  # the client's answer is outside input: refuse, say why
+            return ApprovalDecision(
+                approved=False,
+                decided_by=f"{client} (MCP elicitation failed)",
+                reason=f"the elicitation request failed: {e}",
+            )
+        content = result.content or {}
+        given = content.get("reason")
+        reason = given if isinstance(given, str) and given else None
+        if result.action != "accept":
+            reason = f"the user chose {result.action}"
+        return ApprovalDecision(
+            approved=result.action == "accept" and content.get("approve") is True,
+            decided_by=f"{client} (MCP elicitation)",
+            reason=reason,
+        )

@@ -1,0 +1,387 @@
+"""``skillog mcp serve`` in a subprocess, driven by the official SDK's client over stdio:
+the catalog, loading, reading, running a script in the sandbox, hostile arguments,
+approvals by elicitation, and the session it leaves in the log, which ``log verify``
+and ``replay`` (with ``--redrive``) pass."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp.types as types
+import pytest
+import trio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from eventlog import open_sqlite_store
+from orchestrator._events import (
+    CODEC,
+    ApprovalResolved,
+    Event,
+    ModelFailed,
+    PolicyDenied,
+    ResourceRead,
+    ScriptExecuted,
+    SessionEnded,
+    SessionStarted,
+    ToolCompleted,
+)
+from orchestrator._sandbox import sandbox_available
+from orchestrator.mcp._server_session import ServeConfig, ServedSession
+from otel import map_session
+from replay import load_recording, open_log, redrive, replay_session, verify_recording
+
+CLI = [sys.executable, "-m", "orchestrator._cli"]
+LOGO = b"\x89PNG\r\n\x1a\n\x00\x00binary"
+needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def skills(tmp_path: Path) -> Path:
+    """A skill with a reference, an asset and a script that writes outside its copy."""
+    root = tmp_path / "skills" / "report"
+    (root / "scripts").mkdir(parents=True)
+    (root / "references").mkdir()
+    (root / "SKILL.md").write_text(
+        "---\nname: report\ndescription: Write the weekly report.\n---\n"
+        "Read references/format.md, then run scripts/count.py.\n"
+    )
+    (root / "references" / "format.md").write_text("# Format\nOne line per item.\n")
+    (root / "assets").mkdir()
+    (root / "assets" / "logo.png").write_bytes(LOGO)
+    slow = root / "scripts" / "slow.py"
+    slow.write_text("import time\ntime.sleep(1.5)\nprint('done')\n")
+    script = root / "scripts" / "count.py"
+    script.write_text(
+        "import os, sys\n"
+        "for target in sys.argv[1:]:\n"
+        "    try:\n        open(target, 'w').write('x'); print('wrote', target)\n"
+        "    except OSError as e:\n        print('refused:', type(e).__name__)\n"
+        "print('args', *sys.argv[1:]); print('cwd-files', sorted(os.listdir('.')))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return tmp_path / "skills"
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "SKILLOG_CONFIG": str(tmp_path / "config.yaml"),
+        "PYTHONPATH": str(Path(__file__).parents[2]),
+    }
+
+
+@asynccontextmanager
+async def served(
+    tmp_path: Path,
+    skills: Path,
+    *,
+    tier: str = "org",
+    elicit: Any = None,
+    notes: list[Any] | None = None,
+    more: tuple[str, ...] = (),
+) -> AsyncIterator[ClientSession]:
+    async def note(message: Any) -> None:
+        if notes is not None:
+            notes.append(message)
+
+    params = StdioServerParameters(
+        command=CLI[0],
+        args=[*CLI[1:], "mcp", "serve", "--skills", str(skills), "--tier", tier, *more],
+        env={**env_for(tmp_path), "SKILLOG_DB": str(tmp_path / "mcp.db")},
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "server.err").open("w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, elicitation_callback=elicit, message_handler=note) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def skillog(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args, "--db", str(tmp_path / "mcp.db")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        timeout=120,
+    )
+
+
+async def session_bodies(tmp_path: Path) -> tuple[str, list[Event]]:
+    async with open_sqlite_store(tmp_path / "mcp.db") as store:
+        (info,) = await store.streams()
+        return info.stream, [CODEC.decode(e) async for e in store.read(info.stream)]
+
+
+def assert_replays_by_cli(tmp_path: Path, session: str) -> None:
+    verify = skillog(tmp_path, "log", "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    replay = skillog(tmp_path, "replay", session, "--redrive")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "every request reproduced byte for byte" in replay.stdout
+    assert "reproduces all" in replay.stdout
+
+
+async def assert_replays(tmp_path: Path, session: str) -> None:
+    """What ``skillog replay SESSION --redrive`` checks, in this process (the CLI runs
+    in the first test): the chain, every prompt byte for byte, and the re-drive."""
+    async with open_log(db=tmp_path / "mcp.db") as store:
+        await verify_recording(store, session)
+        recording = await load_recording(store, session)
+        proved = await replay_session(store, recording)
+        assert proved.ok and proved.turns, proved.divergence
+        redriven = await redrive(store, recording)
+        assert redriven.ok, redriven.divergence
+
+
+@needs_bwrap
+async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
+    tmp_path: Path, skills: Path
+) -> None:
+    notes: list[Any] = []
+    async with served(tmp_path, skills, notes=notes) as client:
+        tools = (await client.list_tools()).tools
+        assert [t.name for t in tools] == [
+            "skills.load",
+            "skills.unload",
+            "skills.read",
+            "skills.run_script",
+        ]
+        assert "<name>report</name>" in (tools[0].description or "")
+        listed = [str(r.uri) for r in (await client.list_resources()).resources]
+        assert listed == ["skillog://catalog"]
+        catalog = await client.read_resource("skillog://catalog")
+        first = catalog.contents[0]
+        assert isinstance(first, types.TextResourceContents)
+        assert json.loads(first.text)["skills"][0]["name"] == "report"
+
+        loaded = await client.call_tool("skills.load", {"names": ["report"]})
+        assert not loaded.is_error
+        receipt = json.loads(text(loaded))
+        assert receipt["instructions"]["report"].startswith("Read references/format.md")
+        digest = receipt["active_skills"][0]["digest"]
+
+        resources = {str(r.uri): r for r in (await client.list_resources()).resources}
+        format_md = resources["skill://report/references/format.md"]
+        assert format_md.meta is not None and format_md.meta["skill_hash"] == digest
+        read = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert text(read) == "# Format\nOne line per item.\n"
+        as_resource = await client.read_resource("skill://report/references/format.md")
+        content = as_resource.contents[0]
+        assert isinstance(content, types.TextResourceContents)
+        assert content.text == text(read)
+        logo = (await client.read_resource("skill://report/assets/logo.png")).contents[0]
+        assert isinstance(logo, types.BlobResourceContents)
+        assert base64.b64decode(logo.blob) == LOGO and logo.mime_type == "image/png"
+
+        outside = tmp_path / "escaped"
+        ran = await client.call_tool(
+            "skills.run_script", {"path": "scripts/count.py", "args": [str(outside)]}
+        )
+        assert not ran.is_error, text(ran)
+        output = json.loads(text(ran))
+        assert output["exit_code"] == 0
+        assert "refused:" in output["stdout"] and f"args {outside}" in output["stdout"]
+    assert not outside.exists()
+    changed = {type(n).__name__ for n in notes}
+    assert {"ToolListChangedNotification", "ResourceListChangedNotification"} <= changed
+
+    session, bodies = await session_bodies(tmp_path)
+    config = bodies[0]
+    assert isinstance(config, SessionStarted)
+    assert (config.provider, config.model) == ("mcp", "mcp/0.1.0")
+    assert any(isinstance(b, ScriptExecuted) and b.sandbox == "bwrap" for b in bodies)
+    assert len([b for b in bodies if isinstance(b, ResourceRead)]) == 3
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "completed"
+    # What the client received is what the log holds.
+    results = [b.content for b in bodies if isinstance(b, ToolCompleted)]
+    assert text(loaded) in results and text(ran) in results
+    assert f"session {session}" in (tmp_path / "server.err").read_text()
+    assert_replays_by_cli(tmp_path, session)
+    async with open_sqlite_store(tmp_path / "mcp.db") as store:
+        spans, _ = map_session([e async for e in store.read(session)])
+    names = [s.name for s in spans]
+    assert names[-1] == "invoke_agent skillog-mcp" and "execute_tool skills.run_script" in names
+
+
+async def test_hostile_arguments_get_clear_errors_and_events_and_nothing_escapes(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        unknown = await client.call_tool("skills.load", {"names": ["nope"]})
+        assert unknown.is_error and "unknown skill 'nope'; available: report" in text(unknown)
+        assert not (await client.call_tool("skills.load", {"names": ["report"]})).is_error
+        cases = {
+            "../../../etc/passwd": "has a '..' segment",
+            "/etc/passwd": "absolute",
+            "references/../../x": "'..'",
+            "references\\..\\x": "backslash",
+        }
+        for path, why in cases.items():
+            result = await client.call_tool("skills.read", {"path": path})
+            assert result.is_error and why in text(result), (path, text(result))
+        escape = await client.call_tool("skills.run_script", {"path": "../../bin/sh"})
+        assert escape.is_error and "'..'" in text(escape)
+        other = await client.call_tool("skills.read", {"path": "format.md", "skill": "x"})
+        assert other.is_error and "skill 'x' is not loaded" in text(other)
+        big = await client.call_tool("skills.read", {"path": "x" * 70_000})
+        assert big.is_error and "the limit is 65536" in text(big)
+        huge = await client.call_tool("skills.read", {"path": "x" * 1_100_000})
+        assert huge.is_error and "skillog records at most 1048576" in text(huge)
+        tool = await client.call_tool("Bash", {"command": "cat /etc/passwd"})
+        assert tool.is_error and "there is no tool named 'Bash'" in text(tool)
+        with pytest.raises(MCPError, match=r"'\.\.' segment"):
+            await client.read_resource("skill://report/../../../etc/passwd")
+        with pytest.raises(MCPError, match="unknown resource"):
+            await client.read_resource("file:///etc/passwd")
+        # The session goes on after all of that.
+        fine = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert not fine.is_error
+        unloaded = await client.call_tool("skills.unload", {"all": True})
+        assert json.loads(text(unloaded)) == {"active_skills": []}
+        after = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert after.is_error and "needs a loaded skill" in text(after)
+
+    session, bodies = await session_bodies(tmp_path)
+    completed = [b for b in bodies if isinstance(b, ToolCompleted)]
+    kinds = [b.error_type for b in completed if b.is_error]
+    assert kinds.count("path_refused") == 6 and "unknown_skill" in kinds
+    assert "unknown_tool" in kinds and "invalid_arguments" in kinds
+    failed = [b for b in bodies if isinstance(b, ModelFailed)]
+    assert len(failed) == 1 and "1100" in failed[0].message and failed[0].will_retry
+    reads = [b for b in bodies if isinstance(b, ResourceRead)]
+    assert [r.path for r in reads] == ["references/format.md"]
+    await assert_replays(tmp_path, session)
+
+
+@needs_bwrap
+async def test_a_script_that_needs_approval_is_asked_by_elicitation(
+    tmp_path: Path, skills: Path
+) -> None:
+    answers = ["accept", "refuse", "decline"]
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        answer = answers[len(asked) - 1]
+        if answer == "decline":
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(
+            action="accept", content={"approve": answer == "accept", "reason": "checked"}
+        )
+
+    async with served(tmp_path, skills, tier="user", elicit=elicit) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        ran = [
+            await client.call_tool("skills.run_script", {"path": "scripts/count.py"})
+            for _ in answers
+        ]
+    assert asked == ["skillog: allow skill report (user) to run scripts/count.py?"] * 3
+    assert [r.is_error for r in ran] == [False, True, True], [text(r) for r in ran]
+    assert "not approved (mcp/0.1.0 (MCP elicitation))" in text(ran[1])
+    session, bodies = await session_bodies(tmp_path)
+    resolved = [b for b in bodies if isinstance(b, ApprovalResolved)]
+    assert [(r.approved, r.reason) for r in resolved] == [
+        (True, "checked"),
+        (False, "checked"),
+        (False, "the user chose decline"),
+    ]
+    assert {r.decided_by for r in resolved} == {"mcp/0.1.0 (MCP elicitation)"}
+    assert len([b for b in bodies if isinstance(b, ScriptExecuted)]) == 1
+    await assert_replays(tmp_path, session)
+
+
+async def test_a_client_without_elicitation_is_refused_with_the_reason(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills, tier="user") as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        ran = await client.call_tool("skills.run_script", {"path": "scripts/count.py"})
+    assert ran.is_error
+    assert "cannot answer elicitation requests" in text(ran)
+    session, bodies = await session_bodies(tmp_path)
+    (resolved,) = [b for b in bodies if isinstance(b, ApprovalResolved)]
+    assert not resolved.approved and resolved.reason is not None
+    assert "does not support elicitation" in resolved.reason
+    (denied,) = [b for b in bodies if isinstance(b, PolicyDenied)]
+    assert denied.rule == "approval"
+    assert not any(isinstance(b, ScriptExecuted) for b in bodies)
+    await assert_replays(tmp_path, session)
+
+
+async def test_concurrent_calls_are_recorded_as_one_turn_each_answered(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        results: dict[int, str] = {}
+
+        async def read(i: int) -> None:
+            path = "references/format.md" if i % 2 else f"missing-{i}.md"
+            results[i] = text(await client.call_tool("skills.read", {"path": path}))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(6):
+                nursery.start_soon(read, i)
+    assert all(results[i].startswith("# Format") for i in (1, 3, 5))
+    assert all(f"no file 'missing-{i}.md'" in results[i] for i in (0, 2, 4))
+    session, _ = await session_bodies(tmp_path)
+    await assert_replays(tmp_path, session)
+
+
+async def test_the_session_ends_at_max_calls_and_says_so(tmp_path: Path, skills: Path) -> None:
+    async with served(tmp_path, skills, more=("--max-calls", "2")) as client:
+        assert not (await client.call_tool("skills.load", {"names": ["report"]})).is_error
+        second = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert text(second).startswith("# Format")
+        third = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert third.is_error and "has ended (max_turns); reconnect" in text(third)
+    session, bodies = await session_bodies(tmp_path)
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "max_turns"
+    await assert_replays(tmp_path, session)
+
+
+@needs_bwrap
+async def test_a_client_gone_mid_script_leaves_its_outcome_recorded(
+    tmp_path: Path, skills: Path
+) -> None:
+    async with served(tmp_path, skills) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        with trio.move_on_after(0.5):
+            await client.call_tool("skills.run_script", {"path": "scripts/slow.py"})
+    session, bodies = await session_bodies(tmp_path)
+    (executed,) = [b for b in bodies if isinstance(b, ScriptExecuted)]
+    assert executed.exit_code == 0
+    assert [b.tool for b in bodies if isinstance(b, ToolCompleted)][-1] == "skills.run_script"
+    assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
+    await assert_replays(tmp_path, session)
+
+
+async def test_a_session_whose_server_died_is_not_resumed(tmp_path: Path) -> None:
+    async with open_sqlite_store(tmp_path / "mcp.db") as store:
+        session = await ServedSession("gone/1.0", ServeConfig(skills=())).agent.start(store)
+    resumed = skillog(tmp_path, "resume", session.id)
+    assert resumed.returncode == 2
+    assert "MCP client's connection" in resumed.stderr and "cannot be resumed" in resumed.stderr
