@@ -534,7 +534,7 @@ class LeaseReleased(Event, frozen=True, kw_only=True):
 
 class SessionEnded(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "session.ended"
-    reason: Literal["completed", "max_turns", "error", "cancelled", "budget_exceeded"]
+    reason: Literal["completed", "max_turns", "error", "cancelled", "budget_exceeded", "closed"]
     turns: int
     error: str | None = None
 

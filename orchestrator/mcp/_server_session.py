@@ -128,7 +128,9 @@ class ServedSession:
         assert session is not None
         with trio.CancelScope(shield=True):
             if session.state.status != "ended":
-                await session.end("completed")
+                # The model side went away while its next turn's prompt waited for it:
+                # not "completed" (no final answer was given), and not an error.
+                await session.end("closed")
         self.agent.close()
 
     async def _drive(self) -> None:

@@ -213,7 +213,7 @@ async def test_a_real_client_loads_reads_and_runs_and_the_session_replays(
     assert any(isinstance(b, ScriptExecuted) and b.sandbox == "bwrap" for b in bodies)
     assert len([b for b in bodies if isinstance(b, ResourceRead)]) == 3
     ended = bodies[-1]
-    assert isinstance(ended, SessionEnded) and ended.reason == "completed"
+    assert isinstance(ended, SessionEnded) and ended.reason == "closed"
     # What the client received is what the log holds.
     results = [b.content for b in bodies if isinstance(b, ToolCompleted)]
     assert text(loaded) in results and text(ran) in results
@@ -375,7 +375,7 @@ async def test_a_client_gone_mid_script_leaves_its_outcome_recorded(
     (executed,) = [b for b in bodies if isinstance(b, ScriptExecuted)]
     assert executed.exit_code == 0
     assert [b.tool for b in bodies if isinstance(b, ToolCompleted)][-1] == "skills.run_script"
-    assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
+    assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "closed"
     await assert_replays(tmp_path, session)
 
 
