@@ -58,7 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the audit timeline (activations, reads, scripts, denials, approvals, "
         "model calls) instead of replaying",
     )
-    parser.add_argument("--json", action="store_true", help="with --timeline: one JSON document")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document: the proof (session, events, ok, request_bytes, turns with "
+        "their hashes and ok, divergence, fork, drift, redrive), or with --timeline the "
+        "timeline (session, entries)",
+    )
     parser.add_argument(
         "--html",
         metavar="FILE",
@@ -91,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _conflict(args: argparse.Namespace) -> str | None:
-    if args.json and not args.timeline:
-        return "--json goes with --timeline"
+    if args.json and (args.html or args.fork_at is not None):
+        return "--json goes with the proof or --timeline, not --html or --fork-at"
     modes = [m for m in ("timeline", "fork_at", "html") if getattr(args, m) not in (None, False)]
     if len(modes) > 1 or (modes and modes != ["html"] and (args.redrive or args.against_disk)):
         return (
@@ -118,7 +124,7 @@ async def _replay(args: argparse.Namespace) -> int:
         tofu_key = await verify_recording(
             store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
         )
-        sys.stdout.write(tofu_notice(tofu_key))
+        (sys.stderr if args.json else sys.stdout).write(tofu_notice(tofu_key))
         if args.timeline:
             entries = timeline(recording)
             if args.json:
@@ -142,20 +148,36 @@ async def _replay(args: argparse.Namespace) -> int:
         if link is not None:
             if link.ok is False:
                 raise BrokenLogError(args.session, 0, f"session.forked: {link.detail}")
-            print(link.detail if link.ok else f"fork of {link.parent}@{link.at_seq}: {link.detail}")
+            if not args.json:
+                print(
+                    link.detail
+                    if link.ok
+                    else f"fork of {link.parent}@{link.at_seq}: {link.detail}"
+                )
         progress = Progress("events proved", len(recording), enabled=not args.json)
         try:
             report = await replay_session(store, recording, progress=progress)
         finally:
             progress.close()
+        drifted = await drift(recording, args.against_disk) if args.against_disk else None
+        result = await redrive(store, recording) if args.redrive else None
+        code = 0 if report.ok and (result is None or result.ok) else 1
+        if args.json:
+            doc = {
+                **msgspec.to_builtins(report),
+                "ok": report.ok,
+                "turns": [{**msgspec.to_builtins(t), "ok": t.ok} for t in report.turns],
+                "fork": None if link is None else msgspec.to_builtins(link),
+                "drift": None if drifted is None else msgspec.to_builtins(drifted),
+                "redrive": None if result is None else msgspec.to_builtins(result),
+            }
+            sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+            return code
         _print_report(report, checkpoint=args.checkpoint is not None)
-        code = 0 if report.ok else 1
-        if args.against_disk:
-            _print_drift(await drift(recording, args.against_disk))
-        if args.redrive:
-            result = await redrive(store, recording)
+        if drifted is not None:
+            _print_drift(drifted)
+        if result is not None:
             _print_redrive(result)
-            code = max(code, 0 if result.ok else 1)
         return code
 
 

@@ -3,6 +3,7 @@ without regenerating them (tests/golden/regenerate.py) fail here."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -152,3 +153,17 @@ def _types(path: Path) -> list[str]:
             (raw["type"], CODEC.decode(NewEvent(type=raw["type"], body=body, recorded_at=0)))
         )
     return [kind for kind, _ in in_call_order(pairs)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_replay_json_is_the_proof_as_one_document(cli: Cli, name: str) -> None:
+    path = GOLDEN / f"{name}.jsonl"
+    code, out, err = cli("replay", f"golden-{name}", "--jsonl", path, "--redrive", "--json")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert doc["session"] == f"golden-{name}" and doc["ok"] is True
+    assert doc["turns"] and all(t["ok"] for t in doc["turns"])
+    assert all(t["request_hash"] == t["rerendered_hash"] for t in doc["turns"])
+    assert doc["divergence"] is None and doc["redrive"]["divergence"] is None
+    assert doc["redrive"]["compared"] == doc["events"]
+    assert (doc["fork"], doc["drift"]) == (None, None)

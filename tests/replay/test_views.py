@@ -129,5 +129,6 @@ def test_the_public_surface() -> None:
 def test_conflicting_options_are_refused(cli: Cli, recorded: Recorded) -> None:
     db, session = recorded
     assert cli("replay", session, "--db", db, "--timeline", "--redrive")[0] == 2
-    assert cli("replay", session, "--db", db, "--json")[0] == 2
+    assert cli("replay", session, "--db", db, "--json", "--fork-at", "1")[0] == 2
+    assert cli("replay", session, "--db", db, "--json", "--html", "r.html")[0] == 2
     assert cli("replay", session, "--jsonl", "x.jsonl", "--fork-at", "1")[0] == 2
