@@ -31,6 +31,7 @@ from ._events import (
 )
 from ._fleet import LEASE_PREFIX, lease_history, session_config
 from ._loop import Agent
+from ._policy import suggested_rule
 from ._policy_config import load_policy
 from ._state import SessionState, apply
 from ._transcript import transcript
@@ -387,7 +388,7 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
         return None
 
     async def ask(request: ApprovalRequest) -> ApprovalDecision:
-        rule = suggested_rule(request)
+        rule = suggested_rule(request.path, request.tool)
         prompt = (
             f"approve {request.tool} for {request.skill or 'host'}: {request.action}?\n"
             f"  y: once   s: always for this skill   p: always for {rule}   [y/s/p/N] "
@@ -401,14 +402,6 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
         )
 
     return ask
-
-
-def suggested_rule(request: ApprovalRequest) -> str:
-    """The rule the terminal offers to remember: the script with any arguments
-    (``Bash(scripts/x.py:*)``), or the host tool's name."""
-    if request.path is not None:
-        return f"Bash({request.path}:*)"
-    return request.tool
 
 
 def _fixed(approved: bool, by: str) -> Approver:

@@ -392,6 +392,12 @@ def remembered_grant(
     )
 
 
+def suggested_rule(path: str | None, tool: str) -> str:
+    """The rule an approver is offered to remember: the script with any arguments
+    (``Bash(scripts/x.py:*)``), or the host tool's name (the terminal and the console)."""
+    return f"Bash({path}:*)" if path is not None else tool
+
+
 class ScriptGate(msgspec.Struct, frozen=True, kw_only=True):
     """What policy demands before and while a script runs."""
 

@@ -19,6 +19,7 @@ from .._approvals import PendingApproval, pending_approvals
 from .._cli_session import age, session_rows, status_text, when
 from .._events import PolicyConfig
 from .._fleet import session_config
+from .._policy import suggested_rule
 from ._auth import Principal
 from ._errors import ApiError
 from ._guard import COOKIE
@@ -207,11 +208,28 @@ def _approvals(
             f"<dt>policy</dt><dd>{escape(p.action)}<br>{escape(said)}</dd>"
             f"<dt>requested</dt><dd>{when(p.requested_at)} UTC</dd>{expiry}</dl>"
             '<label>Reason <input class="reason" maxlength="2000"></label> '
+            f"{_remember_choice(p)} "
             f'<button class="decide" data-verdict="approve"{can}>Approve</button> '
             f'<button class="decide" data-verdict="deny"{can}>Deny</button>'
             '<p class="message"></p></article>'
         )
     return "".join(items)
+
+
+def _remember_choice(p: PendingApproval) -> str:
+    """Approve once, or always (recorded as ``approval.remembered``): for this skill in
+    this session, or for the rule the terminal offers too (docs/policy.md)."""
+    rule = suggested_rule(p.path, p.tool)
+    skill = (
+        f'<option value="skill">always for {escape(p.skill)} in this session</option>'
+        if p.skill is not None
+        else ""
+    )
+    return (
+        '<label>Approve <select class="remember"><option value="">once</option>'
+        f'{skill}<option value="pattern:{escape(rule)}">always for {escape(rule)}</option>'
+        "</select></label>"
+    )
 
 
 async def static(request: Request) -> Response:

@@ -70,6 +70,10 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             expect(request).to_contain_text("<i>x</i>")  # the argument, as text
             expect(request.locator("dd").nth(3)).to_have_text("user")
             request.locator("input.reason").fill("looks fine")
+            # "Always for this skill in this session": recorded as approval.remembered.
+            options = request.locator("select.remember option")
+            assert options.evaluate_all("os => os.map(o => o.value)")[:2] == ["", "skill"]
+            request.locator("select.remember").select_option("skill")
             request.locator('button[data-verdict="approve"]').click()
             expect(request.locator(".message")).to_have_text("approved by ada")
             # The in-process worker continues the session; its events arrive live.
@@ -89,6 +93,8 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             ).json()["events"]  # fmt: skip
             seqs = page.eval_on_selector_all("#events li", "els => els.map(e => +e.dataset.seq)")
             assert seqs == [e["seq"] for e in log]
+            (grant,) = [e for e in log if e["type"].startswith("approval.remembered")]
+            assert grant["body"]["scope"] == "skill" and grant["body"]["decided_by"] == "ada"
             # The audit report: proven from the log, hostile text still text.
             page.click("#audit")
             expect(page.locator("#verdict")).to_contain_text("byte for byte")

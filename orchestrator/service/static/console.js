@@ -71,9 +71,13 @@ function setupDecisions() {
     const session = article.dataset.session;
     const callId = article.dataset.call;
     const reason = article.querySelector("input.reason").value || null;
+    const verdict = button.dataset.verdict;
     const url = "/api/sessions/" + encodeURIComponent(session) + "/approvals/" +
-      encodeURIComponent(callId) + "/" + button.dataset.verdict;
-    const result = await call("POST", url, { reason });
+      encodeURIComponent(callId) + "/" + verdict;
+    const body = { reason };
+    const remember = article.querySelector("select.remember").value;
+    if (verdict === "approve" && remember) body.remember = remember;  // only grants are remembered
+    const result = await call("POST", url, body);
     const message = article.querySelector(".message");
     if (result.ok) {
       say(message, (result.data.approved ? "approved" : "denied") + " by " + result.data.decided_by, true);
