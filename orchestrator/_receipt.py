@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from ._events import SkillInfo
+from ._policy import offered, parse_allowed_tools
 from ._state import ActiveSkill
 from .skills import ManifestEntry
 
@@ -66,9 +67,12 @@ def receipt(
     nested: bool,
     list_files: Collection[str] = (),
     sizes: Mapping[str, int] | None = None,
+    mcp_tools: Collection[str] = (),
 ) -> dict[str, object]:
     """The receipt: ``{"active_skills": [...]}`` in load order. ``list_files`` names
-    the skills whose file listing is included (``sizes`` must cover their files)."""
+    the skills whose file listing is included (``sizes`` must cover their files).
+    ``unlocks``: the skill's own host tools, and the MCP tools on offer
+    (``mcp_tools``) its ``allowed-tools`` name."""
     items = []
     for skill in active:
         info = catalog.get(skill.name)
@@ -97,8 +101,12 @@ def receipt(
             item["version"] = skill.version
         if skill.signed_by is not None:
             item["signed_by"] = f"ed25519:{skill.signed_by}"
-        if skill.tools:
-            item["unlocks"] = [{"name": t.name, "kind": "host"} for t in skill.tools]
+        unlocks = [{"name": t.name, "kind": "host"} for t in skill.tools]
+        if skill.allowed_tools is not None and mcp_tools:
+            rules = ((skill.name, parse_allowed_tools(skill.allowed_tools)),)
+            unlocks += [{"name": n, "kind": "mcp"} for n in sorted(mcp_tools) if offered(rules, n)]
+        if unlocks:
+            item["unlocks"] = unlocks
         if file_access and info is not None and info.location:
             item["location"] = info.location
             item["root_dir"] = info.location.rsplit("/", 1)[0]

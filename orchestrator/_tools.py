@@ -352,6 +352,7 @@ def _receipt(
         nested=view.config.policy.nested_paths,
         list_files=list_files,
         sizes=sizes,
+        mcp_tools=view.mcp,
     )
 
 

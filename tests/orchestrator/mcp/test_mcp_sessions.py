@@ -161,6 +161,12 @@ async def test_two_servers_under_a_skill_then_replay_with_the_servers_gone(
         "mcp__docs__search",
         "mcp__tracker__find_issue",
     ]
+    # the load receipt names the MCP tools the skill's allowed-tools unlock
+    (triage_receipt,) = json.loads(done["call_0_0"].content)["active_skills"]
+    assert triage_receipt["unlocks"] == [
+        {"name": n, "kind": "mcp"}
+        for n in ("mcp__docs__big", "mcp__docs__fetch", "mcp__docs__search")
+    ] + [{"name": "mcp__tracker__find_issue", "kind": "mcp"}]
     denied = [e for e in events if isinstance(e, PolicyDenied)]
     assert [(d.tool, d.rule) for d in denied] == [("mcp__tracker__create_issue", "allowed-tools")]
     assert done["call_1_0"].content == 'tracker.find_issue({"number": 7})'
