@@ -72,9 +72,12 @@ class PolicyOverride(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
-    """The place for MCP tool rules (``policy.mcp``): the MCP work adds its fields here,
-    each with a default, so the loader, the CLI grammar and the recorded policy take
-    them without other changes. Empty until then."""
+    """Policy for MCP servers' tools (``policy.mcp``). ``approve``: the MCP tools that
+    need an approval, named as in ``allowed-tools``: ``mcp__github`` (every tool of the
+    server), ``mcp__github__create_*``, ``mcp__github__create_issue``, ``mcp__*`` (every
+    MCP tool); ``approve_host_tools`` may name them too."""
+
+    approve: tuple[str, ...] = ()
 
 
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -419,10 +419,12 @@ def script_gate(config: PolicyConfig, tier: str, *, source: str = "", name: str 
 
 def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:
     """Whether ``policy.approve_host_tools`` names ``tool`` (``"*"``: every host and MCP
-    tool; MCP tools also by server or prefix, as in ``allowed-tools``)."""
-    return "*" in config.approve_host_tools or any(
-        names_tool(name, tool) for name in config.approve_host_tools
-    )
+    tool; MCP tools also by server or prefix, as in ``allowed-tools``), or, for an MCP
+    tool, ``policy.mcp.approve``."""
+    names = config.approve_host_tools
+    if tool.startswith(MCP_PREFIX):
+        names = (*names, *config.mcp.approve)
+    return "*" in names or any(names_tool(name, tool) for name in names)
 
 
 def over_budget(

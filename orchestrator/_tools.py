@@ -543,12 +543,15 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
 
 def _plan_mcp_tool(ctx: CallContext, tool: McpToolDef) -> Plan:
     """An offered MCP tool: its recorded effect class, and an approval when
-    ``policy.approve_host_tools`` names the tool or its server (``mcp__github``)."""
+    ``policy.approve_host_tools`` or ``policy.mcp.approve`` names the tool or its server
+    (``mcp__github``), unless pre-approved or covered by a remembered grant."""
     check_arguments(ctx)
     policy = ctx.view.config.policy
     approval = None
     if host_tool_needs_approval(policy, tool.name):
-        by = preapproved_by(ctx.view.active, policy, tool.name)
+        by = preapproved_by(ctx.view.active, policy, tool.name) or granted_by(
+            ctx.view.grants, tool.name, skill=None
+        )
         action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
         approval = Approval(action, None, by)
     return Plan(tool.effect, functools.partial(call_mcp_tool, tool), approval=approval)

@@ -195,3 +195,23 @@ async def test_a_server_the_log_lists_but_this_process_lacks_is_withdrawn() -> N
     assert (gone.server, gone.stage) == ("gh", "connect")
     assert "not among this process's MCP servers" in gone.error
     assert mcp_gone(recorded, {"gh"}) == [] and mcp_gone({"gh": gone}, ()) == []
+
+
+@pytest.mark.parametrize(
+    ("rules", "tool", "needs"),
+    [
+        (("mcp__github",), "mcp__github__create_issue", True),
+        (("mcp__github__create_*",), "mcp__github__create_issue", True),
+        (("mcp__github__create_*",), "mcp__github__list_issues", False),
+        (("mcp__*",), "mcp__docs__search", True),
+        (("mcp__github",), "mcp__githubx__create_issue", False),
+        (("send_email",), "send_email", False),  # policy.mcp names MCP tools only
+    ],
+)
+def test_policy_mcp_approve_names_tools_as_allowed_tools_does(
+    rules: tuple[str, ...], tool: str, needs: bool
+) -> None:
+    from orchestrator import McpToolRules, PolicyConfig
+    from orchestrator._policy import host_tool_needs_approval
+
+    assert host_tool_needs_approval(PolicyConfig(mcp=McpToolRules(approve=rules)), tool) is needs
