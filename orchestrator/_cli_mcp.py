@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,7 +11,7 @@ import trio
 
 from eventlog import SkillogError, describe_db, open_store
 
-from ._cli_session import add_db, discover
+from ._cli_session import add_db, discover, stop_on_signals
 from ._views import AUDIT_VIEWS
 from .skills import Tier
 
@@ -96,7 +95,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
 
         stop = trio.Event()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signals, stop)
+            nursery.start_soon(stop_on_signals, stop, "skillog mcp serve", "ending the sessions")
             urls = await nursery.start(
                 lambda task_status: serve_http(
                     store, config, args.bind, stop=stop, on_end=ended, task_status=task_status
@@ -109,15 +108,3 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
                 flush=True,
             )
     return 0
-
-
-async def _stop_on_signals(stop: trio.Event) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            print(
-                f"skillog mcp serve: {signal.Signals(signum).name}: ending the sessions",
-                file=sys.stderr,
-                flush=True,
-            )
-            stop.set()
-            return

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,13 @@ from eventlog import EventStore, SkillogError, describe_db, open_store
 
 from ._cli_demo import DEMO
 from ._cli_fleet import add_worker_arguments, agent_factory
-from ._cli_session import add_db, add_policy_arguments, agent_for, session_policy
+from ._cli_session import (
+    add_db,
+    add_policy_arguments,
+    agent_for,
+    session_policy,
+    stop_on_signals,
+)
 from ._events import PolicyConfig
 from ._fleet import Worker
 from ._loop import Agent
@@ -173,7 +178,7 @@ async def _serve(args: argparse.Namespace) -> int:
     async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
         ctx, workers = build(store, args)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_signals, stop)
+            nursery.start_soon(stop_on_signals, stop, "skillog serve", "shutting down")
             urls = await nursery.start(lambda task_status: serve(
                 ctx, args.bind, stop=stop, workers=workers, task_status=task_status
             ))  # fmt: skip
@@ -185,15 +190,3 @@ async def _serve(args: argparse.Namespace) -> int:
             )
             await stop.wait()
     return 0
-
-
-async def _stop_on_signals(stop: trio.Event) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            print(
-                f"skillog serve: {signal.Signals(signum).name}: shutting down",
-                file=sys.stderr,
-                flush=True,
-            )
-            stop.set()
-            return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -422,3 +423,14 @@ def age(ns: int) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+async def stop_on_signals(stop: trio.Event, who: str, doing: str) -> None:
+    """Set ``stop`` at the first SIGTERM or SIGINT, saying ``who: SIG: doing`` on stderr,
+    then stop listening: a second signal interrupts (``serve``, ``mcp serve``; a
+    worker keeps listening while it drains, ``_cli_fleet``)."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            print(f"{who}: {signal.Signals(signum).name}: {doing}", file=sys.stderr, flush=True)
+            stop.set()
+            return
