@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from ._events import SkillInfo
-from ._policy import offered, parse_allowed_tools
+from ._policy import allowlist, offered
 from ._state import ActiveSkill
 from .skills import ManifestEntry
 
@@ -102,8 +102,8 @@ def receipt(
         if skill.signed_by is not None:
             item["signed_by"] = f"ed25519:{skill.signed_by}"
         unlocks = [{"name": t.name, "kind": "host"} for t in skill.tools]
-        if skill.allowed_tools is not None and mcp_tools:
-            rules = ((skill.name, parse_allowed_tools(skill.allowed_tools)),)
+        if skill.allowed_tools is not None and mcp_tools:  # (no list: it names no tools)
+            rules = allowlist((skill,))
             unlocks += [{"name": n, "kind": "mcp"} for n in sorted(mcp_tools) if offered(rules, n)]
         if unlocks:
             item["unlocks"] = unlocks
