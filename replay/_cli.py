@@ -17,12 +17,12 @@ import sys
 import msgspec
 import trio
 
-from eventlog import DB_HELP, EventStore, SkillogError, default_db
-from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
+from eventlog import DB_HELP, EventStore, SkillogError, VerifyReport, default_db
+from eventlog._cli import add_trust_arguments, fault_lines, report_json, tofu_notice, trusted_keys
 from eventlog._progress import Progress
 
 from ._audit import audit_session
-from ._errors import BrokenLogError, ReplayError
+from ._errors import BrokenLogError, ReplayError, UnverifiedLogError
 from ._fork import check_fork_link, fork_session
 from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
@@ -120,11 +120,14 @@ async def _replay(args: argparse.Namespace) -> int:
     async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
         if args.html:
             return await _write_report(store, args, keys, tofu)
+        try:
+            verdict = await verify_recording(
+                store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
+            )
+        except UnverifiedLogError as e:
+            return _print_unverified(args, e)
         recording = await load_recording(store, args.session)
-        tofu_key = await verify_recording(
-            store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
-        )
-        (sys.stderr if args.json else sys.stdout).write(tofu_notice(tofu_key))
+        (sys.stderr if args.json else sys.stdout).write(tofu_notice(verdict.tofu_key))
         if args.timeline:
             entries = timeline(recording)
             if args.json:
@@ -166,6 +169,7 @@ async def _replay(args: argparse.Namespace) -> int:
             doc = {
                 **msgspec.to_builtins(report),
                 "ok": report.ok,
+                "verdict": report_json(verdict, grammar=True),
                 "turns": [{**msgspec.to_builtins(t), "ok": t.ok} for t in report.turns],
                 "fork": None if link is None else msgspec.to_builtins(link),
                 "drift": None if drifted is None else msgspec.to_builtins(drifted),
@@ -207,6 +211,19 @@ async def _write_report(
     verdict = "proven" if audit.ok else "NOT PROVEN"
     print(f"verdict: {verdict}; report written to {args.html} ({len(page.encode()):,} bytes)")
     return 0 if audit.ok else 1
+
+
+def _print_unverified(args: argparse.Namespace, error: UnverifiedLogError) -> int:
+    """The verdict does not hold: every fault (as ``log verify`` lists them), exit 2."""
+    report: VerifyReport = error.report
+    if args.json:
+        doc = {"session": args.session, "ok": False, "verdict": report_json(report, grammar=True)}
+        sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+    else:
+        # Nothing proven, nothing on stdout: the faults go where the error goes.
+        sys.stderr.write(tofu_notice(report.tofu_key) + "".join(fault_lines(report)))
+        print(f"skillog replay: error: {error}", file=sys.stderr)
+    return 2
 
 
 def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:
