@@ -27,7 +27,7 @@ KINDS = {
     "rewritten": "the event at a signed head has a different hash (chain rewritten)",
     "checkpoint": "the checkpoint file itself does not verify",
     "blob_modified": "a blob's bytes no longer hash to its digest (changed in place)",
-    "blob_missing": "an event references a blob that is not stored (deleted)",
+    "blob_missing": "an event references a blob that is missing from the log (deleted)",
     "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
     "grammar": "a sequence of events the writing program cannot produce (``rule`` says which)",
 }
@@ -336,6 +336,9 @@ async def verify_blobs(
                 faults.append(fault)
             else:
                 count += 1
+    if faults and referenced and faults[0].blob in referenced:
+        stream, seq = referenced[faults[0].blob]
+        faults[0] = msgspec.structs.replace(faults[0], stream=stream, seq=seq)
     for digest, (stream, seq) in (referenced or {}).items():
         if digest not in stored:
             faults.append(missing_blob(digest, stream, seq))
@@ -359,7 +362,7 @@ async def verify_referenced(
         if fault is None:
             count += 1
         else:
-            faults.append(fault)
+            faults.append(msgspec.structs.replace(fault, stream=stream, seq=seq))
     return count, faults
 
 

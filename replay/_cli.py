@@ -18,7 +18,7 @@ import msgspec
 import trio
 
 from eventlog import DB_HELP, EventStore, SkillogError, VerifyReport, default_db
-from eventlog._cli import add_trust_arguments, fault_lines, report_json, tofu_notice, trusted_keys
+from eventlog._cli import add_trust_arguments, report_json, tofu_notice, trusted_keys
 from eventlog._progress import Progress
 
 from ._audit import audit_session
@@ -125,6 +125,10 @@ async def _replay(args: argparse.Namespace) -> int:
                 store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
             )
         except UnverifiedLogError as e:
+            try:  # an event this code cannot read says more (upgrade skillog) than a rule
+                await load_recording(store, args.session)
+            except BrokenLogError as unreadable:
+                e.add_note(str(unreadable))
             return _print_unverified(args, e)
         recording = await load_recording(store, args.session)
         (sys.stderr if args.json else sys.stdout).write(tofu_notice(verdict.tofu_key))
@@ -220,9 +224,10 @@ def _print_unverified(args: argparse.Namespace, error: UnverifiedLogError) -> in
         doc = {"session": args.session, "ok": False, "verdict": report_json(report, grammar=True)}
         sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
     else:
-        # Nothing proven, nothing on stdout: the faults go where the error goes.
-        sys.stderr.write(tofu_notice(report.tofu_key) + "".join(fault_lines(report)))
-        print(f"skillog replay: error: {error}", file=sys.stderr)
+        # Nothing proven, nothing on stdout: one line names the first fault and the
+        # kinds of the others (``log verify`` lists them all).
+        notes = "".join(f"; {note}" for note in getattr(error, "__notes__", ()))
+        sys.stderr.write(f"{tofu_notice(report.tofu_key)}skillog replay: error: {error}{notes}\n")
     return 2
 
 

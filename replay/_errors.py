@@ -39,7 +39,8 @@ class UnverifiedLogError(BrokenLogError):
         self.report = report
         fault = report.fault
         assert fault is not None
-        more = len(report.faults) - 1 + report.unlisted
+        others = [f"{f.kind} {f.rule}" if f.rule else f.kind for f in report.faults[1:]]
+        more = len(others) + report.unlisted
         kind = f"{fault.kind} {fault.rule}" if fault.rule else fault.kind
         why = (
             "the runtime cannot have written this sequence of events (forged, or written "
@@ -51,6 +52,11 @@ class UnverifiedLogError(BrokenLogError):
             fault.stream or session,
             fault.seq,
             f"the log does not verify: {kind}: {fault.detail}"
-            + (f" (and {more} more faults: `skillog log verify` lists them)" if more else "")
+            + (
+                f" (and {more} more faults: {', '.join(dict.fromkeys(others))}; "
+                "`skillog log verify` lists them)"
+                if more
+                else ""
+            )
             + f"; {why} - replay proves nothing from it",
         )
