@@ -296,3 +296,20 @@ def test_every_reader_gives_one_verdict(
     assert served == dict.fromkeys(served, unsigned), case
     if case not in WITH_CHECKPOINT:
         assert unsigned == expected
+
+
+def test_a_log_with_a_deleted_or_changed_blob_is_not_signed(
+    demo_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key, cp = tmp_path / "owner.pem", tmp_path / "checkpoints.jsonl"
+    assert main(["log", "keygen", "--out", str(key)]) == 0
+    for tamper, kind in ((deleted_blob, "blob_missing"), (changed_blob, "blob_modified")):
+        db = tmp_path / f"{kind}.db"
+        shutil.copy(demo_db, db)
+        tamper(db, cp)
+        code, out, err = _skillog(
+            capsys, "log", "checkpoint", "--db", db, "--key", key, "--out", cp
+        )
+        assert code == 2 and out == "" and not cp.exists(), err
+        assert "refusing to sign: the log does not verify" in err and kind in err
+        assert len(err.strip().splitlines()) == 1
