@@ -62,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="one JSON document: the proof (session, events, ok, request_bytes, turns with "
-        "their hashes and ok, divergence, fork, drift, redrive), or with --timeline the "
-        "timeline (session, entries)",
+        "their hashes and ok, divergence, fork, drift, redrive, and verdict: what `log "
+        "verify --json` says of this session; only session, ok and verdict when it does "
+        "not verify), or with --timeline the timeline (session, entries)",
     )
     parser.add_argument(
         "--html",

@@ -53,8 +53,9 @@ class UnverifiedLogError(BrokenLogError):
             fault.seq,
             f"the log does not verify: {kind}: {fault.detail}"
             + (
-                f" (and {more} more faults: {', '.join(dict.fromkeys(others))}; "
-                "`skillog log verify` lists them)"
+                f" (and {more} more faults"
+                + (f": {', '.join(dict.fromkeys(others))}" if others else "")
+                + "; `skillog log verify` lists them)"
                 if more
                 else ""
             )
