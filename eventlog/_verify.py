@@ -325,23 +325,20 @@ async def verify_blobs(
     (blobs checked, the first bad blob's fault, then a fault per missing blob)."""
     count = 0
     faults: list[Fault] = []
-    stored: set[object] = set()
+    unseen = dict(referenced or {})  # what is left once every stored blob was read
     async with closing(store.read_blobs()) as blobs:
         async for digest, data in blobs:
-            stored.add(digest)
+            where = unseen.pop(digest, None) if isinstance(digest, str) else None
             if faults:
                 continue
             fault = blob_fault(digest, data)
-            if fault is not None:
-                faults.append(fault)
-            else:
+            if fault is None:
                 count += 1
-    if faults and referenced and faults[0].blob in referenced:
-        stream, seq = referenced[faults[0].blob]
-        faults[0] = msgspec.structs.replace(faults[0], stream=stream, seq=seq)
-    for digest, (stream, seq) in (referenced or {}).items():
-        if digest not in stored:
-            faults.append(missing_blob(digest, stream, seq))
+            elif where is None:
+                faults.append(fault)
+            else:  # name the first event that references it
+                faults.append(msgspec.structs.replace(fault, stream=where[0], seq=where[1]))
+    faults += [missing_blob(digest, stream, seq) for digest, (stream, seq) in unseen.items()]
     return count, faults
 
 
