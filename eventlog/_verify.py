@@ -321,11 +321,12 @@ async def verify_blobs(
     store: EventStore, referenced: dict[str, tuple[str, int]] | None = None
 ) -> tuple[int, list[Fault]]:
     """Rehash every stored blob and, with ``referenced`` (digest -> the stream and seq
-    of the first event naming it), find the referenced ones that are not stored;
-    (blobs checked, the first bad blob's fault, then a fault per missing blob)."""
+    of the first event naming it; consumed: struck off as stored blobs are read), find
+    the referenced ones that are not stored; (blobs checked, the first bad blob's fault,
+    then a fault per missing blob)."""
     count = 0
     faults: list[Fault] = []
-    unseen = dict(referenced or {})  # what is left once every stored blob was read
+    unseen = referenced if referenced is not None else {}
     async with closing(store.read_blobs()) as blobs:
         async for digest, data in blobs:
             where = unseen.pop(digest, None) if isinstance(digest, str) else None
