@@ -63,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="private key file to create")
     p = cmd("export", "write streams as JSON Lines (all events in position order)")
     p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
-    p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    p.add_argument(
+        "--out", type=Path, help="output file (default: stdout, which must not be a terminal)"
+    )
     p = cmd(
         "snapshot",
         "copy a SQLite log, live or not, into one new self-contained file for auditors",
@@ -273,6 +275,13 @@ async def _keygen(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
+    if args.out is None and sys.stdout.isatty():
+        # The export is the stored bytes, byte for byte: text a model or a script wrote
+        # would reach the terminal raw (docs/security.md, "Terminal output").
+        raise StoreError(
+            "log export writes the exact stored bytes, which may hold terminal control "
+            "characters: give --out FILE, or send it to a file or a pipe (> FILE, | less)"
+        )
     async with open_store(args.db, readonly=True) as store:
         for s in args.streams:
             if await store.head(s) is None:

@@ -11,6 +11,7 @@ import os
 import pty
 import select
 import shutil
+import sqlite3
 import subprocess
 import sys
 import unicodedata
@@ -235,6 +236,92 @@ def test_every_printer_of_log_content_shows_the_corpus_escaped(cli: Cli) -> None
     cli("policy", "--session", session, ok=(0, 2))
 
 
+def test_queued_sessions_and_the_worker_show_the_corpus_escaped(cli: Cli) -> None:
+    """``submit``, ``worker`` (its lines and log records) and ``deny`` on a session whose
+    task and model text carry the corpus; the worker's name is typed with it too."""
+    skill = cli.tmp / "skills" / "corpus"
+    where = ("--skills", skill, "--tier", "third-party", "--project", cli.tmp)
+    out, _ = cli(
+        "submit", "task " + PAYLOAD, "--model", f"scripted:{cli.tmp / 'turns.json'}", *where
+    )
+    session = out.strip()
+    cli("worker", "--once", "--name", "w" + PAYLOAD, *where)
+    pending = json.loads(cli("approvals", "--json")[0].splitlines()[0])
+    out, _ = cli("deny", session, pending["call_id"], "--reason", PAYLOAD, "--by", PAYLOAD)
+    assert "\\x1b" in out
+    out, err = cli("worker", "--once", "--name", "w" + PAYLOAD, *where)
+    assert session in out + err
+    out, _ = cli("replay", session)
+    assert "proven" in out or "reproduced" in out
+
+
+def test_ids_and_stream_names_typed_or_stored_with_the_corpus_are_escaped(cli: Cli) -> None:
+    """A stray row whose stream, type and body carry the corpus (written into the file
+    with sqlite3, as a hostile hand would), and ids typed with it."""
+    session, _ = _run(cli)
+    with sqlite3.connect(cli.db) as db:
+        db.execute(
+            "INSERT INTO events (stream, seq, type, recorded_at, body, prev_hash, hash) "
+            "VALUES (?, 0, ?, 0, ?, ?, ?)",
+            (PAYLOAD, PAYLOAD, PAYLOAD.encode(), PAYLOAD, PAYLOAD),
+        )
+    cli("log", "sessions")
+    cli("log", "sessions", "--json")
+    out, _ = cli("log", "verify", ok=(1,))
+    assert "FAULT" in out and "\\x1b[2K" in out, out
+    cli("log", "verify", "--json", ok=(1,))
+    cli("log", "show", PAYLOAD, ok=(0, 2))
+    cli("sessions", ok=(0, 2))
+    for typed in (
+        ("replay", PAYLOAD),
+        ("replay", session),
+        ("approve", PAYLOAD, PAYLOAD),
+        ("deny", session, PAYLOAD),
+        ("resume", PAYLOAD),
+        ("approvals", PAYLOAD),
+        ("log", "show", "x" + PAYLOAD),
+        ("otel", "metrics", PAYLOAD),
+        ("policy", "--session", PAYLOAD),
+    ):
+        cli(*typed, ok=(0, 1, 2))
+
+
+def on_a_terminal(args: list[str], tmp_path: Path, answer: bytes = b"") -> tuple[int, str]:
+    """Run ``skillog ARGS`` with a real pseudo-terminal as stdin, stdout and stderr;
+    ``answer`` is typed at the first ``[y/s/p/N]``. The exit code and all it showed."""
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "SKILLOG_CONFIG": str(tmp_path / "config.yaml"),
+    }
+    env.pop("XDG_CONFIG_HOME", None)
+    main_fd, tty_fd = pty.openpty()
+    command = [sys.executable, "-m", "orchestrator._cli", *args]
+    proc = subprocess.Popen(command, stdin=tty_fd, stdout=tty_fd, stderr=tty_fd, env=env)
+    os.close(tty_fd)
+    seen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([main_fd], [], [], 60)
+            assert ready, seen
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if answer and b"[y/s/p/N]" in seen:
+                os.write(main_fd, answer)
+                answer = b""
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main_fd)
+    return code, seen.decode().replace("\r\n", "\n")  # the terminal's own line ends
+
+
 def test_the_terminal_approval_prompt_shows_the_arguments_escaped(tmp_path: Path) -> None:
     """``skillog run`` on a terminal asks ``[y/s/p/N]``: through a real pseudo-terminal,
     the question shows the model's arguments escaped."""
@@ -255,49 +342,27 @@ def test_the_terminal_approval_prompt_shows_the_arguments_escaped(tmp_path: Path
         {"text": "Done."},
     ]
     (tmp_path / "turns.json").write_text(json.dumps({"turns": turns}))
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path / "home"),
-        "SKILLOG_CONFIG": str(tmp_path / "config.yaml"),
-    }
-    env.pop("XDG_CONFIG_HOME", None)
-    main_fd, tty_fd = pty.openpty()
-    command = [
-        sys.executable, "-m", "orchestrator._cli", "run", "go",
-        "--model", f"scripted:{tmp_path / 'turns.json'}", "--skills", str(skill),
-        "--tier", "third-party", "--project", str(tmp_path), "--db", str(tmp_path / "log.db"),
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        command,
-        stdin=tty_fd,
-        stdout=tty_fd,
-        stderr=tty_fd,
-        env=env,
-    )
-    os.close(tty_fd)
-    seen = b""
-    try:
-        while b"[y/s/p/N]" not in seen:
-            ready, _, _ = select.select([main_fd], [], [], 60)
-            assert ready, seen
-            seen += os.read(main_fd, 65536)
-        os.write(main_fd, b"n\n")
-        while True:
-            ready, _, _ = select.select([main_fd], [], [], 60)
-            assert ready, seen
-            try:
-                chunk = os.read(main_fd, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            seen += chunk
-        assert proc.wait(timeout=60) in (0, 1)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(main_fd)
-    text = seen.decode().replace("\r\n", "\n")  # the terminal's own line ends
+    db = tmp_path / "log.db"
+    code, text = on_a_terminal(
+        [
+            "run", "go", "--model", f"scripted:{tmp_path / 'turns.json'}",
+            "--skills", str(skill), "--tier", "third-party", "--project", str(tmp_path),
+            "--db", str(db),
+        ],
+        tmp_path,
+        answer=b"n\n",
+    )  # fmt: skip
+    assert code in (0, 1), text
     question = text[: text.index("[y/s/p/N]")]
     assert "\\x1b[2K" in question and "\\u202e" in question, question
     assert raw_controls(text) == [], text
+
+    # `log export` is the stored bytes: to a terminal it refuses, to a pipe it writes
+    code, text = on_a_terminal(["log", "export", "--db", str(db)], tmp_path)
+    assert code == 2 and "--out FILE" in text and raw_controls(text) == [], text
+    piped = subprocess.run(
+        [sys.executable, "-m", "orchestrator._cli", "log", "export", "--db", str(db)],
+        capture_output=True,
+        check=True,
+    )
+    assert "\u202e".encode() in piped.stdout  # byte for byte, as stored
