@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from eventlog import MemoryStore, open_sqlite_store, verify
+from eventlog import MemoryStore, open_sqlite_store
 from orchestrator._cli import main
 from orchestrator._events import CODEC, CatalogIndexed
-from orchestrator._grammar import session_grammar
 from orchestrator._index_log import INDEX_STREAM, record_index_run
+from orchestrator._verdict import verdict
 from orchestrator.skills import SkillSource, Tier, build_catalog
 
 
@@ -40,7 +40,7 @@ async def test_runs_chain_in_their_own_stream(tmp_path: Path) -> None:
     assert body.record.entries[0].hash == catalog.entries[0].hash
     (rejected,) = body.record.rejected
     assert rejected.path.endswith("Bad_Name") and rejected.problems
-    assert (await verify(store, grammar=session_grammar)).ok
+    assert (await verdict(store)).ok
 
 
 def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
