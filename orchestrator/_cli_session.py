@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="approve every approval request")
     decide.add_argument("--deny", action="store_true", help="deny every approval request")
-    parser.add_argument("--max-turns", type=int, default=50, help="turn bound (default: 50)")
+    parser.add_argument("--max-turns", type=turn_bound, default=50, help="turn bound (default: 50)")
     add_policy_arguments(parser)
     parser.add_argument(
         "--file-access",
@@ -122,6 +122,19 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         help="rescan the skill sources between turns and record what changed "
         "(default: skills.watch, off)",
     )
+
+
+def turn_bound(text: str) -> int:
+    """``--max-turns``: a whole number of turns, at least 1 (argparse makes a bad one exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of turns: give a whole number of at least 1, e.g. 50"
+        )
+    return value
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
