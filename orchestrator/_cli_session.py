@@ -16,6 +16,7 @@ from eventlog import (
     DB_HELP,
     EventStore,
     SkillogError,
+    closing,
     default_db,
     describe_db,
     open_store,
@@ -192,6 +193,15 @@ async def _resume(args: argparse.Namespace) -> int:
                 "serve`, whose server stopped before it ended; the client is gone, so it "
                 "cannot be resumed: its log stands as recorded (`skillog replay` works on it)"
             )
+        ended = await _ended(store, args.session)
+        if ended is not None:
+            raise SkillogError(
+                f"session {args.session} has ended ({ended.reason}, after "
+                f"{ended.turns} turns) and cannot be resumed; start a new one with "
+                f"`skillog run`, or fork it to go on from an earlier point: `skillog replay "
+                f"{args.session} --fork-at SEQ` (SEQ from `skillog replay {args.session} "
+                "--timeline`), then `skillog resume` the new session"
+            )
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
             session = await agent.resume(store, args.session)
@@ -319,6 +329,18 @@ async def _started(store: EventStore, session_id: str) -> SessionStarted:
     if started is None:
         raise SkillogError(f"no session {session_id!r} in this database; `skillog sessions`")
     return started
+
+
+async def _ended(store: EventStore, session_id: str) -> SessionEnded | None:
+    """The session's ``session.ended``, which is its last event, or None."""
+    head = await store.head(session_id)
+    if head is None:
+        return None
+    async with closing(store.read(session_id, from_seq=head.seq)) as events:
+        async for event in events:
+            body = CODEC.decode(event)
+            return body if isinstance(body, SessionEnded) else None
+    return None
 
 
 def agent_for(
