@@ -32,6 +32,7 @@ from ._sqlite_db import (
     check_file,
     check_readable,
     connect,
+    create_private,
     migrate,
     translate,
 )
@@ -390,6 +391,7 @@ class SqliteStore:
                 raise StoreError(f"{target}: already exists; choose a new file name")
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             try:
+                create_private(tmp)  # a copy of the log is as private as the log
                 dest = sqlite3.connect(tmp, isolation_level=None)
                 try:
                     conn.backup(dest)
