@@ -43,7 +43,16 @@ from ._schemas import (
 Handler = Callable[[Request], Awaitable[Response]]
 S = "/api/sessions/{session}"
 API: list[tuple[Operation, Handler]] = [
-    (Operation("GET", "/api/health", "liveness", "viewer", response=Health), api.health),
+    (
+        Operation(
+            "GET", "/api/live", "liveness: the server answers (no token)", None, response=Health
+        ),
+        api.live,
+    ),
+    (
+        Operation("GET", "/api/health", "the caller's view of liveness", "viewer", response=Health),
+        api.health,
+    ),
     (
         Operation("GET", "/api/ready", "readiness: the log answers", "viewer", response=Health),
         api.ready,
@@ -159,14 +168,14 @@ API: list[tuple[Operation, Handler]] = [
         Operation(
             "POST",
             "/api/login",
-            "set the console's cookie from a token",
+            "open a console session (its id in an HttpOnly cookie) from a token",
             None,
             LoginRequest,
             WhoAmI,
         ),
         console.login,
     ),
-    (Operation("POST", "/api/logout", "clear the console's cookie", "viewer"), console.logout),
+    (Operation("POST", "/api/logout", "end the console session", "viewer"), console.logout),
 ]
 
 
@@ -191,7 +200,7 @@ def create_app(ctx: ServiceContext) -> Starlette:
     errors = (ApiError, msgspec.ValidationError, msgspec.DecodeError, SkillogError, HTTPException)
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, ctx=ctx)],
+        middleware=[Middleware(Guard, ctx=ctx, routes=routes)],
         exception_handlers={**dict.fromkeys(errors, handle), Exception: handle},
     )
     app.state.ctx = ctx

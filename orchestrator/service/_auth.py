@@ -82,8 +82,11 @@ class TokenBook:
     _reading: trio.Lock = field(default_factory=trio.Lock)
 
     async def lookup(self, token: str) -> Principal | None:
+        return await self.lookup_digest(token_digest(token))
+
+    async def lookup_digest(self, digest: str) -> Principal | None:
+        """The principal of the token whose sha256 is ``digest``, if it is configured."""
         await self._refresh()
-        digest = token_digest(token)
         found = None
         for entry in self._tokens:  # compare with every entry: no timing hint of which
             if hmac.compare_digest(entry.sha256, digest):

@@ -20,9 +20,10 @@ from .._cli_session import age, session_rows, status_text, when
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
-from ._auth import Principal
+from ._auth import Principal, token_digest
 from ._errors import ApiError
 from ._guard import COOKIE
+from ._proxy import secure
 from ._routes import body, context, fold, json, require, session_id
 from ._schemas import LoginRequest, WhoAmI
 
@@ -61,21 +62,36 @@ async def login_page(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
-    """Exchange a valid token for the console's cookie (see ``_guard``)."""
+    """Open a console session for a valid token; its id (never the token) goes into
+    the cookie (see ``_guard`` and ``_console_sessions``)."""
     req = await body(request, LoginRequest)
-    who = await context(request).tokens.lookup(req.token)
+    ctx = context(request)
+    digest = token_digest(req.token)
+    who = await ctx.tokens.lookup_digest(digest)
     if who is None:
         raise ApiError(401, "invalid or revoked token", "$.token")
     response = json(WhoAmI(name=who.name, roles=sorted(who.roles)))
     response.set_cookie(
-        COOKIE, req.token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        COOKIE,
+        ctx.console.open(digest),
+        max_age=int(ctx.console.absolute_s),
+        httponly=True,
+        samesite="strict",
+        secure=secure(request.state.seen, ctx.proxying),
     )
     return response
 
 
 async def logout(request: Request) -> Response:
+    """End the console session of the cookie (its id answers nothing afterwards)."""
+    ctx = context(request)
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        ctx.console.close(cookie)
     response = json({"logged_out": True})
-    response.delete_cookie(COOKIE, httponly=True, samesite="strict")
+    response.delete_cookie(
+        COOKIE, httponly=True, samesite="strict", secure=secure(request.state.seen, ctx.proxying)
+    )
     return response
 
 

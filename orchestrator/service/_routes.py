@@ -45,7 +45,7 @@ from ._schemas import (
     VerifyOut,
     WhoAmI,
 )
-from ._sse import EventStreamResponse, event_out
+from ._sse import EventStreamResponse, event_out, is_end
 from ._submission import offered, tailored
 
 MAX_PAGE = 1000
@@ -109,6 +109,12 @@ async def head_of(store: EventStore, sid: str) -> Head:
     if head is None:
         raise SessionNotFoundError(f"no session {sid!r} in this log")
     return head
+
+
+async def live(request: Request) -> Response:
+    """Liveness for a load balancer or an orchestrator's probe: no token, and nothing
+    in the answer but that the server answers."""
+    return json(Health(status="ok"))
 
 
 async def health(request: Request) -> Response:
@@ -212,7 +218,20 @@ async def stream_events(request: Request) -> Response:
         start = int(last) + 1
     else:
         start = query_int(request, "from_seq", 0, 2**62)
-    return EventStreamResponse(store, context(request).tail, sid, min(start, head.seq + 1))  # type: ignore[return-value]
+    start = min(start, head.seq + 1)
+    if start > head.seq and await _ended(store, sid, head.seq):
+        # Nothing will follow: 204 tells an EventSource to stop reconnecting.
+        return Response(status_code=204)
+    ctx = context(request)
+    holder = (require(request, "viewer").name, request.state.seen.client)
+    return EventStreamResponse(  # type: ignore[return-value]
+        store, ctx.tail, sid, start, limits=ctx.stream_limits, holder=holder
+    )
+
+
+async def _ended(store: EventStore, sid: str, last: int) -> bool:
+    async with closing(store.read(sid, from_seq=last)) as events:
+        return any([is_end(event) async for event in events])
 
 
 async def list_approvals(request: Request) -> Response:
