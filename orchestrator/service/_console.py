@@ -26,6 +26,7 @@ from ._guard import COOKIE
 from ._proxy import secure
 from ._routes import body, context, fold, json, require, session_id
 from ._schemas import LoginRequest, WhoAmI
+from ._submission import shown_model
 
 _STATIC = Path(__file__).parent / "static"
 _FILES = {  # read once, at import: serving them never touches the disk
@@ -102,7 +103,7 @@ async def sessions_page(request: Request) -> Response:
     rows = "".join(
         f'<tr><td><a href="/console/sessions/{escape(r.session)}">{escape(r.session)}</a></td>'
         f"<td>{escape(r.started)}</td>"
-        f"<td>{age(now - r.started_ns)}</td><td>{escape(r.model)}</td>"
+        f"<td>{age(now - r.started_ns)}</td><td>{escape(shown_model(r.model))}</td>"
         f"<td>{r.turns}</td><td>{r.events}</td>"
         f"<td>{escape(' · '.join(filter(None, (r.status, r.parent))))}</td>"
         f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
@@ -115,7 +116,7 @@ async def sessions_page(request: Request) -> Response:
     )
     submit = ""
     if who.may("submitter"):
-        models = "".join(f"<option>{escape(m)}</option>" for m in ctx.models)
+        models = "".join(f"<option>{escape(shown_model(m))}</option>" for m in ctx.models)
         presets = "".join(f"<option>{escape(p)}</option>" for p in ctx.policies)
         submit = (
             '<form id="submit"><h2>New task</h2><textarea id="task" rows="3" required>'
@@ -140,7 +141,7 @@ async def session_page(request: Request) -> Response:
         f'<section id="session" data-session="{escape(sid)}">'
         f"<h2>Session {escape(sid)}</h2>"
         f'<p>Status: <span id="status">{escape(status_text(state))}</span> · model '
-        f"{escape(state.config.provider)}:{escape(state.config.model)} · "
+        f"{escape(shown_model(f'{state.config.provider}:{state.config.model}'))} · "
         f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
         f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a> · '
         f'<a id="audit" href="/console/sessions/{escape(sid)}/audit">audit report</a></p>'

@@ -46,9 +46,15 @@ from ._schemas import (
     WhoAmI,
 )
 from ._sse import EventStreamResponse, event_out, is_end
-from ._submission import offered, tailored
+from ._submission import offered, offered_model, shown_model, tailored
 
 MAX_PAGE = 1000
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or one of those alone
+# (after an even run of backslashes: an escaped backslash is not an escape).
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
 _SESSION_ID = re.compile(r"[0-9A-Za-z_.-]{1,128}")
 _ENCODER = msgspec.json.Encoder()
 T = TypeVar("T")
@@ -74,7 +80,19 @@ def require(request: Request, role: Role) -> Principal:
 async def body(request: Request, kind: type[T]) -> T:
     """The JSON body decoded strictly as ``kind`` (422 naming the field at fault)."""
     raw = await request.body()
-    return msgspec.json.decode(raw or b"{}", type=kind)
+    try:
+        return msgspec.json.decode(raw or b"{}", type=kind)
+    except msgspec.DecodeError as e:
+        lone = _LONE_SURROGATE.search(raw)
+        if lone is None:
+            raise
+        raise ApiError(
+            400,
+            f"the request body has a lone UTF-16 surrogate {lone.group(1).decode()} at byte "
+            f"{lone.start(1)}: JSON text must be Unicode, and half of a surrogate pair is no "
+            "character; send both halves of the pair (or the character itself), or remove it",
+            "$",
+        ) from e
 
 
 def session_id(request: Request) -> str:
@@ -138,7 +156,9 @@ async def whoami(request: Request) -> Response:
 
 async def list_sessions(request: Request) -> Response:
     require(request, "viewer")
-    return json(SessionList(sessions=await session_rows(context(request).store)))
+    rows = await session_rows(context(request).store)
+    shown = [msgspec.structs.replace(r, model=shown_model(r.model)) for r in rows]
+    return json(SessionList(sessions=shown))
 
 
 async def submit(request: Request) -> Response:
@@ -146,7 +166,7 @@ async def submit(request: Request) -> Response:
     require(request, "submitter")
     ctx = context(request)
     req = await body(request, SubmitRequest)
-    spec = offered(req.model, ctx.models, "model", "$.model")
+    spec = offered_model(req.model, ctx.models)
     preset = offered(req.policy, tuple(ctx.policies), "policy preset", "$.policy")
     agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
     try:
@@ -155,7 +175,8 @@ async def submit(request: Request) -> Response:
     finally:
         agent.close()
     skills = sorted(s.name for s in agent.skills)
-    return json(Submitted(session_id=session_id, model=spec, skills=skills, policy=preset), 201)
+    out = Submitted(session_id=session_id, model=shown_model(spec), skills=skills, policy=preset)
+    return json(out, 201)
 
 
 async def get_session(request: Request) -> Response:
@@ -170,7 +191,7 @@ async def get_session(request: Request) -> Response:
         status=state.status,
         status_text=status_text(state),
         provider=config.provider,
-        model=config.model,
+        model=shown_model(f"{config.provider}:{config.model}").partition(":")[2],
         turn=state.turn,
         seq=state.seq,
         head_hash=state.head_hash,
