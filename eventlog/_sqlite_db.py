@@ -116,6 +116,12 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> Sto
             f"{where}: the disk or the database size limit is full; nothing of this "
             "transaction was written - free space and retry"
         )
+    if code == 10 and _full(path):  # SQLITE_IOERR: e.g. no room for the -shm file
+        return DatabaseFullError(
+            f"{where}: the disk holding the database is full, and SQLite needs room for its "
+            f"-shm and -wal files even to read ({e}); free space on that disk, or copy the "
+            "database (with its -wal) to another disk and read the copy"
+        )
     if code == 8:  # SQLITE_READONLY
         return ReadOnlyDatabaseError(
             f"{where}: the database is read-only (file or directory not writable); "
@@ -132,6 +138,15 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> Sto
             "exists and is writable"
         )
     return StoreError(f"{where}: {type(e).__name__}: {e}")
+
+
+def _full(path: str | os.PathLike[str]) -> bool:
+    """Whether the file system holding database ``path`` lacks room for a -shm file."""
+    try:
+        stats = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 64 * 1024
 
 
 def check_file(path: Path, *, must_exist: bool) -> None:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eventlog import SkillogError
+from eventlog import SkillogError, os_error_message
 
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -157,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # keep Python from complaining again while flushing stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:  # one not wrapped where it happened: still one line, not a trace
+        where = "" if e.filename is None else f"{os.fsdecode(e.filename)}: "
+        print(f"skillog {args.command}: error: {where}{os_error_message(e)}", file=sys.stderr)
+        return 2
     return code
 
 
