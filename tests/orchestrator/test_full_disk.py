@@ -1,0 +1,195 @@
+"""A full disk, through the ``skillog`` command: one line and exit 2, never a traceback,
+and no partial or empty file left where the output was to go.
+
+The full file system is a real one: a 64 KiB tmpfs mounted in a private mount namespace
+(``unshare -m``, so it vanishes with the shell even if the test dies) and filled up.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SKILLOG = str(Path(sys.executable).parent / "skillog")
+
+
+def skillog(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SKILLOG, *map(str, args)], cwd=cwd, capture_output=True, text=True, check=False
+    )
+
+
+def _can_mount_tmpfs() -> bool:
+    probe = ["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"]
+    try:
+        return subprocess.run(probe, capture_output=True).returncode == 0
+    except FileNotFoundError:
+        return False
+
+
+needs_tmpfs = pytest.mark.skipif(
+    not _can_mount_tmpfs(), reason="needs unshare -m and mount -t tmpfs (root)"
+)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
+    """A demo log, its session and a checkpoint key."""
+    tmp = tmp_path_factory.mktemp("demo")
+    run = skillog("demo", "--db", "skillog.db", cwd=tmp)
+    assert run.returncode == 0, run.stderr
+    session = run.stdout.split("skillog replay ")[1].split()[0]
+    assert skillog("log", "keygen", "--out", tmp / "key").returncode == 0
+    return tmp / "skillog.db", session, tmp / "key"
+
+
+def on_full_disk(
+    disk: Path, command: list[str | Path], *, before: str = "", room: int = 0
+) -> tuple[int, str]:
+    """Run ``command`` with a 64 KiB tmpfs at ``disk`` that ``before`` (shell) prepares and
+    a filler then fills but for ``room`` KiB; returns the exit code and stderr. What is
+    left on the disk is listed (with sizes) to ``disk/../left``."""
+    disk.mkdir()
+    d = shlex.quote(str(disk))
+    script = (
+        f"set -e; mount -t tmpfs -o size=64k tmpfs {d}; cd {d}; {before}\n"
+        f"dd if=/dev/zero of=fill bs=1k 2>/dev/null || true; truncate -s -{room}K fill\n"
+        f"set +e; {shlex.join(map(str, command))}; rc=$?\n"
+        f'for f in * .[!.]*; do [ -e "$f" ] && echo "$f $(wc -c < "$f")"; done '
+        f"> {shlex.quote(str(disk.parent / 'left'))}; exit $rc"
+    )
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    return out.returncode, out.stderr
+
+
+def left(disk: Path) -> dict[str, int]:
+    """The files left on the full disk (but the filler), with their sizes."""
+    lines = (disk.parent / "left").read_text().splitlines()
+    return {n: int(s) for n, s in (line.rsplit(" ", 1) for line in lines) if n != "fill"}
+
+
+def one_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@needs_tmpfs
+# export and html get room for part of their output: the partial file must not stay.
+@pytest.mark.parametrize(
+    ("command", "room"), [("export", 16), ("html", 16), ("checkpoint", 0), ("keygen", 0)]
+)
+def test_a_write_to_a_full_disk_is_one_line_and_leaves_nothing(
+    demo: tuple[Path, str, Path], tmp_path: Path, command: str, room: int
+) -> None:
+    db, session, key = demo
+    disk = tmp_path / "disk"
+    out = disk / "out"
+    what, option, args = {
+        "export": ("export file", "--out", ["log", "export", "--db", db, "--out", out]),
+        "checkpoint": (
+            "checkpoint file",
+            "--out",
+            ["log", "checkpoint", "--db", db, "--key", key, "--out", out],
+        ),
+        "html": ("report", "--html", ["replay", session, "--db", db, "--html", out]),
+        "keygen": ("key file", "--out", ["log", "keygen", "--out", out]),
+    }[command]
+    code, err = on_full_disk(disk, [SKILLOG, *args], room=room)
+    line = one_line(err)
+    assert code == 2, err
+    assert line.endswith(
+        f"{what} {out}: cannot write: no space left on device: free space or choose another "
+        f"{option}"
+    ), line
+    assert left(disk) == {}
+
+
+@needs_tmpfs
+def test_a_checkpoint_that_does_not_fit_leaves_the_chain_as_it_was(
+    demo: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    db, _, key = demo
+    chain = tmp_path / "chain.jsonl"
+    assert skillog("log", "checkpoint", "--db", db, "--key", key, "--out", chain).returncode == 0
+    disk = tmp_path / "disk"
+    size = chain.stat().st_size
+    code, err = on_full_disk(
+        disk,
+        [SKILLOG, "log", "checkpoint", "--db", db, "--key", key, "--out", disk / "chain.jsonl"],
+        before=f"cp {shlex.quote(str(chain))} chain.jsonl",
+    )
+    assert code == 2 and "no space left on device" in one_line(err)
+    assert left(disk) == {"chain.jsonl": size}  # the old chain, whole; no temporary
+
+
+@needs_tmpfs
+def test_a_read_command_on_a_full_disk_says_what_is_wrong_and_what_to_do(
+    demo: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    db, _, _ = demo
+    # The log lies on a disk with no room for SQLite's -shm file, which even a reader needs.
+    mounted = tmp_path / "db"
+    db_copy = mounted / "skillog.db"
+    mounted.mkdir()
+    m, copy = shlex.quote(str(mounted)), shlex.quote(str(db_copy))
+    script = (
+        f"set -e; mount -t tmpfs -o size=256k tmpfs {m}; cp {shlex.quote(str(db))} {copy}; "
+        f"dd if=/dev/zero of={m}/fill bs=1k 2>/dev/null || true; "
+        f"set +e; {shlex.quote(SKILLOG)} log verify --db {copy}"
+    )
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
+    line = one_line(out.stderr)
+    assert out.returncode == 2, out.stderr
+    assert "the disk holding the database is full" in line, line
+    assert line.endswith(
+        "free space on that disk, or copy the database (with its -wal) to another disk and "
+        "read the copy"
+    ), line
+
+
+@pytest.mark.parametrize("command", ["export", "export-stdout", "html", "checkpoint"])
+def test_dev_full_is_written_directly_and_fails_cleanly(
+    demo: tuple[Path, str, Path], command: str
+) -> None:
+    db, session, key = demo
+    if command == "export-stdout":
+        with open("/dev/full", "w") as full:
+            run = subprocess.run(
+                [SKILLOG, "log", "export", "--db", str(db)],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                check=False,
+            )
+        assert run.returncode == 2
+        assert one_line(run.stderr).endswith(
+            "export file (standard output): cannot write: no space left on device: free "
+            "space or choose another destination"
+        )
+        return
+    args, expected = {
+        "export": (
+            ["log", "export", "--db", db, "--out", "/dev/full"],
+            "export file /dev/full: cannot write: no space left on device: free space or "
+            "choose another --out",
+        ),
+        "html": (
+            ["replay", session, "--db", db, "--html", "/dev/full"],
+            "report /dev/full: cannot write: no space left on device: free space or choose "
+            "another --html",
+        ),
+        "checkpoint": (  # a chain is read back before it is extended: a device is no file
+            ["log", "checkpoint", "--db", db, "--key", key, "--out", "/dev/full"],
+            "checkpoint file /dev/full: not a regular file; the chain in it is read back and "
+            "extended, so --out must name a regular file",
+        ),
+    }[command]
+    run = skillog(*args)
+    assert run.returncode == 2
+    assert one_line(run.stderr).endswith(expected), run.stderr
