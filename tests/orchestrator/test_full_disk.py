@@ -111,6 +111,33 @@ def test_a_write_to_a_full_disk_is_one_line_and_leaves_nothing(
 
 
 @needs_tmpfs
+@pytest.mark.parametrize("command", ["snapshot", "import", "demo"])
+def test_a_database_written_to_a_full_disk_is_one_line_and_leaves_nothing(
+    demo: tuple[Path, str, Path], tmp_path: Path, command: str
+) -> None:
+    db, _, _ = demo
+    export = tmp_path / "x.jsonl"
+    assert skillog("log", "export", "--db", db, "--out", export).returncode == 0
+    disk = tmp_path / "disk"
+    new = disk / "new.db"
+    args, expected = {
+        "snapshot": (
+            ["log", "snapshot", new, "--db", db],
+            f"snapshot {new}: cannot write: no space left on device: free space or choose "
+            "another OUT.db",
+        ),
+        # SQLite reports SQLITE_FULL or, for its -wal and -shm, an I/O error: either way
+        # the message says the disk is full and to free space.
+        "import": (["log", "import", export, "--db", new], "is full"),
+        "demo": (["demo", "--db", new], "is full"),
+    }[command]
+    code, err = on_full_disk(disk, [SKILLOG, *args], room=16)
+    line = one_line(err)
+    assert code == 2 and expected in line and "free space" in line, err
+    assert left(disk) == {}  # no copy, no empty database, no -wal or -journal
+
+
+@needs_tmpfs
 def test_a_checkpoint_that_does_not_fit_leaves_the_chain_as_it_was(
     demo: tuple[Path, str, Path], tmp_path: Path
 ) -> None:
@@ -148,8 +175,8 @@ def test_a_read_command_on_a_full_disk_says_what_is_wrong_and_what_to_do(
     assert out.returncode == 2, out.stderr
     assert "the disk holding the database is full" in line, line
     assert line.endswith(
-        "free space on that disk, or copy the database (with its -wal) to another disk and "
-        "read the copy"
+        "which even a reader needs); free space on that disk (to read the log now, copy it "
+        "with its -wal to another disk)"
     ), line
 
 
