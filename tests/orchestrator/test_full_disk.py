@@ -8,6 +8,7 @@ The full file system is a real one: a 64 KiB tmpfs mounted in a private mount na
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 SKILLOG = str(Path(sys.executable).parent / "skillog")
+DEMO_SKILLS = Path(__file__).parents[2] / "orchestrator" / "demo" / "skills"
 
 
 def skillog(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,14 +54,14 @@ def on_full_disk(
 ) -> tuple[int, str]:
     """Run ``command`` with a 64 KiB tmpfs at ``disk`` that ``before`` (shell) prepares and
     a filler then fills but for ``room`` KiB; returns the exit code and stderr. What is
-    left on the disk is listed (with sizes) to ``disk/../left``."""
+    left on the disk (every file and directory, with sizes) is listed to ``disk/../left``."""
     disk.mkdir()
     d = shlex.quote(str(disk))
     script = (
         f"set -e; mount -t tmpfs -o size=64k tmpfs {d}; cd {d}; {before}\n"
         f"dd if=/dev/zero of=fill bs=1k 2>/dev/null || true; truncate -s -{room}K fill\n"
         f"set +e; {shlex.join(map(str, command))}; rc=$?\n"
-        f'for f in * .[!.]*; do [ -e "$f" ] && echo "$f $(wc -c < "$f")"; done '
+        r"find . -mindepth 1 \( -type d -printf '%P/ 0\n' \) -o -printf '%P %s\n' "
         f"> {shlex.quote(str(disk.parent / 'left'))}; exit $rc"
     )
     out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
@@ -135,6 +137,26 @@ def test_a_database_written_to_a_full_disk_is_one_line_and_leaves_nothing(
     line = one_line(err)
     assert code == 2 and expected in line and "free space" in line, err
     assert left(disk) == {}  # no copy, no empty database, no -wal or -journal
+
+
+@needs_tmpfs
+def test_skills_on_a_full_disk_say_so(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(DEMO_SKILLS, project / ".agents" / "skills")
+    disk = tmp_path / "disk"
+    skills = [SKILLOG, "skills", "--project", project]
+    # The skills index lives in the database (here ./skillog.db on the full disk).
+    code, err = on_full_disk(disk, [*skills, "list"])
+    line = one_line(err)
+    assert code == 2 and "the disk holding it is likely full" in line, err
+    assert "--no-index" in line and "delete" not in line
+    code, err = on_full_disk(
+        tmp_path / "disk2", [*skills, "--no-index", "materialize", "--to", "skills"], room=4
+    )
+    line = one_line(err)
+    assert code == 2 and "cannot write the skill to skills/" in line, err
+    assert line.endswith("no space left on device: free space or choose another directory")
+    assert left(tmp_path / "disk2") in ({}, {"skills/": 0})  # no skill, whole or in part
 
 
 @needs_tmpfs
