@@ -512,6 +512,7 @@ class SqliteStore:
 
         def body() -> None:
             fresh = not self.path.exists()
+            conn: sqlite3.Connection | None = None
             try:
                 conn = connect(
                     self.path,
@@ -519,16 +520,12 @@ class SqliteStore:
                     synchronous=synchronous,
                     busy_timeout=self._busy_timeout,
                 )
-            except BaseException:
-                if fresh:
-                    remove_if_empty(self.path)
-                raise
-            try:
                 if max_pages is not None:
                     conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
                 migrate(conn, self.path, domain)
             except BaseException:
-                conn.close()
+                if conn is not None:
+                    conn.close()
                 if fresh:  # e.g. a full disk: no empty database file is left behind
                     remove_if_empty(self.path)
                 raise

@@ -50,15 +50,15 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path]:
 
 
 def on_full_disk(
-    disk: Path, command: list[str | Path], *, before: str = "", room: int = 0
+    disk: Path, command: list[str | Path], *, before: str = "", room: int = 0, size: int = 64
 ) -> tuple[int, str]:
-    """Run ``command`` with a 64 KiB tmpfs at ``disk`` that ``before`` (shell) prepares and
-    a filler then fills but for ``room`` KiB; returns the exit code and stderr. What is
+    """Run ``command`` with a ``size`` KiB tmpfs at ``disk`` that ``before`` (shell) prepares
+    and a filler then fills but for ``room`` KiB; returns the exit code and stderr. What is
     left on the disk (every file and directory, with sizes) is listed to ``disk/../left``."""
     disk.mkdir()
     d = shlex.quote(str(disk))
     script = (
-        f"set -e; mount -t tmpfs -o size=64k tmpfs {d}; cd {d}; {before}\n"
+        f"set -e; mount -t tmpfs -o size={size}k tmpfs {d}; cd {d}; {before}\n"
         f"dd if=/dev/zero of=fill bs=1k 2>/dev/null || true; truncate -s -{room}K fill\n"
         f"set +e; {shlex.join(map(str, command))}; rc=$?\n"
         r"find . -mindepth 1 \( -type d -printf '%P/ 0\n' \) -o -printf '%P %s\n' "
@@ -183,18 +183,15 @@ def test_a_read_command_on_a_full_disk_says_what_is_wrong_and_what_to_do(
 ) -> None:
     db, _, _ = demo
     # The log lies on a disk with no room for SQLite's -shm file, which even a reader needs.
-    mounted = tmp_path / "db"
-    db_copy = mounted / "skillog.db"
-    mounted.mkdir()
-    m, copy = shlex.quote(str(mounted)), shlex.quote(str(db_copy))
-    script = (
-        f"set -e; mount -t tmpfs -o size=256k tmpfs {m}; cp {shlex.quote(str(db))} {copy}; "
-        f"dd if=/dev/zero of={m}/fill bs=1k 2>/dev/null || true; "
-        f"set +e; {shlex.quote(SKILLOG)} log verify --db {copy}"
+    disk = tmp_path / "disk"
+    code, err = on_full_disk(
+        disk,
+        [SKILLOG, "log", "verify", "--db", disk / "skillog.db"],
+        before=f"cp {shlex.quote(str(db))} skillog.db",
+        size=256,
     )
-    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True)
-    line = one_line(out.stderr)
-    assert out.returncode == 2, out.stderr
+    line = one_line(err)
+    assert code == 2, err
     assert "the disk holding the database is full" in line, line
     assert line.endswith(
         "which even a reader needs); free space on that disk (to read the log now, copy it "
