@@ -41,6 +41,8 @@ _ADVICE = {
     errno.ENOTDIR: "a parent is not a directory: choose another {where}",
     errno.EISDIR: "is a directory: name a file",
     errno.EIO: "input/output error on the device: check the disk or choose another {where}",
+    errno.EADDRINUSE: "address already in use: stop what listens there or choose another",
+    errno.EADDRNOTAVAIL: "address not available on this host: choose another",
 }
 
 
@@ -49,7 +51,7 @@ def os_error_message(e: OSError, *, where: str = "path") -> str:
     user can change, e.g. ``--out``)."""
     advice = _ADVICE.get(e.errno or 0)
     if advice is None:
-        return f"{e.strerror or e}: check the path or choose another {where}"
+        return f"{e.strerror or e}: check the {where}"
     return advice.format(where=where)
 
 
