@@ -157,6 +157,14 @@ def test_skills_on_a_full_disk_say_so(tmp_path: Path) -> None:
     assert code == 2 and "cannot write the skill to skills/" in line, err
     assert line.endswith("no space left on device: free space or choose another directory")
     assert left(tmp_path / "disk2") in ({}, {"skills/": 0})  # no skill, whole or in part
+    disk = tmp_path / "disk3"
+    home = [f"XDG_DATA_HOME={disk / 'data'}", f"XDG_CONFIG_HOME={disk / 'config'}"]
+    source = project / ".agents" / "skills" / "csv-insights"
+    code, err = on_full_disk(disk, ["env", *home, *skills, "install", source], room=8)
+    line = one_line(err)
+    assert code == 2 and f"could not install {source}: no space left on device" in line, err
+    assert "free space or choose another skills.install_dir in the configuration" in line
+    assert all(name.endswith("/") for name in left(disk)), left(disk)  # no file, no staging
 
 
 @needs_tmpfs
