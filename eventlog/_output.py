@@ -111,8 +111,11 @@ def output_file(
         except OSError as e:
             raise OutputError(f"{fail}: {os_error_message(e, where=option)}") from e
         return
+    # Through a symlink (a dotfiles-managed config, say) to the file it names: replacing
+    # the link itself would cut it.
+    real = target.resolve() if target.is_symlink() else target
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:64]}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name[:64]}.", suffix=".tmp")
     except OSError as e:
         raise OutputError(f"{fail}: {os_error_message(e, where=option)}") from e
     try:
@@ -122,10 +125,10 @@ def output_file(
             f.flush()
             os.fsync(f.fileno())
         if exclusive:
-            os.link(tmp, target)  # fails if the target exists, even if it just appeared
+            os.link(tmp, real)  # fails if the target exists, even if it just appeared
         else:
-            os.replace(tmp, target)
-        _sync_directory(target.parent)
+            os.replace(tmp, real)
+        _sync_directory(real.parent)
     except FileExistsError as e:
         raise OutputError(
             f"{what} {target}: already exists; refusing to replace it - choose a new file name"

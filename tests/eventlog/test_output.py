@@ -19,6 +19,17 @@ def test_the_new_content_replaces_the_file_and_nothing_else_is_left(tmp_path: Pa
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
 
 
+def test_a_symlink_is_written_through_not_replaced(tmp_path: Path) -> None:
+    (tmp_path / "dotfiles").mkdir()
+    real = tmp_path / "dotfiles" / "config.yaml"
+    real.write_bytes(b"old")
+    link = tmp_path / "config.yaml"
+    link.symlink_to(real)
+    write_file(link, b"new")
+    assert link.is_symlink() and real.read_bytes() == b"new"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["config.yaml"]
+
+
 def test_a_failing_block_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
     out = tmp_path / "export.jsonl"
     out.write_bytes(b"old")
