@@ -18,6 +18,7 @@ from eventlog import SkillogError
 
 from . import _console as console
 from . import _routes as api
+from . import _token_admin as tokens
 from ._context import ServiceContext
 from ._errors import ApiError, handle
 from ._guard import Guard
@@ -36,6 +37,10 @@ from ._schemas import (
     SessionView,
     SubmitRequest,
     Submitted,
+    TokenCreated,
+    TokenList,
+    TokenRequest,
+    TokenRevoked,
     VerifyOut,
     WhoAmI,
 )
@@ -175,6 +180,32 @@ API: list[tuple[Operation, Handler]] = [
         ),
         console.login,
     ),
+    (
+        Operation("GET", "/api/tokens", "the tokens' names and roles", "admin", response=TokenList),
+        tokens.list_tokens,
+    ),
+    (
+        Operation(
+            "POST",
+            "/api/tokens",
+            "create a token (shown only in this answer)",
+            "admin",
+            TokenRequest,
+            TokenCreated,
+            201,
+        ),
+        tokens.create_token,
+    ),
+    (
+        Operation(
+            "POST",
+            "/api/tokens/{name}/revoke",
+            "revoke a name's tokens and end their console sessions",
+            "admin",
+            response=TokenRevoked,
+        ),
+        tokens.revoke_token,
+    ),
     (Operation("POST", "/api/logout", "end the console session", "viewer"), console.logout),
 ]
 
@@ -197,6 +228,7 @@ def create_app(ctx: ServiceContext) -> Starlette:
     routes: list[BaseRoute] = [Route(op.path, handler, methods=[op.method]) for op, handler in API]
     routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
     routes.extend(console.ROUTES)
+    routes.append(Route("/console/tokens", tokens.tokens_page))
     errors = (ApiError, msgspec.ValidationError, msgspec.DecodeError, SkillogError, HTTPException)
     app = Starlette(
         routes=routes,

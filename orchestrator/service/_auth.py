@@ -93,6 +93,11 @@ class TokenBook:
                 found = entry
         return None if found is None else Principal(found.name, frozenset(found.roles))
 
+    def invalidate(self) -> None:
+        """Read the file again on the next lookup (this process just wrote it)."""
+        self._checked = -_RELOAD_NS
+        self._stamp = None
+
     async def _refresh(self) -> None:
         # One reader at a time: a request arriving while the file is read waits for it
         # (before the first read there is no token to accept it with).

@@ -35,13 +35,14 @@ _FILES = {  # read once, at import: serving them never touches the disk
 }
 
 
-def _page(title: str, content: str, who: Principal | None) -> HTMLResponse:
+def page(title: str, content: str, who: Principal | None) -> HTMLResponse:
     nav = ""
     if who is not None:
         roles = ", ".join(sorted(who.roles))
         nav = (
             '<nav><a href="/console">Sessions</a> <a href="/console/approvals">Approvals</a>'
-            f' <span class="who">{escape(who.name)} ({escape(roles)})</span>'
+            + (' <a href="/console/tokens">Tokens</a>' if who.may("admin") else "")
+            + f' <span class="who">{escape(who.name)} ({escape(roles)})</span>'
             ' <button id="logout" type="button">Log out</button></nav>'
         )
     return HTMLResponse(
@@ -59,7 +60,7 @@ async def login_page(request: Request) -> Response:
         'autocomplete="off" required></label> <button type="submit">Log in</button>'
         '<p id="message" class="message"></p></form>'
     )
-    return _page("log in", form, None)
+    return page("log in", form, None)
 
 
 async def login(request: Request) -> Response:
@@ -124,7 +125,7 @@ async def sessions_page(request: Request) -> Response:
             f'<label>Policy <select id="policy">{presets}</select></label> '
             '<button type="submit">Submit</button><p id="message" class="message"></p></form>'
         )
-    return _page("sessions", f"<h2>Sessions</h2>{table}{submit}", who)
+    return page("sessions", f"<h2>Sessions</h2>{table}{submit}", who)
 
 
 async def session_page(request: Request) -> Response:
@@ -151,7 +152,7 @@ async def session_page(request: Request) -> Response:
         '<h3>Events <span id="live" class="live"></span></h3>'
         '<ol id="events" start="0"></ol></section>'
     )
-    return _page(f"session {sid}", content, who)
+    return page(f"session {sid}", content, who)
 
 
 async def audit_page(request: Request) -> Response:
@@ -191,7 +192,7 @@ async def approvals_page(request: Request) -> Response:
         if config is not None:
             policies[p.session_id] = config.policy
     panel = _approvals(pending, policies, who)
-    return _page("approvals", f"<h2>Pending approvals</h2>{panel}", who)
+    return page("approvals", f"<h2>Pending approvals</h2>{panel}", who)
 
 
 def _approvals(

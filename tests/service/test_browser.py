@@ -128,3 +128,50 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             assert dialogs == []
         finally:
             browser.close()
+
+
+def test_admin_tokens_page_and_logout_in_chromium(server: tuple[str, dict[str, str]]) -> None:
+    """An admin creates a token in the console (shown once, and it works), revokes it
+    (refused from then on); after logging out, the page's cookie opens nothing."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, tokens = server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(url + "/console/login")
+            page.fill("#token", tokens["ada"])
+            page.click("#login button")
+            expect(page).to_have_url(url + "/console")
+            page.click("nav a[href='/console/tokens']")
+            expect(page.locator("#tokens tbody tr")).to_have_count(2)
+            page.fill("#token-name", "ci")
+            page.check("input.role[value='submitter']")
+            page.click("#new-token button")
+            expect(page.locator("#message")).to_contain_text("created ci")
+            created = page.locator("#new-token-value").text_content() or ""
+            assert created.startswith("skl_")
+            who = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
+            assert who.json() == {"name": "ci", "roles": ["submitter", "viewer"]}
+            page.click("#tokens tr[data-name='ci'] button.revoke")
+            expect(page.locator("#message")).to_contain_text("revoked ci")
+            expect(page.locator("#tokens tr[data-name='ci']")).to_have_count(0)
+            gone = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
+            assert gone.status_code == 401
+            cookie = next(c for c in page.context.cookies() if c["name"] == "skillog_console")
+            assert cookie["value"] != tokens["ada"] and cookie["httpOnly"]
+            page.click("#logout")
+            expect(page).to_have_url(url + "/console/login")
+            stale = httpx.get(
+                url + "/api/whoami", headers={"cookie": f"skillog_console={cookie['value']}"}
+            )
+            assert stale.status_code == 401
+            # A viewer sees no Tokens link, and the page refuses it.
+            page.fill("#token", tokens["vic"])
+            page.click("#login button")
+            expect(page).to_have_url(url + "/console")
+            expect(page.locator("nav a[href='/console/tokens']")).to_have_count(0)
+            assert page.goto(url + "/console/tokens").status == 403  # type: ignore[union-attr]
+        finally:
+            browser.close()

@@ -403,3 +403,30 @@ def test_tokens_list_add_revoke(
     assert [t.name for t in load_service_config(str(config)).tokens] == ["ci"]
     assert main(["serve", "tokens", "revoke", "ops"]) == 1
     assert "no token named 'ops'" in capsys.readouterr().err
+
+
+async def test_tokens_through_the_api(service: Service) -> None:
+    async with service.client("april") as approver:
+        assert (await approver.get("/api/tokens")).status_code == 403
+        assert (await approver.post("/api/tokens", json={"name": "x"})).status_code == 403
+    async with service.client("alice") as admin:
+        listed = (await admin.get("/api/tokens")).json()["tokens"]
+        assert {"name": "victor", "roles": ["viewer"]} in listed
+        assert all(set(t) == {"name", "roles"} for t in listed)  # nothing secret
+        made = await admin.post("/api/tokens", json={"name": "ci", "roles": ["submitter"]})
+        assert made.status_code == 201
+        token = made.json()["token"]
+        assert token not in service.config.read_text()
+        twice = await admin.post("/api/tokens", json={"name": "ci"})
+        assert twice.status_code == 409 and twice.json()["field"] == "$.name"
+        bad = await admin.post("/api/tokens", json={"name": "ci2", "roles": ["root"]})
+        assert bad.status_code == 422
+        async with service.client(None) as browser:
+            login = await browser.post("/api/login", json={"token": token})
+            assert login.status_code == 200  # the new token works at once
+            revoked = await admin.post("/api/tokens/ci/revoke", json={})
+            assert revoked.json() == {"name": "ci", "revoked": 1, "console_sessions_ended": 1}
+            assert (await browser.get("/api/whoami")).status_code == 401
+        gone = await admin.get("/api/whoami", headers={"authorization": f"Bearer {token}"})
+        assert gone.status_code == 401
+        assert (await admin.post("/api/tokens/ci/revoke", json={})).status_code == 404

@@ -111,7 +111,12 @@ function setupLive() {
   // EventSource reconnects by itself, sending Last-Event-ID: the server resumes after it.
   const source = new EventSource(base + "/stream");
   source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
-  source.onerror = () => { live.textContent = "reconnecting"; live.className = "live off"; };
+  source.onerror = () => {
+    // Closed for good: the session ended (the server answers 204 past session.ended).
+    const ended = source.readyState === EventSource.CLOSED;
+    live.textContent = ended ? "ended" : "reconnecting";
+    live.className = "live off";
+  };
   source.onmessage = (message) => {
     const event = JSON.parse(message.data);
     if (list.querySelector('li[data-seq="' + event.seq + '"]')) return;
@@ -129,7 +134,48 @@ function setupLive() {
   };
 }
 
+// Tokens (admins): create one (shown once, here), revoke a name's.
+function setupTokens() {
+  const form = document.getElementById("new-token");
+  if (!form) return;
+  const message = document.getElementById("message");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = document.getElementById("token-name").value.trim();
+    const roles = Array.from(form.querySelectorAll("input.role:checked")).map((b) => b.value);
+    const result = await call("POST", "/api/tokens", { name, roles });
+    if (!result.ok) { say(message, failure(result), false); return; }
+    document.getElementById("new-token-value").textContent = result.data.token;
+    const row = document.createElement("tr");
+    row.dataset.name = result.data.name;
+    const cells = [result.data.name, result.data.roles.join(", ")].map((text) => {
+      const cell = document.createElement("td");
+      cell.textContent = text;
+      return cell;
+    });
+    const button = document.createElement("button");
+    button.className = "revoke";
+    button.type = "button";
+    button.textContent = "Revoke";
+    const last = document.createElement("td");
+    last.append(button);
+    row.append(...cells, last);
+    document.querySelector("#tokens tbody").append(row);
+    say(message, "created " + result.data.name + ": copy the token now, it is not shown again", true);
+  });
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.revoke");
+    if (!button) return;
+    const row = button.closest("tr");
+    const result = await call("POST", "/api/tokens/" + encodeURIComponent(row.dataset.name) + "/revoke", {});
+    if (!result.ok) { say(message, failure(result), false); return; }
+    row.remove();
+    say(message, "revoked " + result.data.name, true);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  setupTokens();
   setupLogin();
   setupLogout();
   setupSubmit();
