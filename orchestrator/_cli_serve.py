@@ -4,6 +4,7 @@ in-process workers (docs/service.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from .skills import config_path
 if TYPE_CHECKING:
     from .service import ServiceContext
 
+WEBHOOK_SECRET = "SKILLOG_WEBHOOK_SECRET"
 DEMO_MODEL = f"scripted:{DEMO / 'turns.yaml'}"
 
 
@@ -75,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-streams", type=int, nargs=2, default=[400, 400], metavar=("PER_TOKEN", "PER_CLIENT"),
         help="live event streams one token and one client address may hold at once "
         "(default: 400 400); past them: 429 with Retry-After",
+    )  # fmt: skip
+    parser.add_argument(
+        "--webhook", metavar="URL",
+        help="POST each approval request and each session's end or failure to URL, signed "
+        "with HMAC-SHA256 of the secret in $SKILLOG_WEBHOOK_SECRET (docs/service.md)",
     )  # fmt: skip
     parser.add_argument(
         "--add-token", metavar="NAME",
@@ -199,7 +206,7 @@ def policy_presets(args: argparse.Namespace, policy: PolicyConfig) -> dict[str, 
 def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:
     """The service context and in-process workers ``args`` (of ``skillog serve``) ask
     for, over ``store``."""
-    from .service import Proxying, ServiceContext, StreamLimits, TokenBook
+    from .service import Proxying, ServiceContext, StreamLimits, TokenBook, Webhook
     from .service._proxy import public_origin, trusted_networks
 
     policy = session_policy(args)  # read once: a bad policy stops serve at start
@@ -222,6 +229,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         otel_endpoint=args.otel_endpoint,
         proxying=proxying,
         stream_limits=StreamLimits(*args.max_streams),
+        webhook=None if args.webhook is None else Webhook(args.webhook, _webhook_secret()),
     )
     workers = [
         Worker(
@@ -235,6 +243,16 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         for i in range(args.workers)
     ]
     return ctx, workers
+
+
+def _webhook_secret() -> bytes:
+    secret = os.environ.get(WEBHOOK_SECRET, "")
+    if len(secret) < 16:
+        raise SkillogError(
+            f"skillog serve --webhook: set {WEBHOOK_SECRET} to a secret of 16 characters or "
+            "more (the receiver checks X-Skillog-Signature with it)"
+        )
+    return secret.encode()
 
 
 async def _serve(args: argparse.Namespace) -> int:

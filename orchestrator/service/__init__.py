@@ -15,6 +15,7 @@ from ._auth import token_digest as token_digest
 from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ServiceContext as ServiceContext
 from ._context import default_presets as default_presets
+from ._notify import Webhook as Webhook
 from ._proxy import Proxying as Proxying
 from ._serve import is_loopback as is_loopback
 from ._serve import serve as serve
@@ -29,6 +30,7 @@ __all__ = [
     "ServiceContext",
     "StreamLimits",
     "TokenBook",
+    "Webhook",
     "create_app",
     "default_presets",
     "ensure_token",

@@ -13,6 +13,7 @@ from .._events import PolicyConfig
 from .._loop import Agent
 from ._auth import TokenBook
 from ._console_sessions import ConsoleSessions
+from ._notify import Webhook
 from ._proxy import Proxying
 from ._sse import StreamLimits, Tail
 
@@ -35,7 +36,8 @@ class ServiceContext:
     ``otel_endpoint`` the OTLP/HTTP backend of the export trigger, set by the operator
     (never by a client: the service sends to no address a request names);
     ``proxying`` the trusted proxies and the public origin (``_proxy``);
-    ``stream_limits`` the caps on live event streams; ``console`` the console's logins
+    ``stream_limits`` the caps on live event streams; ``webhook`` where to notify
+    (``_notify``); ``console`` the console's logins
     (the one thing the service keeps in memory: a restart logs consoles out)."""
 
     store: EventStore
@@ -48,6 +50,7 @@ class ServiceContext:
     proxying: Proxying = field(default_factory=Proxying)
     stream_limits: StreamLimits = field(default_factory=StreamLimits)
     console: ConsoleSessions = field(default_factory=ConsoleSessions)
+    webhook: Webhook | None = None
     tail: Tail = field(init=False)  # one follow of the log, run by serve()
 
     def __post_init__(self) -> None:
