@@ -68,7 +68,6 @@ from ._host_tools import HostTool as HostTool
 from ._host_tools import HostToolError as HostToolError
 from ._host_tools import ToolContext as ToolContext
 from ._host_tools import ToolOutcome as ToolOutcome
-from ._index_log import INDEX_STREAM as INDEX_STREAM
 from ._index_log import record_index_run as record_index_run
 from ._limits import LimitsOverride as LimitsOverride
 from ._loop import Agent as Agent
@@ -109,6 +108,7 @@ from ._state import ActiveSkill as ActiveSkill
 from ._state import SessionState as SessionState
 from ._state import apply as apply
 from ._state import fold_events as fold_events
+from ._streams import INDEX_STREAM as INDEX_STREAM
 from ._transcript import transcript as transcript
 from ._views import AUDIT_VIEWS as AUDIT_VIEWS
 

@@ -30,11 +30,12 @@ from ._events import (
     SessionStarted,
     SessionSuspended,
 )
-from ._fleet import LEASE_PREFIX, lease_history, session_config
+from ._fleet import lease_history, session_config
 from ._loop import Agent
 from ._policy import suggested_rule
 from ._policy_config import load_policy
 from ._state import SessionState, apply
+from ._streams import LEASE_PREFIX
 from ._transcript import transcript
 from ._views import AUDIT_VIEWS
 from .skills import (
