@@ -14,7 +14,8 @@ import trio
 from eventlog import open_sqlite_store
 
 from ._approvals import decide_approval, pending_approvals
-from ._cli_session import add_db, age, when
+from ._cli_session import add_db
+from ._session_list import age, when
 from ._views import AUDIT_VIEWS
 
 

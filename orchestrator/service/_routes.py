@@ -15,11 +15,11 @@ from starlette.responses import Response
 from eventlog import EventStore, Head, closing, verify_stream
 
 from .._approvals import RememberError, decide_approval, pending_approvals
-from .._cli_session import session_rows, status_text
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
 from .._grammar import session_grammar
 from .._session import SessionNotFoundError
+from .._session_list import session_rows, status_text
 from .._state import SessionState, apply
 from ..skills._config import Role
 from ._auth import Principal
