@@ -36,7 +36,7 @@ from orchestrator._events import (
     ToolCompleted,
 )
 from orchestrator._sandbox import sandbox_available
-from orchestrator.mcp._server_session import ServeConfig, ServedSession
+from orchestrator.mcp_server import ServeConfig, ServedSession
 from otel import map_session
 from replay import load_recording, open_log, redrive, replay_session, verify_recording
 

@@ -20,7 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from eventlog import EventStore, SkillogError
 
 from ._server import TOKEN_KEY, SkillogMcp
-from ._server_session import ServeConfig, ServedSession
+from ._session import ServeConfig, ServedSession
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
