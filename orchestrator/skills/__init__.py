@@ -13,6 +13,7 @@ from ._catalog import Shadowed as Shadowed
 from ._catalog import Status as Status
 from ._catalog import build_catalog as build_catalog
 from ._catalog import build_catalog_async as build_catalog_async
+from ._catalog import filter_reason as filter_reason
 from ._config import InstalledSkill as InstalledSkill
 from ._config import McpServerConfig as McpServerConfig
 from ._config import SkillsConfig as SkillsConfig
@@ -111,6 +112,7 @@ __all__ = [
     "check_signature",
     "config_path",
     "default_sources",
+    "filter_reason",
     "find_skill_dirs",
     "hash_manifest",
     "install",

@@ -40,7 +40,7 @@ from orchestrator.mcp_server import ServeConfig, ServedSession
 from otel import map_session
 from replay import load_recording, open_log, redrive, replay_session, verify_recording
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 LOGO = b"\x89PNG\r\n\x1a\n\x00\x00binary"
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
 

@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from eventlog import EventStore, open_sqlite_store
-from orchestrator._cli import _parser
-from orchestrator._cli_serve import build
 from orchestrator._events import PolicyConfig
+from orchestrator.cli._main import _parser
+from orchestrator.cli._serve import build
 from orchestrator.service import new_token, serve
 from orchestrator.service._sse import Tail
 from orchestrator.skills._config import add_service_token

@@ -373,7 +373,7 @@ async def test_skillog_run_uses_the_config_files_servers(tmp_path: Path, server_
     db = tmp_path / "log.db"
     env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path)}
     ran = await trio.run_process(
-        [sys.executable, "-m", "orchestrator._cli", "run", "look it up",
+        [sys.executable, "-m", "orchestrator.cli", "run", "look it up",
          "--model", f"scripted:{turns}", "--db", str(db)],
         cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False,
         stdin=b"",

@@ -20,8 +20,8 @@ from eventlog import (
     open_store,
 )
 
-from ._effects import ApprovalDecision, ApprovalRequest, Approver
-from ._events import (
+from .._effects import ApprovalDecision, ApprovalRequest, Approver
+from .._events import (
     CODEC,
     Event,
     PolicyConfig,
@@ -29,14 +29,14 @@ from ._events import (
     SessionStarted,
     SessionSuspended,
 )
-from ._fleet import session_config
-from ._loop import Agent
-from ._policy import suggested_rule
-from ._policy_config import load_policy
-from ._session_list import session_rows
-from ._transcript import transcript
-from ._views import AUDIT_VIEWS
-from .skills import (
+from .._fleet import session_config
+from .._loop import Agent
+from .._policy import suggested_rule
+from .._policy_config import load_policy
+from .._session_list import session_rows
+from .._transcript import transcript
+from .._views import AUDIT_VIEWS
+from ..skills import (
     Catalog,
     Skill,
     SkillsConfig,
@@ -240,7 +240,7 @@ def agent_for(
 ) -> Agent:
     """The agent the session commands (and workers) build from their arguments, with
     ``policy`` for the sessions it starts (a resumed session keeps its recorded one)."""
-    from .adapters import adapter_from_spec
+    from ..adapters import adapter_from_spec
 
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()

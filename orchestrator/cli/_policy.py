@@ -12,8 +12,8 @@ import yaml
 
 from eventlog import open_store
 
-from ._cli_session import _started, add_db, add_policy_arguments, session_policy
-from ._events import PolicyConfig
+from .._events import PolicyConfig
+from ._session import _started, add_db, add_policy_arguments, session_policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ import argparse
 
 from eventlog import _cli
 
-from ._grammar import session_grammar
+from .._grammar import session_grammar
 
 add_arguments = _cli.add_arguments
 
