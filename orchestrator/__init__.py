@@ -69,7 +69,6 @@ from ._host_tools import HostToolError as HostToolError
 from ._host_tools import ToolContext as ToolContext
 from ._host_tools import ToolOutcome as ToolOutcome
 from ._index_log import record_index_run as record_index_run
-from ._limits import LimitsOverride as LimitsOverride
 from ._loop import Agent as Agent
 from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
@@ -84,9 +83,6 @@ from ._model import ToolCall as ToolCall
 from ._model import ToolResult as ToolResult
 from ._model import ToolSpec as ToolSpec
 from ._model import Usage as Usage
-from ._paths import PathRefusedError as PathRefusedError
-from ._paths import read_skill_file as read_skill_file
-from ._paths import resolve_in_root as resolve_in_root
 from ._pipeline import ApproverError as ApproverError
 from ._policy import ToolRule as ToolRule
 from ._policy import parse_allowed_tools as parse_allowed_tools
@@ -94,11 +90,6 @@ from ._policy_config import load_policy as load_policy
 from ._prompt import compose as compose
 from ._prompt import request_bytes as request_bytes
 from ._prompt import request_hash as request_hash
-from ._sandbox import sandbox_available as sandbox_available
-from ._scripts import ScriptRefusedError as ScriptRefusedError
-from ._scripts import ScriptRequest as ScriptRequest
-from ._scripts import ScriptResult as ScriptResult
-from ._scripts import run_script as run_script
 from ._session import Clock as Clock
 from ._session import Observer as Observer
 from ._session import Session as Session
@@ -111,6 +102,15 @@ from ._state import fold_events as fold_events
 from ._streams import INDEX_STREAM as INDEX_STREAM
 from ._transcript import transcript as transcript
 from ._views import AUDIT_VIEWS as AUDIT_VIEWS
+from .scripts import LimitsOverride as LimitsOverride
+from .scripts import PathRefusedError as PathRefusedError
+from .scripts import ScriptRefusedError as ScriptRefusedError
+from .scripts import ScriptRequest as ScriptRequest
+from .scripts import ScriptResult as ScriptResult
+from .scripts import read_skill_file as read_skill_file
+from .scripts import resolve_in_root as resolve_in_root
+from .scripts import run_script as run_script
+from .scripts import sandbox_available as sandbox_available
 
 __all__ = [
     "AUDIT_VIEWS",

@@ -31,8 +31,8 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from ._events import ApprovalRemembered, ApprovalRequested, Budget, PolicyConfig, Sandbox
-from ._limits import ScriptLimits
 from ._state import ActiveSkill
+from .scripts import ScriptLimits
 
 ALWAYS_ALLOWED = frozenset({"skills.load", "skills.unload"})
 READ_TOOLS = frozenset({"Read", "skills.read"})

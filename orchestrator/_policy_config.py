@@ -24,8 +24,8 @@ import msgspec.inspect as mi
 import yaml
 
 from ._events import PolicyConfig, PolicyOverride
-from ._limits import LimitsOverride, check_limits
 from ._policy import TIERS, parse_allowed_tools
+from .scripts import LimitsOverride, check_limits
 from .skills import ConfigError
 from .skills._config import load_policy_section, unknown_key
 

@@ -41,7 +41,6 @@ from ._host_tools import ToolContext
 from ._mcp_calls import call_mcp_tool, check_arguments
 from ._model import encode_canonical
 from ._output import model_view
-from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
     allowlist,
     granted_by,
@@ -54,8 +53,8 @@ from ._policy import (
     settings_of,
 )
 from ._receipt import receipt
-from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
 from ._state import ActiveSkill, ViewChange
+from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")

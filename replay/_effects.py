@@ -47,9 +47,9 @@ from orchestrator._events import (
     ToolCompleted,
 )
 from orchestrator._host_tools import ToolContext, ToolOutcome
-from orchestrator._scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator._state import ActiveSkill
 from orchestrator._visibility import RefreshContext
+from orchestrator.scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator.skills import SkillManifest
 
 from ._recording import Recording

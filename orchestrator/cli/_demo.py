@@ -21,10 +21,10 @@ from .._events import PolicyConfig
 from .._grammar import session_grammar
 from .._host_tools import HostTool
 from .._loop import Agent
-from .._sandbox import sandbox_available
 from .._session import Clock
 from .._transcript import transcript
 from .._views import AUDIT_VIEWS
+from ..scripts import sandbox_available
 from ..skills import Tier, load_skill
 from ._session import add_db, read_bodies
 

@@ -16,6 +16,7 @@ import pytest
         "orchestrator.mcp",
         "orchestrator.mcp_server",
         "orchestrator.cli",
+        "orchestrator.scripts",
     ],
 )
 def test_all_names_exist_and_are_public(package: str) -> None:
@@ -30,7 +31,7 @@ def test_no_public_name_is_missing_from_all() -> None:
     import orchestrator
 
     public = {n for n in vars(orchestrator) if not n.startswith("_")}
-    subpackages = {"skills", "adapters", "service", "mcp", "mcp_server", "cli"}
+    subpackages = {"skills", "adapters", "service", "mcp", "mcp_server", "cli", "scripts"}
     public -= subpackages  # with surfaces of their own
     assert public <= set(orchestrator.__all__) | {n for n in public if n.startswith("_")}
     missing = {n for n in public if n not in orchestrator.__all__ and not n[0].islower()}

@@ -35,8 +35,8 @@ from orchestrator._events import (
     SessionStarted,
     ToolCompleted,
 )
-from orchestrator._sandbox import sandbox_available
 from orchestrator.mcp_server import ServeConfig, ServedSession
+from orchestrator.scripts._sandbox import sandbox_available
 from otel import map_session
 from replay import load_recording, open_log, redrive, replay_session, verify_recording
 

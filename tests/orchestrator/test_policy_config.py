@@ -27,8 +27,8 @@ from orchestrator._events import (
     ScriptExecuted,
     ScriptStarted,
 )
-from orchestrator._limits import LimitsOverride, ScriptLimits
 from orchestrator._policy import skill_settings
+from orchestrator.scripts._limits import LimitsOverride, ScriptLimits
 from orchestrator.skills import ConfigError, Tier
 
 DOC = Path(__file__).parents[2] / "docs" / "policy.md"

@@ -29,11 +29,11 @@ from orchestrator._events import (
     ToolInterrupted,
 )
 from orchestrator._events import Event as Body
-from orchestrator._limits import ScriptLimits
 from orchestrator._prompt import tool_specs
 from orchestrator._state import SessionState, apply
 from orchestrator.adapters import ScriptedModel
 from orchestrator.mcp import CONTEXT_META, McpServerConfig
+from orchestrator.scripts._limits import ScriptLimits
 
 MB = 1024 * 1024
 Stdio = Any
