@@ -19,9 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from eventlog import Event, EventStore, split_type, verify_stream
-from orchestrator._events import CODEC, PromptRendered
-from orchestrator._grammar import session_grammar
-from orchestrator._streams import is_session_stream
+from orchestrator import CODEC, PromptRendered, session_grammar
+from orchestrator.runtime import is_session_stream
 
 from ._errors import BrokenChainError, ExportFailedError, OtelError, SessionNotEndedError
 from ._mapping import map_session

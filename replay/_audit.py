@@ -16,8 +16,7 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from eventlog import EventStore, verify_stream
-from orchestrator._events import PromptRendered, SessionEnded, SessionStarted
-from orchestrator._grammar import session_grammar
+from orchestrator import PromptRendered, SessionEnded, SessionStarted, session_grammar
 
 from ._errors import BlobError, BrokenLogError
 from ._fork import check_fork_link

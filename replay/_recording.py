@@ -26,9 +26,8 @@ from eventlog import (
     verify,
     verify_stream,
 )
-from orchestrator._events import CODEC, PromptRendered
-from orchestrator._events import Event as Body
-from orchestrator._grammar import session_grammar
+from orchestrator import CODEC, PromptRendered, session_grammar
+from orchestrator import Event as Body
 
 from ._errors import BlobError, BrokenLogError
 
