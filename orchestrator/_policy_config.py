@@ -26,8 +26,7 @@ import yaml
 from ._events import PolicyConfig, PolicyOverride
 from ._policy import TIERS, parse_allowed_tools
 from .scripts import LimitsOverride, check_limits
-from .skills import ConfigError
-from .skills._config import load_policy_section, unknown_key
+from .skills import ConfigError, load_policy_section, unknown_key
 
 PROFILE_KEYS = ("profile", "profiles")
 """Keys of the ``policy:`` section that choose a layer rather than set a value."""

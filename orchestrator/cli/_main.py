@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "trusted_key", False) is None and getattr(args, "checkpoint", None):
             # The joining layer knows the configuration file; eventlog and replay do not.
-            from orchestrator.skills._config import trusted_keys_default
+            from orchestrator.skills import trusted_keys_default
 
             default = trusted_keys_default()
             args.trusted_key = None if default is None else Path(default)

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _add_token(name: str, roles_text: str) -> int:
     from ..service import ROLES, new_token
-    from ..skills._config import add_service_token
+    from ..skills import add_service_token
 
     roles = tuple(r.strip() for r in roles_text.split(",") if r.strip())
     unknown = [r for r in roles if r not in ROLES]

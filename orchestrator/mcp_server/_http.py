@@ -45,8 +45,7 @@ async def serve_http(
     try:
         from hypercorn.trio import serve as hypercorn_serve
 
-        from ..service import TokenBook, is_loopback
-        from ..service._serve import hypercorn_config
+        from ..service import TokenBook, hypercorn_config, is_loopback
     except ImportError as e:
         raise SkillogError(
             f"--transport http needs Hypercorn ({e}): pip install 'skillog[mcp,service]'"

@@ -21,7 +21,7 @@ from .._grammar import session_grammar
 from .._session import SessionNotFoundError
 from .._session_list import session_rows, status_text
 from .._state import SessionState, apply
-from ..skills._config import Role
+from ..skills import Role
 from ._auth import Principal
 from ._context import ServiceContext
 from ._errors import ApiError
