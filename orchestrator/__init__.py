@@ -2,6 +2,28 @@
 
 Start with :class:`Agent` (docs/runtime.md). Skills as packages live in
 :mod:`orchestrator.skills`; model adapters in :mod:`orchestrator.adapters`.
+
+A reading order for the implementation (the layers: docs/architecture.md). The core is
+flat private modules behind this face; read them roughly bottom-up:
+
+- ``_model`` (the canonical request/response), ``_events`` (the event catalog) and
+  ``_streams`` (stream names) are vocabulary;
+- ``_state`` folds a session's events (``apply``), ``_grammar`` checks a stream's
+  order, ``_transcript``/``_views``/``_session_list`` are read models over the log;
+- ``_policy`` (``decide``: one decision per call), ``_policy_config`` and
+  ``_visibility`` are pure decisions;
+- ``_prompt`` composes the request from state;
+- ``_loop`` (``Agent``, ``drive``) runs turns on a ``_session``; each tool call takes
+  ``_pipeline.run_call`` (resolve, decide, approve, intent, effect, outcome), planned
+  by ``_tools.plan_call`` (MCP calls: ``_mcp_calls``);
+- ``_effects`` is the one door to the world (live and recorded); ``_host_tools``,
+  ``_approvals``, ``_receipt`` and ``_output`` serve it; ``_fleet`` drives sessions
+  across workers with leases.
+
+Walled-off parts have a face each: ``skills/`` (the domain), ``adapters/`` (models),
+``scripts/`` (running a script), ``mcp/`` (MCP servers as tool sources); ``runtime``
+is the surface ``replay`` and ``otel`` re-derive with. The edges, ``cli/``,
+``service/`` and ``mcp_server/``, sit on top; nothing here imports them.
 """
 
 from ._approvals import ApprovalError as ApprovalError
