@@ -346,7 +346,7 @@ def _fixed(approved: bool, by: str) -> Approver:
 async def stop_on_signals(stop: trio.Event, who: str, doing: str) -> None:
     """Set ``stop`` at the first SIGTERM or SIGINT, saying ``who: SIG: doing`` on stderr,
     then stop listening: a second signal interrupts (``serve``, ``mcp serve``; a
-    worker keeps listening while it drains, ``_cli_fleet``)."""
+    worker keeps listening while it drains, ``cli/_fleet``)."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             print(f"{who}: {signal.Signals(signum).name}: {doing}", file=sys.stderr, flush=True)

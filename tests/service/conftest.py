@@ -1,6 +1,6 @@
 """A real service for the tests: Hypercorn's trio worker on a free loopback port,
 serving the app over a real SQLite log, with one in-process worker, wired exactly as
-``skillog serve`` wires it (``_cli_serve.build``); httpx (the model SDKs' client) calls
+``skillog serve`` wires it (``cli/_serve.build``); httpx (the model SDKs' client) calls
 it. The model is scripted; everything else is real."""
 
 from __future__ import annotations
