@@ -9,14 +9,15 @@ import argparse
 import datetime
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import msgspec
 import trio
 
 from ._checkpoint import (
+    Checkpoint,
     append_checkpoint,
     generate_key,
     load_private_key,
@@ -28,10 +29,28 @@ from ._checkpoint import make_checkpoint as _make_checkpoint
 from ._errors import CheckpointError, StoreError
 from ._jsonl import encode_line, export_jsonl, import_jsonl
 from ._open import DB_HELP, default_db, describe_db, open_store
+from ._output import output_file
 from ._progress import Progress
 from ._terminal import inert_json, visible
 from ._types import EventStore
-from ._verify import Grammar, VerifyReport, verify
+from ._verify import VerifyReport, verify
+
+
+class Checker(Protocol):
+    """The verdict ``log verify`` and ``log checkpoint`` ask for: :func:`verify` itself
+    by default; the program that writes the log passes its own (skillog's runtime,
+    ``orchestrator.verdict``: verify with its grammar and blob references), the same
+    function every other reader of the log asks."""
+
+    def __call__(
+        self,
+        store: EventStore,
+        *,
+        checkpoints: list[Checkpoint] | None = ...,
+        keys: Collection[str] = ...,
+        tofu: bool = ...,
+        progress: Callable[[int], None] | None = ...,
+    ) -> Awaitable[VerifyReport]: ...
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = cmd("export", "write streams as JSON Lines (all events in position order)")
     p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
     p.add_argument(
-        "--out", type=Path, help="output file (default: stdout, which must not be a terminal)"
+        "--out",
+        type=Path,
+        help="output file, - for stdout (the default; it must not be a terminal)",
     )
     p = cmd(
         "snapshot",
@@ -121,12 +142,12 @@ def tofu_notice(key: str | None) -> str:
     )
 
 
-def run(args: argparse.Namespace, *, grammar: Grammar | None = None) -> int:
+def run(args: argparse.Namespace, *, checker: Checker | None = None) -> int:
     """Run the ``log`` subcommand in ``args``; returns the exit code. ``verify`` and
-    ``checkpoint`` also check each stream against ``grammar`` (the writing program's
-    rules, see :data:`eventlog.Grammar`)."""
+    ``checkpoint`` decide with ``checker`` (the writing program's verdict, which adds
+    its grammar and blob references; plain :func:`verify` by default)."""
     handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
-    args.grammar = grammar
+    args.checker = checker
     code: int = trio.run(handler, args)
     return code
 
@@ -193,25 +214,17 @@ async def _verify(args: argparse.Namespace) -> int:
     async with open_store(args.db, readonly=True) as store:
         progress = Progress("verified", await _last_position(store))
         try:
-            report = await verify(
-                store,
-                checkpoints=checkpoints,
-                keys=keys,
-                tofu=tofu,
-                progress=progress,
-                grammar=args.grammar,
+            report = await (args.checker or verify)(
+                store, checkpoints=checkpoints, keys=keys, tofu=tofu, progress=progress
             )
         finally:
             progress.close()
     if args.json:
-        _json(_report_json(report, grammar=args.grammar is not None))
+        _json(report_json(report, grammar=args.checker is not None))
         return 0 if report.ok else 1
     _out(tofu_notice(report.tofu_key))
     if report.fault is not None:
-        for fault in report.faults:
-            _out(f"FAULT {visible(str(fault))}\n")
-        if report.unlisted:
-            _out(f"... and {report.unlisted} more faults\n")
+        _out("".join(fault_lines(report)))
         return 1
     signed = f", against {report.checkpoints} signed checkpoint(s)" if checkpoints else ""
     _out(
@@ -221,8 +234,17 @@ async def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
-    """``log verify --json``: the report, with ``ok`` and whether a grammar was checked."""
+def fault_lines(report: VerifyReport) -> list[str]:
+    """A ``FAULT ...`` line per fault the report lists, then how many more."""
+    lines = [f"FAULT {visible(str(fault))}\n" for fault in report.faults]
+    if report.unlisted:
+        lines.append(f"... and {report.unlisted} more faults\n")
+    return lines
+
+
+def report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
+    """``log verify --json`` (and ``replay --json``'s ``verdict``): the report, with
+    ``ok`` and whether the writing program's grammar was checked."""
     faults = [
         {k: v for k, v in msgspec.structs.asdict(f).items() if v is not None} for f in report.faults
     ]
@@ -242,24 +264,36 @@ def _report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
 async def _checkpoint(args: argparse.Namespace) -> int:
     key = load_private_key(args.key)
     own = public_hex(key.public_key())
+    if args.out.exists() and not args.out.is_file():
+        raise CheckpointError(
+            f"checkpoint file {args.out}: not a regular file; the chain in it is read back "
+            "and extended, so --out must name a regular file"
+        )
     chain = read_checkpoints(args.out) if args.out.exists() else []
     if chain and chain[-1].key != own:
         raise CheckpointError(
             f"checkpoint file {args.out}: signed with another key; use that key or a new file"
         )
     async with open_store(args.db, readonly=True) as store:
-        if chain:
-            # Consistency, as transparency logs define it: the log must still hold every
-            # head signed before, with the same hashes, and verify. Signing a log that
-            # went backwards would make the rewrite look legitimate.
-            report = await verify(store, checkpoints=chain, keys={own}, grammar=args.grammar)
-            if report.fault is not None:
-                raise CheckpointError(
-                    f"refusing to sign: the log is not an extension of the {len(chain)} "
-                    f"checkpoint(s) in {args.out}: {report.fault}"
-                    + (f" (and {len(report.faults) - 1} more faults)" if report.faults[1:] else "")
-                    + "; find out what happened to the log before signing anything"
-                )
+        # A signature vouches for what it signs: the log must verify (every chain,
+        # every referenced blob present and intact, the grammar) and, as transparency
+        # logs define consistency, still hold every head signed before with the same
+        # hashes. Signing a log that went backwards would make the rewrite look
+        # legitimate; signing one with a deleted blob would vouch for a record that
+        # can no longer be shown.
+        report = await (args.checker or verify)(store, checkpoints=chain or None, keys={own})
+        if report.fault is not None:
+            what = (
+                f"the log is not an extension of the {len(chain)} checkpoint(s) in {args.out}"
+                if chain
+                else "the log does not verify"
+            )
+            raise CheckpointError(
+                f"refusing to sign: {what}: {report.fault}"
+                + (f" (and {len(report.faults) - 1} more faults)" if report.faults[1:] else "")
+                + "; find out what happened to the log (`skillog log verify`) before "
+                "signing anything"
+            )
         cp = await _make_checkpoint(
             store, key, previous=chain[-1] if chain else None, clock=time.time_ns
         )
@@ -275,7 +309,7 @@ async def _keygen(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    if args.out is None and sys.stdout.isatty():
+    if str(args.out or "-") == "-" and sys.stdout.isatty():
         # The export is the stored bytes, byte for byte: text a model or a script wrote
         # would reach the terminal raw (docs/security.md, "Terminal output").
         raise StoreError(
@@ -287,21 +321,11 @@ async def _export(args: argparse.Namespace) -> int:
             if await store.head(s) is None:
                 raise StoreError(f"database {describe_db(args.db)}: no stream {s!r}")
         progress = Progress("exported", await _last_position(store))
-        out: BinaryIO
         try:
-            if args.out is None:
+            with output_file(args.out or "-", what="export file", option="--out") as out:
                 count = await export_jsonl(
-                    store, sys.stdout.buffer, streams=args.streams or None, progress=progress
+                    store, out, streams=args.streams or None, progress=progress
                 )
-            else:
-                try:
-                    out = open(args.out, "wb")  # noqa: SIM115, ASYNC230 - small, local
-                except OSError as e:
-                    raise StoreError(f"{args.out}: cannot write: {e.strerror}") from e
-                with out:
-                    count = await export_jsonl(
-                        store, out, streams=args.streams or None, progress=progress
-                    )
         finally:
             progress.close()
     print(f"exported {count} events", file=sys.stderr)

@@ -116,6 +116,12 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> Sto
             f"{where}: the disk or the database size limit is full; nothing of this "
             "transaction was written - free space and retry"
         )
+    if code == 10 and _full(path):  # SQLITE_IOERR: e.g. no room for the -shm file
+        return DatabaseFullError(
+            f"{where}: the disk holding the database is full ({e}: no room for SQLite's "
+            "-wal, -shm or journal file, which even a reader needs); free space on that "
+            "disk (to read the log now, copy it with its -wal to another disk)"
+        )
     if code == 8:  # SQLITE_READONLY
         return ReadOnlyDatabaseError(
             f"{where}: the database is read-only (file or directory not writable); "
@@ -132,6 +138,35 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> Sto
             "exists and is writable"
         )
     return StoreError(f"{where}: {type(e).__name__}: {e}")
+
+
+def _full(path: str | os.PathLike[str]) -> bool:
+    """Whether the file system holding database ``path`` lacks room for a -shm file."""
+    try:
+        stats = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 64 * 1024
+
+
+def remove_if_empty(path: Path) -> None:
+    """Remove a database file this process just created and could not set up (a full
+    disk), if it holds nothing: an empty -wal (no commit) and a main file of at most
+    one page (every table needs a page of its own beyond the first)."""
+    wal, shm = (path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))
+    try:
+        if wal.exists() and wal.stat().st_size:
+            return
+        with path.open("rb") as f:
+            header = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+        page = int.from_bytes(header[16:18], "big") if len(header) == 100 else 0
+        if size > (65536 if page == 1 else page):
+            return
+        for p in (path, wal, shm):
+            p.unlink(missing_ok=True)
+    except OSError:
+        pass  # best effort: the error that got us here is the one to report
 
 
 def check_file(path: Path, *, must_exist: bool) -> None:
@@ -170,6 +205,8 @@ def connect(
     ``immutable=1`` instead, which takes no lock and writes nothing. A connection whose
     setup fails is closed (no descriptor outlives a failed open).
     """
+    if not readonly:
+        create_private(path)
     conn = _open(path, "mode=ro" if readonly else None, busy_timeout)
     try:
         if readonly:
@@ -202,6 +239,21 @@ def connect(
         if isinstance(e, sqlite3.Error):
             raise translate(e, path, "opening") from e
         raise
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty and readable by its owner only (0600), unless it exists.
+
+    A log holds task text, prompts and outputs, so a new one is not world-readable;
+    SQLite gives the ``-wal`` and ``-shm`` files it makes the database file's mode. An
+    existing file keeps the mode its owner chose. An empty file is an empty database;
+    when the file cannot be made here, SQLite's own open reports why.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    os.close(fd)
 
 
 def _open(path: Path, mode: str | None, busy_timeout: float) -> sqlite3.Connection:

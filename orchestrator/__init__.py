@@ -123,6 +123,8 @@ from ._state import apply as apply
 from ._state import fold_events as fold_events
 from ._streams import INDEX_STREAM as INDEX_STREAM
 from ._transcript import transcript as transcript
+from ._verdict import blob_references as blob_references
+from ._verdict import verdict as verdict
 from ._views import AUDIT_VIEWS as AUDIT_VIEWS
 from .scripts import LimitsOverride as LimitsOverride
 from .scripts import PathRefusedError as PathRefusedError
@@ -223,6 +225,7 @@ __all__ = [
     "UserMessage",
     "Violation",
     "apply",
+    "blob_references",
     "check_stream",
     "compose",
     "decide_approval",
@@ -242,4 +245,5 @@ __all__ = [
     "sandbox_available",
     "session_grammar",
     "transcript",
+    "verdict",
 ]

@@ -18,8 +18,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from eventlog import Event, EventStore, split_type, verify_stream
-from orchestrator import CODEC, PromptRendered, session_grammar
+from eventlog import Event, EventStore, split_type
+from orchestrator import CODEC, PromptRendered, verdict
 from orchestrator.runtime import is_session_stream
 
 from ._errors import BrokenChainError, ExportFailedError, OtelError, SessionNotEndedError
@@ -58,7 +58,7 @@ class ExportReport(msgspec.Struct, kw_only=True):
 
 
 async def _verified(store: EventStore, stream: str, refused: str) -> None:
-    _, fault = await verify_stream(store, stream, grammar=session_grammar)
+    fault = (await verdict(store, stream)).fault
     if fault is not None:
         raise BrokenChainError(
             f"{fault}; the log does not verify, so {refused}. Run `skillog log verify` for "
