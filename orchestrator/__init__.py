@@ -9,7 +9,8 @@ flat private modules behind this face; read them roughly bottom-up:
 - ``_model`` (the canonical request/response), ``_events`` (the event catalog) and
   ``_streams`` (stream names) are vocabulary;
 - ``_state`` folds a session's events (``apply``), ``_grammar`` checks a stream's
-  order, ``_transcript``/``_views``/``_session_list`` are read models over the log;
+  order, ``_verdict`` is the one verdict every reader asks,
+  ``_transcript``/``_views``/``_session_list`` are read models over the log;
 - ``_policy`` (``decide``: one decision per call), ``_policy_config`` and
   ``_visibility`` are pure decisions;
 - ``_prompt`` composes the request from state;
