@@ -17,6 +17,7 @@ from ._context import ServiceContext as ServiceContext
 from ._context import default_presets as default_presets
 from ._notify import Webhook as Webhook
 from ._proxy import Proxying as Proxying
+from ._serve import hypercorn_config as hypercorn_config
 from ._serve import is_loopback as is_loopback
 from ._serve import serve as serve
 from ._sse import StreamLimits as StreamLimits
@@ -34,6 +35,7 @@ __all__ = [
     "create_app",
     "default_presets",
     "ensure_token",
+    "hypercorn_config",
     "is_loopback",
     "new_token",
     "serve",

@@ -11,7 +11,7 @@ import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..skills._config import add_service_token, load_service_config, remove_service_tokens
+from ..skills import add_service_token, load_service_config, remove_service_tokens
 from ._auth import new_token
 from ._console import page
 from ._errors import ApiError

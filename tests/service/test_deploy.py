@@ -21,7 +21,7 @@ import httpx2 as httpx
 import pytest
 import trio
 
-from orchestrator._cli import main
+from orchestrator.cli import main
 from orchestrator.service._console_sessions import ConsoleSessions
 from orchestrator.skills._config import load_service_config, remove_service_tokens
 
