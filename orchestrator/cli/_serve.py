@@ -207,12 +207,11 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
     """The service context and in-process workers ``args`` (of ``skillog serve``) ask
     for, over ``store``."""
     from ..service import Proxying, ServiceContext, StreamLimits, TokenBook, Webhook
-    from ..service._proxy import public_origin, trusted_networks
 
     policy = session_policy(args)  # read once: a bad policy stops serve at start
-    proxying = Proxying(trusted_networks(args.trusted_proxy), public_origin(args.public_origin))
+    proxying = Proxying.from_settings(args.trusted_proxy, args.public_origin)
     if min(args.max_streams) < 1:
-        raise SkillogError("skillog serve: --max-streams takes two numbers of 1 or more")
+        raise SkillogError("--max-streams takes two numbers of 1 or more")
 
     def make_agent(spec: str) -> Agent:
         session_args = argparse.Namespace(
@@ -249,7 +248,7 @@ def _webhook_secret() -> bytes:
     secret = os.environ.get(WEBHOOK_SECRET, "")
     if len(secret) < 16:
         raise SkillogError(
-            f"skillog serve --webhook: set {WEBHOOK_SECRET} to a secret of 16 characters or "
+            f"--webhook: set {WEBHOOK_SECRET} to a secret of 16 characters or "
             "more (the receiver checks X-Skillog-Signature with it)"
         )
     return secret.encode()

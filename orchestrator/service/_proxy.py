@@ -64,6 +64,12 @@ class Proxying:
     trusted: tuple[Network, ...] = ()
     origin: str | None = None
 
+    @classmethod
+    def from_settings(cls, trusted: list[str], origin: str | None) -> Proxying:
+        """From ``--trusted-proxy`` values and ``--public-origin`` (checked: a clear
+        :class:`ProxySettingError` otherwise)."""
+        return cls(trusted_networks(trusted), public_origin(origin))
+
     def trusts(self, peer: str | None) -> bool:
         if peer is None or not self.trusted:
             return False

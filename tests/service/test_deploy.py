@@ -430,3 +430,27 @@ async def test_tokens_through_the_api(service: Service) -> None:
         gone = await admin.get("/api/whoami", headers={"authorization": f"Bearer {token}"})
         assert gone.status_code == 401
         assert (await admin.post("/api/tokens/ci/revoke", json={})).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--trusted-proxy", "10.0.0.300"], "--trusted-proxy '10.0.0.300': not an IP address"),
+        (["--public-origin", "https://x.example/app"], "--public-origin 'https://x.example/app'"),
+        (["--max-streams", "0", "5"], "--max-streams takes two numbers of 1 or more"),
+        (["--webhook", "http://127.0.0.1:9/hook"], "set SKILLOG_WEBHOOK_SECRET to a secret"),
+    ],
+)
+def test_bad_deployment_settings_are_one_line_errors(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    option: list[str],
+    said: str,
+) -> None:
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
+    monkeypatch.delenv("SKILLOG_WEBHOOK_SECRET", raising=False)
+    db = str(tmp_path / "s.db")
+    assert main(["serve", "--db", db, "--bind", "127.0.0.1:0", *option]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
