@@ -12,6 +12,7 @@ from eventlog import EventStore
 
 from ._events import CODEC
 from ._fleet import lease_history
+from ._model import TextPart
 from ._state import SessionState, apply
 from ._streams import LEASE_PREFIX
 
@@ -21,7 +22,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     of model requests the session made (a fork counts the turns it copied),
     ``status`` the text of :func:`status_text`, ``state`` the fold's status (``new``,
     ``running``, ``awaiting_approval``, ``resumable``, ``ended``), ``end_reason`` why
-    an ended session ended. A fork names the session and seq it was forked from."""
+    an ended session ended. A fork names the session and seq it was forked from.
+    ``task`` is the text of its first user message."""
 
     session: str
     started: str
@@ -36,6 +38,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     started_ns: int = 0
     forked_from: str | None = None
     fork_at_seq: int | None = None
+    task: str = ""
 
     @property
     def parent(self) -> str:
@@ -70,10 +73,19 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
             started_ns=info.first_recorded_at,
             forked_from=fork.from_session if fork is not None else None,
             fork_at_seq=fork.at_seq if fork is not None else None,
+            task=task_of(state),
         )
         rows.append((info.first_recorded_at, info.stream, row))
     rows.sort(reverse=True)
     return [row for _, _, row in rows]
+
+
+def task_of(state: SessionState) -> str:
+    """The session's task: the text of its first user message ("" when it has none)."""
+    for message in state.messages:
+        if message.role == "user":
+            return "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    return ""
 
 
 def status_text(state: SessionState) -> str:

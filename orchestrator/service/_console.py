@@ -19,7 +19,8 @@ from .._approvals import PendingApproval, pending_approvals
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
-from .._session_list import age, session_rows, status_text, when
+from .._session import SessionNotFoundError
+from .._session_list import SessionRow, age, session_rows, status_text, when
 from ._auth import Principal, token_digest
 from ._errors import ApiError
 from ._guard import COOKIE
@@ -97,23 +98,64 @@ async def logout(request: Request) -> Response:
     return response
 
 
+STATES = ("new", "running", "awaiting_approval", "resumable", "ended")
+TASK_SHOWN = 160
+
+
+def _chosen(rows: list[SessionRow], status: str, model: str, q: str) -> list[SessionRow]:
+    """The rows the filters keep: ``status`` a fold status, ``model`` as shown, ``q``
+    words all found in the task (any case); an empty filter keeps everything."""
+    words = q.lower().split()
+    return [
+        r
+        for r in rows
+        if (not status or r.state == status)
+        and (not model or shown_model(r.model) == model)
+        and all(w in r.task.lower() for w in words)
+    ]
+
+
+def _options(values: list[str], chosen: str, everything: str) -> str:
+    return f'<option value="">{everything}</option>' + "".join(
+        f"<option{' selected' if v == chosen else ''}>{escape(v)}</option>" for v in values
+    )
+
+
 async def sessions_page(request: Request) -> Response:
+    """Every session with its task, newest first; filtered by status, model and words
+    of the task (``?status=&model=&q=``, a plain GET form: the URL is shareable)."""
     who = require(request, "viewer")
     ctx = context(request)
     now = time.time_ns()
+    params = request.query_params
+    status, model, q = (params.get(k, "")[:200] for k in ("status", "model", "q"))
+    every = await session_rows(ctx.store)
+    shown = _chosen(every, status, model, q)
     rows = "".join(
-        f'<tr><td><a href="/console/sessions/{escape(r.session)}">{escape(r.session)}</a></td>'
+        f'<tr data-state="{escape(r.state)}"><td class="task" title="{escape(r.task)}">'
+        f'<a href="/console/sessions/{escape(r.session)}">'
+        f"{escape(_cut(r.task) or '(no task)')}</a><br><code>{escape(r.session)}</code></td>"
         f"<td>{escape(r.started)}</td>"
         f"<td>{age(now - r.started_ns)}</td><td>{escape(shown_model(r.model))}</td>"
         f"<td>{r.turns}</td><td>{r.events}</td>"
         f"<td>{escape(' · '.join(filter(None, (r.status, r.parent))))}</td>"
         f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
-        for r in await session_rows(ctx.store)
+        for r in shown
+    )
+    known = sorted({shown_model(r.model) for r in every} | {shown_model(m) for m in ctx.models})
+    filters = (
+        '<form id="filters" method="get" action="/console">'
+        f'<label>Status <select name="status">{_options(list(STATES), status, "any")}'
+        "</select></label> "
+        f'<label>Model <select name="model">{_options(known, model, "any")}</select></label> '
+        f'<label>Task <input name="q" type="search" value="{escape(q)}" maxlength="200">'
+        '</label> <button type="submit">Filter</button> '
+        f'<span id="count">{len(shown)} of {len(every)}</span></form>'
     )
     table = (
-        "<table id=sessions><thead><tr><th>session</th><th>started (UTC)</th><th>age</th>"
-        "<th>model</th><th>turns</th><th>events</th><th>status</th><th>pending</th>"
-        f"<th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<table id=sessions><thead><tr><th>task · session</th><th>started (UTC)</th>"
+        "<th>age</th><th>model</th><th>turns</th><th>events</th><th>status</th>"
+        f"<th>pending</th><th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
     )
     submit = ""
     if who.may("submitter"):
@@ -125,13 +167,34 @@ async def sessions_page(request: Request) -> Response:
             f'<label>Policy <select id="policy">{presets}</select></label> '
             '<button type="submit">Submit</button><p id="message" class="message"></p></form>'
         )
-    return page("sessions", f"<h2>Sessions</h2>{table}{submit}", who)
+    return page("sessions", f"<h2>Sessions</h2>{filters}{table}{submit}", who)
+
+
+def _cut(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TASK_SHOWN else line[: TASK_SHOWN - 1] + "…"
+
+
+def unknown_session(sid: str, who: Principal) -> Response:
+    """The page for a session id this log does not hold (404), with the way back."""
+    content = (
+        f'<section id="unknown"><h2>No session {escape(sid)}</h2>'
+        "<p>This log holds no session with that id: it may be mistyped, or the session "
+        "lives in another log (another <code>--db</code>).</p>"
+        '<p><a href="/console">Back to the sessions</a></p></section>'
+    )
+    response = page("unknown session", content, who)
+    response.status_code = 404
+    return response
 
 
 async def session_page(request: Request) -> Response:
     who = require(request, "viewer")
     sid = session_id(request)
-    state = await fold(request, sid)
+    try:
+        state = await fold(request, sid)
+    except SessionNotFoundError:
+        return unknown_session(sid, who)
     assert state.config is not None
     skills = "".join(
         f"<li><b>{escape(s.name)}</b> <i>{escape(s.tier)}</i> {escape(s.description)}</li>"
@@ -162,13 +225,13 @@ async def audit_page(request: Request) -> Response:
     those two by hash and nothing else."""
     from replay import CSP, audit_session, render_html
 
-    require(request, "viewer")
+    who = require(request, "viewer")
     sid = session_id(request)
     store = context(request).store
     if await session_config(store, sid) is None:
-        raise ApiError(404, f"no session {sid!r} in this log")
-    page = render_html(await audit_session(store, sid), generator="the skillog service")
-    return HTMLResponse(page, headers={"content-security-policy": CSP})
+        return unknown_session(sid, who)
+    report = render_html(await audit_session(store, sid), generator="the skillog service")
+    return HTMLResponse(report, headers={"content-security-policy": CSP})
 
 
 async def approvals_fragment(request: Request) -> Response:
@@ -182,8 +245,7 @@ async def approvals_fragment(request: Request) -> Response:
     return HTMLResponse(_approvals(pending, {sid: config.policy}, who))
 
 
-async def approvals_page(request: Request) -> Response:
-    who = require(request, "viewer")
+async def _inbox(request: Request, who: Principal) -> str:
     store = context(request).store
     pending = await pending_approvals(store)
     policies: dict[str, PolicyConfig] = {}
@@ -191,8 +253,21 @@ async def approvals_page(request: Request) -> Response:
         config = await session_config(store, p.session_id)
         if config is not None:
             policies[p.session_id] = config.policy
-    panel = _approvals(pending, policies, who)
-    return page("approvals", f"<h2>Pending approvals</h2>{panel}", who)
+    return _approvals(pending, policies, who)
+
+
+async def approvals_page(request: Request) -> Response:
+    """Every pending request; the page fetches the inbox again every 2 s, adding the
+    new requests and removing those decided elsewhere (a reason being typed stays)."""
+    who = require(request, "viewer")
+    panel = await _inbox(request, who)
+    return page("approvals", f'<h2>Pending approvals</h2><div id="inbox">{panel}</div>', who)
+
+
+async def inbox_fragment(request: Request) -> Response:
+    """The inbox's panel alone (what the approvals page fetches to stay live)."""
+    who = require(request, "viewer")
+    return HTMLResponse(await _inbox(request, who))
 
 
 def _approvals(
@@ -266,6 +341,7 @@ ROUTES: list[BaseRoute] = [
     Route("/console", sessions_page),
     Route("/console/login", login_page),
     Route("/console/approvals", approvals_page),
+    Route("/console/approvals/inbox", inbox_fragment),
     Route("/console/sessions/{session}", session_page),
     Route("/console/sessions/{session}/approvals", approvals_fragment),
     Route("/console/sessions/{session}/audit", audit_page),

@@ -175,3 +175,46 @@ def test_admin_tokens_page_and_logout_in_chromium(server: tuple[str, dict[str, s
             assert page.goto(url + "/console/tokens").status == 403  # type: ignore[union-attr]
         finally:
             browser.close()
+
+
+def test_live_inbox_task_filters_and_unknown_session_in_chromium(
+    server: tuple[str, dict[str, str]],
+) -> None:
+    """An approval requested while the inbox is open appears there without a reload and
+    is approved from it; the sessions list shows the task and filters by it; an unknown
+    session gets a page of its own with the way back."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, tokens = server
+    api = {"authorization": f"Bearer {tokens['ada']}"}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(url + "/console/login")
+            page.fill("#token", tokens["ada"])
+            page.click("#login button")
+            expect(page).to_have_url(url + "/console")
+            page.goto(url + "/console/approvals")
+            expect(page.locator("#inbox p.none")).to_have_count(1)
+            made = httpx.post(url + "/api/sessions", json={"task": "greet the inbox"}, headers=api)
+            session = made.json()["session_id"]
+            article = page.locator(f"#inbox article.approval[data-session='{session}']")
+            expect(article).to_have_count(1, timeout=30_000)  # arrived live
+            expect(page.locator("#inbox p.none")).to_have_count(0)
+            article.locator("input.reason").fill("looks fine")
+            article.locator("button[data-verdict='approve']").click()
+            expect(article.locator(".message")).to_contain_text("approved by ada")
+            page.goto(url + "/console?q=INBOX")
+            expect(page.locator("#sessions tbody tr")).to_have_count(1)
+            expect(page.locator("#sessions td.task a")).to_have_text("greet the inbox")
+            page.goto(url + "/console?q=nothing+like+this")
+            expect(page.locator("#sessions tbody tr")).to_have_count(0)
+            expect(page.locator("#count")).to_have_text("0 of 1")
+            missing = page.goto(url + "/console/sessions/no-such-session")
+            assert missing is not None and missing.status == 404
+            expect(page.locator("#unknown h2")).to_have_text("No session no-such-session")
+            page.click("#unknown a")
+            expect(page).to_have_url(url + "/console")
+        finally:
+            browser.close()

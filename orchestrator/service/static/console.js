@@ -134,6 +134,40 @@ function setupLive() {
   };
 }
 
+// The approvals inbox, live: fetched again every 2 s; a new request is added, one
+// decided elsewhere removed; one being worked on here (a reason typed, a message
+// shown) is left alone. The panel is server-escaped HTML.
+function setupInbox() {
+  const inbox = document.getElementById("inbox");
+  if (!inbox) return;
+  const key = (a) => a.dataset.session + "/" + a.dataset.call;
+  async function refresh() {
+    let response;
+    try {
+      response = await fetch("/console/approvals/inbox", { credentials: "same-origin" });
+    } catch (e) { return; }
+    if (!response.ok) return;
+    const fresh = document.createElement("template");
+    fresh.innerHTML = await response.text();  // server-escaped
+    const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
+    const here = Array.from(inbox.querySelectorAll("article.approval"));
+    for (const article of here) {
+      const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent;
+      if (!incoming.has(key(article)) && !busy) article.remove();
+      incoming.delete(key(article));
+    }
+    if (incoming.size) inbox.querySelectorAll("p.none").forEach((p) => p.remove());
+    for (const article of incoming.values()) inbox.append(article);
+    if (!inbox.querySelector("article.approval") && !inbox.querySelector("p.none")) {
+      const none = document.createElement("p");
+      none.className = "none";
+      none.textContent = "none";
+      inbox.append(none);
+    }
+  }
+  setInterval(refresh, 2000);
+}
+
 // Tokens (admins): create one (shown once, here), revoke a name's.
 function setupTokens() {
   const form = document.getElementById("new-token");
@@ -176,6 +210,7 @@ function setupTokens() {
 
 document.addEventListener("DOMContentLoaded", () => {
   setupTokens();
+  setupInbox();
   setupLogin();
   setupLogout();
   setupSubmit();
