@@ -212,8 +212,10 @@ async def session_page(request: Request) -> Response:
         f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
         f'<h3>Pending approvals</h3><div id="approvals">'
         f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"
-        '<h3>Events <span id="live" class="live"></span></h3>'
-        '<ol id="events" start="0"></ol></section>'
+        '<h3>Trace <span id="live" class="live"></span></h3>'
+        '<div id="trace"></div>'
+        '<details id="raw"><summary>Every event, as recorded</summary>'
+        '<ol id="events" start="0"></ol></details></section>'
     )
     return page(f"session {sid}", content, who)
 

@@ -19,6 +19,17 @@ from orchestrator.skills._config import add_service_token
 from .conftest import HOSTILE, TURNS, write_skill
 from .test_cli_serve import start, stop
 
+SHOTS = Path(__file__).parents[2] / "docs" / "img"
+
+
+def shot(page: object, name: str) -> None:
+    """With SKILLOG_SCREENSHOTS=1, the page as docs/img/NAME.png (docs/service.md shows
+    them; re-taken by running the browser tests so)."""
+    if os.environ.get("SKILLOG_SCREENSHOTS") == "1":
+        SHOTS.mkdir(exist_ok=True)
+        page.set_viewport_size({"width": 1100, "height": 760})  # type: ignore[attr-defined]
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
@@ -80,6 +91,22 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             ended = page.locator('#events li[data-type="session.ended"]')
             expect(ended).to_have_count(1, timeout=30_000)
             expect(page.locator("#status")).to_have_text("ended (completed)")
+            # The trace: three turns, each with its model call (duration, tokens); the
+            # script's call with its effect class, outcome and the approval inside it.
+            trace = page.locator("#trace")
+            expect(trace.locator(".node.turn")).to_have_count(3)
+            expect(trace.locator(".node.model")).to_have_count(3)
+            expect(trace.locator(".node.model .meta").first).to_contain_text("out tokens")
+            script = trace.locator('.node.tool:has(> summary b:text-is("skills.run_script"))')
+            expect(script).to_have_count(1)
+            expect(script.locator("> summary .meta")).to_contain_text(" ms · ok")
+            expect(script.locator(".approval-resolved > summary .meta")).to_have_text(
+                "approved by ada: looks fine"
+            )
+            expect(trace.locator(".payload").first).not_to_have_attribute("open", "")
+            expect(trace).to_contain_text("Done: <script>alert(1)</script>")
+            assert page.locator("#trace script, #trace img").count() == 0
+            shot(page, "console-session")
             # Hostile text from the skill and the model is inert text.
             catalog = page.locator("#catalog li")
             expect(catalog).to_contain_text(HOSTILE)
@@ -157,6 +184,7 @@ def test_admin_tokens_page_and_logout_in_chromium(server: tuple[str, dict[str, s
             page.click("#tokens tr[data-name='ci'] button.revoke")
             expect(page.locator("#message")).to_contain_text("revoked ci")
             expect(page.locator("#tokens tr[data-name='ci']")).to_have_count(0)
+            shot(page, "console-tokens")
             gone = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
             assert gone.status_code == 401
             cookie = next(c for c in page.context.cookies() if c["name"] == "skillog_console")
@@ -205,9 +233,11 @@ def test_live_inbox_task_filters_and_unknown_session_in_chromium(
             article.locator("input.reason").fill("looks fine")
             article.locator("button[data-verdict='approve']").click()
             expect(article.locator(".message")).to_contain_text("approved by ada")
+            shot(page, "console-approvals")
             page.goto(url + "/console?q=INBOX")
             expect(page.locator("#sessions tbody tr")).to_have_count(1)
             expect(page.locator("#sessions td.task a")).to_have_text("greet the inbox")
+            shot(page, "console-sessions")
             page.goto(url + "/console?q=nothing+like+this")
             expect(page.locator("#sessions tbody tr")).to_have_count(0)
             expect(page.locator("#count")).to_have_text("0 of 1")

@@ -93,12 +93,114 @@ function summary(event) {
   return body.length > 400 ? body.slice(0, 400) + "…" : body;
 }
 
+// The session as a trace: turns, each with its model call (duration, tokens, stop
+// reason) and tool calls (effect class, duration, outcome), approvals and script runs
+// inside the call they belong to; every payload collapsed under its node. Built from
+// the same live events as the raw list, with textContent only.
+function makeTrace(root) {
+  const turns = new Map();
+  const calls = new Map();
+  let current = null;
+
+  function node(parent, kind, title, payload) {
+    const box = document.createElement("details");
+    box.className = "node " + kind;
+    const summary = document.createElement("summary");
+    const name = document.createElement("b");
+    name.textContent = title;
+    const meta = document.createElement("span");
+    meta.className = "meta";
+    summary.append(name, " ", meta);
+    const children = document.createElement("div");
+    children.className = "children";
+    box.append(summary);
+    if (payload !== undefined) {
+      const more = document.createElement("details");
+      more.className = "payload";
+      const label = document.createElement("summary");
+      label.textContent = "payload";
+      const pre = document.createElement("pre");
+      pre.textContent = JSON.stringify(payload, null, 2);
+      more.append(label, pre);
+      box.append(more);
+    }
+    box.append(children);
+    (parent ? parent.querySelector(":scope > .children") : root).append(box);
+    return { box, meta, children };
+  }
+
+  function turn(number) {
+    if (!turns.has(number)) {
+      const made = node(null, "turn", "turn " + number);
+      made.box.open = true;
+      made.box.dataset.turn = String(number);
+      turns.set(number, made);
+    }
+    current = turns.get(number);
+    return current;
+  }
+
+  function text(parts) {
+    return (parts || []).filter((p) => typeof p.text === "string").map((p) => p.text).join(" ");
+  }
+
+  function cut(value, size) {
+    return value.length > size ? value.slice(0, size) + "…" : value;
+  }
+
+  return function add(event) {
+    const body = event.body || {};
+    const tag = event.type.split("@")[0];
+    const parentOf = () => (body.call_id && calls.has(body.call_id) ? calls.get(body.call_id).box : current && current.box);
+    if (tag === "prompt.rendered") {
+      const t = turn(body.turn);
+      node(t.box, "prompt", "prompt", body).meta.textContent = body.message_count + " messages";
+    } else if (tag === "model.responded") {
+      const t = turn(body.turn);
+      const usage = (body.response && body.response.usage) || {};
+      const made = node(t.box, "model", "model call", body);
+      made.meta.textContent = body.duration_ms + " ms · " + (usage.input_tokens || 0) + " in / " +
+        (usage.output_tokens || 0) + " out tokens · " + (body.response ? body.response.stop_reason : "");
+      const said = text(body.response && body.response.parts);
+      if (said) {
+        const quote = document.createElement("p");
+        quote.className = "said";
+        quote.textContent = cut(said, 600);
+        made.children.append(quote);
+      }
+    } else if (tag === "model.failed") {
+      node(turn(body.turn).box, "model failed", "model failed", body).meta.textContent =
+        body.kind + ": " + cut(body.message || "", 200) + (body.will_retry ? " (retrying)" : "");
+    } else if (tag === "tool.called") {
+      const made = node(turn(body.turn).box, "tool", body.tool, body);
+      made.box.dataset.call = body.call_id;
+      made.meta.textContent = body.effect + " · running";
+      made.effect = body.effect;
+      calls.set(body.call_id, made);
+    } else if (tag === "tool.completed" && calls.has(body.call_id)) {
+      const made = calls.get(body.call_id);
+      made.box.dataset.outcome = body.is_error ? "error" : "ok";
+      made.meta.textContent = made.effect + " · " + body.duration_ms + " ms · " + (body.is_error ? "error" : "ok");
+      node(made.box, "result", "result", body).meta.textContent = cut(body.content || "", 200);
+    } else {
+      const root = ["session.started", "session.forked", "message.user", "session.suspended", "session.ended"].includes(tag);
+      const made = node(root ? null : parentOf(), "event " + tag.replace(/\./g, "-"), tag, body);
+      if (tag === "message.user") made.meta.textContent = cut(body.text || "", 200);
+      if (tag === "session.ended") made.meta.textContent = body.reason + (body.error ? ": " + body.error : "");
+      if (tag === "approval.requested") made.meta.textContent = "waiting for a decision";
+      if (tag === "approval.resolved") made.meta.textContent = (body.approved ? "approved" : "denied") + " by " + body.decided_by + (body.reason ? ": " + body.reason : "");
+      if (tag.startsWith("approval.")) { made.box.open = true; if (parentOf()) parentOf().open = true; }
+    }
+  };
+}
+
 function setupLive() {
   const section = document.getElementById("session");
   if (!section) return;
   const session = section.dataset.session;
   const list = document.getElementById("events");
   const live = document.getElementById("live");
+  const addToTrace = makeTrace(document.getElementById("trace"));
   const base = "/api/sessions/" + encodeURIComponent(session);
   let refreshing = null;
   async function refresh() {
@@ -129,6 +231,12 @@ function setupLive() {
     body.textContent = summary(event);
     item.append(type, " ", body);
     list.append(item);
+    addToTrace(event);
+    if (event.type.split("@")[0] === "session.ended") {
+      source.close();  // nothing follows it
+      live.textContent = "ended";
+      live.className = "live off";
+    }
     clearTimeout(refreshing);
     refreshing = setTimeout(refresh, 100);
   };
