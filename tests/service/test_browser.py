@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -157,52 +159,61 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             browser.close()
 
 
-def test_admin_tokens_page_and_logout_in_chromium(server: tuple[str, dict[str, str]]) -> None:
-    """An admin creates a token in the console (shown once, and it works), revokes it
-    (refused from then on); after logging out, the page's cookie opens nothing."""
+@contextmanager
+def logged_in(url: str, token: str) -> Iterator[Any]:
+    """A Chromium page logged in to the console with ``token``."""
     from playwright.sync_api import expect, sync_playwright
 
-    url, tokens = server
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page()
             page.goto(url + "/console/login")
-            page.fill("#token", tokens["ada"])
+            page.fill("#token", token)
             page.click("#login button")
             expect(page).to_have_url(url + "/console")
-            page.click("nav a[href='/console/tokens']")
-            expect(page.locator("#tokens tbody tr")).to_have_count(2)
-            page.fill("#token-name", "ci")
-            page.check("input.role[value='submitter']")
-            page.click("#new-token button")
-            expect(page.locator("#message")).to_contain_text("created ci")
-            created = page.locator("#new-token-value").text_content() or ""
-            assert created.startswith("skl_")
-            who = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
-            assert who.json() == {"name": "ci", "roles": ["submitter", "viewer"]}
-            page.click("#tokens tr[data-name='ci'] button.revoke")
-            expect(page.locator("#message")).to_contain_text("revoked ci")
-            expect(page.locator("#tokens tr[data-name='ci']")).to_have_count(0)
-            shot(page, "console-tokens")
-            gone = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
-            assert gone.status_code == 401
-            cookie = next(c for c in page.context.cookies() if c["name"] == "skillog_console")
-            assert cookie["value"] != tokens["ada"] and cookie["httpOnly"]
-            page.click("#logout")
-            expect(page).to_have_url(url + "/console/login")
-            stale = httpx.get(
-                url + "/api/whoami", headers={"cookie": f"skillog_console={cookie['value']}"}
-            )
-            assert stale.status_code == 401
-            # A viewer sees no Tokens link, and the page refuses it.
-            page.fill("#token", tokens["vic"])
-            page.click("#login button")
-            expect(page).to_have_url(url + "/console")
-            expect(page.locator("nav a[href='/console/tokens']")).to_have_count(0)
-            assert page.goto(url + "/console/tokens").status == 403  # type: ignore[union-attr]
+            yield page
         finally:
             browser.close()
+
+
+def test_admin_tokens_page_and_logout_in_chromium(server: tuple[str, dict[str, str]]) -> None:
+    """An admin creates a token in the console (shown once, and it works), revokes it
+    (refused from then on); after logging out, the page's cookie opens nothing."""
+    from playwright.sync_api import expect
+
+    url, tokens = server
+    with logged_in(url, tokens["ada"]) as page:
+        page.click("nav a[href='/console/tokens']")
+        expect(page.locator("#tokens tbody tr")).to_have_count(2)
+        page.fill("#token-name", "ci")
+        page.check("input.role[value='submitter']")
+        page.click("#new-token button")
+        expect(page.locator("#message")).to_contain_text("created ci")
+        created = page.locator("#new-token-value").text_content() or ""
+        assert created.startswith("skl_")
+        who = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
+        assert who.json() == {"name": "ci", "roles": ["submitter", "viewer"]}
+        page.click("#tokens tr[data-name='ci'] button.revoke")
+        expect(page.locator("#message")).to_contain_text("revoked ci")
+        expect(page.locator("#tokens tr[data-name='ci']")).to_have_count(0)
+        shot(page, "console-tokens")
+        gone = httpx.get(url + "/api/whoami", headers={"authorization": f"Bearer {created}"})
+        assert gone.status_code == 401
+        cookie = next(c for c in page.context.cookies() if c["name"] == "skillog_console")
+        assert cookie["value"] != tokens["ada"] and cookie["httpOnly"]
+        page.click("#logout")
+        expect(page).to_have_url(url + "/console/login")
+        stale = httpx.get(
+            url + "/api/whoami", headers={"cookie": f"skillog_console={cookie['value']}"}
+        )
+        assert stale.status_code == 401
+        # A viewer sees no Tokens link, and the page refuses it.
+        page.fill("#token", tokens["vic"])
+        page.click("#login button")
+        expect(page).to_have_url(url + "/console")
+        expect(page.locator("nav a[href='/console/tokens']")).to_have_count(0)
+        assert page.goto(url + "/console/tokens").status == 403  # type: ignore[union-attr]
 
 
 def test_live_inbox_task_filters_and_unknown_session_in_chromium(
@@ -211,40 +222,31 @@ def test_live_inbox_task_filters_and_unknown_session_in_chromium(
     """An approval requested while the inbox is open appears there without a reload and
     is approved from it; the sessions list shows the task and filters by it; an unknown
     session gets a page of its own with the way back."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     url, tokens = server
     api = {"authorization": f"Bearer {tokens['ada']}"}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page()
-            page.goto(url + "/console/login")
-            page.fill("#token", tokens["ada"])
-            page.click("#login button")
-            expect(page).to_have_url(url + "/console")
-            page.goto(url + "/console/approvals")
-            expect(page.locator("#inbox p.none")).to_have_count(1)
-            made = httpx.post(url + "/api/sessions", json={"task": "greet the inbox"}, headers=api)
-            session = made.json()["session_id"]
-            article = page.locator(f"#inbox article.approval[data-session='{session}']")
-            expect(article).to_have_count(1, timeout=30_000)  # arrived live
-            expect(page.locator("#inbox p.none")).to_have_count(0)
-            article.locator("input.reason").fill("looks fine")
-            article.locator("button[data-verdict='approve']").click()
-            expect(article.locator(".message")).to_contain_text("approved by ada")
-            shot(page, "console-approvals")
-            page.goto(url + "/console?q=INBOX")
-            expect(page.locator("#sessions tbody tr")).to_have_count(1)
-            expect(page.locator("#sessions td.task a")).to_have_text("greet the inbox")
-            shot(page, "console-sessions")
-            page.goto(url + "/console?q=nothing+like+this")
-            expect(page.locator("#sessions tbody tr")).to_have_count(0)
-            expect(page.locator("#count")).to_have_text("0 of 1")
-            missing = page.goto(url + "/console/sessions/no-such-session")
-            assert missing is not None and missing.status == 404
-            expect(page.locator("#unknown h2")).to_have_text("No session no-such-session")
-            page.click("#unknown a")
-            expect(page).to_have_url(url + "/console")
-        finally:
-            browser.close()
+    with logged_in(url, tokens["ada"]) as page:
+        page.goto(url + "/console/approvals")
+        expect(page.locator("#inbox p.none")).to_have_count(1)
+        made = httpx.post(url + "/api/sessions", json={"task": "greet the inbox"}, headers=api)
+        session = made.json()["session_id"]
+        article = page.locator(f"#inbox article.approval[data-session='{session}']")
+        expect(article).to_have_count(1, timeout=30_000)  # arrived live
+        expect(page.locator("#inbox p.none")).to_have_count(0)
+        article.locator("input.reason").fill("looks fine")
+        article.locator("button[data-verdict='approve']").click()
+        expect(article.locator(".message")).to_contain_text("approved by ada")
+        shot(page, "console-approvals")
+        page.goto(url + "/console?q=INBOX")
+        expect(page.locator("#sessions tbody tr")).to_have_count(1)
+        expect(page.locator("#sessions td.task a")).to_have_text("greet the inbox")
+        shot(page, "console-sessions")
+        page.goto(url + "/console?q=nothing+like+this")
+        expect(page.locator("#sessions tbody tr")).to_have_count(0)
+        expect(page.locator("#count")).to_have_text("0 of 1")
+        missing = page.goto(url + "/console/sessions/no-such-session")
+        assert missing is not None and missing.status == 404
+        expect(page.locator("#unknown h2")).to_have_text("No session no-such-session")
+        page.click("#unknown a")
+        expect(page).to_have_url(url + "/console")
