@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +32,15 @@ from ._events import (
     SessionStarted,
     SessionSuspended,
 )
-from ._fleet import LEASE_PREFIX, lease_history, session_config
+from ._fleet import (
+    LEASE_PREFIX,
+    LeaseHeldError,
+    driver_name,
+    holder,
+    lease_history,
+    leased,
+    session_config,
+)
 from ._loop import Agent
 from ._policy import suggested_rule
 from ._policy_config import load_policy
@@ -71,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("tasks", nargs="+", metavar="TASK", help="one session per task")
     else:
         parser.add_argument("session", help="the session id (see `skillog sessions`)")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="when another driver (a worker, serve, another resume) holds the session's "
+            "lease, wait until it lets the session go or its lease expires, instead of "
+            "refusing",
+        )
     parser.add_argument(
         "--model",
         required=command in ("run", "submit"),
@@ -158,7 +175,10 @@ async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     try:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
-            session = await agent.run(store, args.task)
+            session_id = uuid.uuid4().hex
+            async with leased(store, session_id, driver_name("run")) as lease:
+                session = await agent.run(store, args.task, session_id=session_id)
+                lease.outcome = _outcome(session.state.status)
             return await _report(store, session.id)
     finally:
         agent.close()
@@ -174,6 +194,9 @@ async def _resume(args: argparse.Namespace) -> int:
     async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
         started = await _started(store, args.session)
         if started.provider == "mcp":
+            held = await holder(store, args.session, time.time_ns())
+            if held is not None:
+                raise LeaseHeldError(args.session, *held, time.time_ns())
             raise SkillogError(
                 f"session {args.session} was an MCP client's connection to `skillog mcp "
                 "serve`, whose server stopped before it ended; the client is gone, so it "
@@ -181,10 +204,22 @@ async def _resume(args: argparse.Namespace) -> int:
             )
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
-            session = await agent.resume(store, args.session)
-            return await _report(store, session.id)
+            driver = driver_name("resume")
+            async with leased(store, args.session, driver, wait=args.wait) as lease:
+                bodies = await read_bodies(store, args.session)
+                if isinstance(bodies[-1], SessionEnded):  # its driver (waited for) ended it
+                    lease.outcome = "already ended"
+                else:
+                    session = await agent.resume(store, args.session)
+                    lease.outcome = _outcome(session.state.status)
+            return await _report(store, args.session)
         finally:
             agent.close()
+
+
+def _outcome(status: str) -> str:
+    """What a driver's release records for a session left at ``status``."""
+    return "ended" if status == "ended" else "suspended"
 
 
 async def _sessions(args: argparse.Namespace) -> int:

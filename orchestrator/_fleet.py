@@ -15,6 +15,13 @@ session fails on the seq the new holder moved; it stops acting on the session an
 so. Everything with an effect was written ahead (docs/effects.md), so the new holder
 neither repeats an at-most-once effect nor loses a recorded one.
 
+Every driver takes the lease before acting, not only workers: ``skillog run`` and
+``resume``, ``serve``'s workers and each ``mcp serve`` connection (:func:`leased`);
+one whose lease is live and held by another is refused, naming the holder and when the
+lease expires (:class:`LeaseHeldError`), so no two drivers ever act on one session.
+Only a lease stream that starts with ``queued`` (:func:`queue_session`) makes a
+session the fleet's: a session a program drives itself is never claimed by a worker.
+
 The lease streams are events like any other: hashed, verified, exported; ``skillog
 sessions`` reads them to show which worker ran what. Lease times are wall-clock
 (``time.time_ns``): workers must keep their clocks roughly in sync, as with any lease.
@@ -27,8 +34,10 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import trio
 
@@ -66,12 +75,27 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+DRIVER_LEASE_MS = 15_000
+"""The lease of a driver that is not a worker (``run``, ``resume``, ``mcp serve``):
+renewed every third of it while the driver acts; another driver may take the session
+over this long after the holder died."""
+
+
+def driver_name(kind: str) -> str:
+    """``kind:host:pid:random``: a driver that is not a worker (``run``, ``resume``,
+    ``mcp``), as its leases record it."""
+    return f"{kind}:{worker_name()}"
+
+
 @dataclass
 class Lease:
+    """A held lease; ``outcome`` is what its release records (set by the driver)."""
+
     session: str
     worker: str
     seq: int
     until: int
+    outcome: str = "handed back"
 
 
 async def _last(store: EventStore, stream: str, length: int) -> Event | None:
@@ -152,8 +176,18 @@ async def runnable_sessions(store: EventStore, now: int) -> list[str]:
             continue  # not a session (the skills index, ...)
         if isinstance(tail, ApprovalResolved) and await _still_waiting(store, info.stream):
             continue
+        if not await _queued(store, lease.stream):
+            continue  # a session its own program drives (under a lease of its own)
         found.append((info.first_recorded_at, info.stream))
     return [stream for _, stream in sorted(found)]
+
+
+async def _queued(store: EventStore, stream: str) -> bool:
+    async with closing(store.read(stream, to_seq=1)) as events:
+        async for event in events:
+            body = CODEC.decode(event)
+            return isinstance(body, LeaseReleased) and body.outcome == QUEUED
+    return False
 
 
 async def _still_waiting(store: EventStore, session_id: str) -> bool:
@@ -161,6 +195,131 @@ async def _still_waiting(store: EventStore, session_id: str) -> bool:
     async for event in store.read(session_id):
         apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
     return state.status == "awaiting_approval"
+
+
+class LeaseHeldError(SkillogError):
+    """Another driver holds the session's lease and it has not expired."""
+
+    def __init__(self, session_id: str, holder: str, until: int, now: int) -> None:
+        at = datetime.fromtimestamp(until / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        left = max(0, (until - now) // 1_000_000_000)
+        super().__init__(
+            f"session {session_id} is being driven by {holder} (its lease runs until {at} "
+            f"UTC, {left}s from now, and is renewed while it acts): wait for it to finish "
+            f"(`skillog resume --wait {session_id}`) or stop that driver"
+        )
+        self.holder = holder
+        self.until = until
+
+
+async def holder(store: EventStore, session_id: str, now: int) -> tuple[str, int] | None:
+    """The driver holding a live lease on the session and when it expires, or None."""
+    stream = lease_stream(session_id)
+    head = await store.head(stream)
+    if head is None:
+        return None
+    last = await _last(store, stream, head.seq + 1)
+    if isinstance(last, LeaseAcquired | LeaseRenewed) and last.until > now:
+        return last.worker, last.until
+    return None
+
+
+async def acquire(
+    store: EventStore,
+    session_id: str,
+    driver: str,
+    *,
+    ttl_ns: int,
+    clock: Callable[[], int] = time.time_ns,
+    wait: bool = False,
+    poll_s: float = 0.2,
+) -> Lease:
+    """Take the session's lease for ``driver``; raise :class:`LeaseHeldError` when
+    another holds a live one (with ``wait``, wait until it is released or expires)."""
+    while True:
+        now = clock()
+        lease = await try_acquire(store, session_id, driver, ttl_ns, now)
+        if lease is not None:
+            return lease
+        held = await holder(store, session_id, now)
+        if not wait and held is not None:
+            raise LeaseHeldError(session_id, *held, now)
+        await trio.sleep(poll_s)  # held, or lost a race: look again
+
+
+@asynccontextmanager
+async def hold(
+    store: EventStore, lease: Lease, ttl_ns: int, clock: Callable[[], int] = time.time_ns
+) -> AsyncIterator[Lease]:
+    """Renew ``lease`` every third of ``ttl_ns`` while the block runs; the block is
+    cancelled and :class:`LeaseLostError` raised when another driver took it over. The
+    caller releases (:func:`release`), unless the lease was lost."""
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_heartbeat, store, lease, ttl_ns, clock)
+            try:
+                yield lease
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The block's own error or the heartbeat's loss, never both: raise it bare, as
+        # the block would have without the heartbeat beside it.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+@asynccontextmanager
+async def leased(
+    store: EventStore,
+    session_id: str,
+    driver: str,
+    *,
+    lease_ms: int = DRIVER_LEASE_MS,
+    clock: Callable[[], int] = time.time_ns,
+    wait: bool = False,
+) -> AsyncIterator[Lease]:
+    """Drive ``session_id`` as ``driver`` under its lease: take it (see
+    :func:`acquire`), renew it while the block runs, release it after with the
+    block's ``lease.outcome``. A session moved on by another driver (its lease was
+    taken over while this one stalled) raises :class:`LeaseLostError`."""
+    ttl = lease_ms * 1_000_000
+    lease = await acquire(store, session_id, driver, ttl_ns=ttl, clock=clock, wait=wait)
+    try:
+        async with hold(store, lease, ttl, clock):
+            try:
+                yield lease
+            except BaseException as e:
+                if _contains(e, ConcurrencyError):
+                    raise LeaseLostError(
+                        f"session {session_id} moved on in another driver; stopped acting on it"
+                    ) from e
+                raise
+    except LeaseLostError:
+        raise
+    except BaseException as e:
+        if isinstance(e, Exception) and lease.outcome == "handed back":
+            lease.outcome = "failed"
+        with trio.CancelScope(shield=True):
+            await release(store, lease, lease.outcome, clock())
+        raise
+    with trio.CancelScope(shield=True):
+        await release(store, lease, lease.outcome, clock())
+
+
+def _contains(error: BaseException, kind: type[BaseException]) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(kind) is not None
+    return isinstance(error, kind)
+
+
+async def _heartbeat(
+    store: EventStore, lease: Lease, ttl_ns: int, clock: Callable[[], int]
+) -> None:
+    while True:
+        await trio.sleep(ttl_ns / 3e9)
+        if not await renew(store, lease, ttl_ns, clock()):
+            raise LeaseLostError(f"lease on {lease.session} was taken over")
 
 
 async def try_acquire(
@@ -267,21 +426,18 @@ class Worker:
 
     async def _drive(self, lease: Lease) -> None:
         scope = self.running[lease.session]
-        outcome = "handed back"
         lost = False
         try:
             with scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._heartbeat, lease, nursery.cancel_scope)
-                    outcome = await self._resume(lease.session)
-                    nursery.cancel_scope.cancel()
+                async with hold(self.store, lease, self.lease_ms * 1_000_000, self.clock):
+                    lease.outcome = await self._resume(lease.session)
         except* LeaseLostError:
             lost = True
         finally:
             del self.running[lease.session]
             self._settled.set()
             if lost:
-                outcome = "lost"
+                lease.outcome = "lost"
                 log.warning(
                     "%s: lease on session %s was taken over; stopped acting on it",
                     self.name,
@@ -289,8 +445,8 @@ class Worker:
                 )
             else:
                 with trio.CancelScope(shield=True):
-                    await release(self.store, lease, outcome, self.clock())
-            self.finished.append((lease.session, outcome))
+                    await release(self.store, lease, lease.outcome, self.clock())
+            self.finished.append((lease.session, lease.outcome))
 
     async def _resume(self, session_id: str) -> str:
         started = await session_config(self.store, session_id)
@@ -314,13 +470,6 @@ class Worker:
         finally:
             agent.close()
         return outcome
-
-    async def _heartbeat(self, lease: Lease, session_scope: trio.CancelScope) -> None:
-        ttl = self.lease_ms * 1_000_000
-        while True:
-            await trio.sleep(self.lease_ms / 3000)
-            if not await renew(self.store, lease, ttl, self.clock()):
-                raise LeaseLostError(f"lease on {lease.session} was taken over")
 
 
 def describe(finished: Sequence[tuple[str, str]]) -> str:
