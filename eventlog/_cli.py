@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 import msgspec
 import trio
 
+from ._catalog import Projection
 from ._checkpoint import (
     append_checkpoint,
     generate_key,
@@ -70,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path, metavar="OUT.db", help="the file to create (never replaced)")
     p = cmd("import", "import a JSON Lines export; all or nothing")
     p.add_argument("file", type=Path, help="the .jsonl file")
+    cmd("reindex", "rebuild the session catalog (an index) from the log, in one transaction")
 
 
 TRUSTED_KEYS_ENV = "SKILLOG_TRUSTED_KEYS"
@@ -117,12 +119,19 @@ def tofu_notice(key: str | None) -> str:
     )
 
 
-def run(args: argparse.Namespace, *, grammar: Grammar | None = None) -> int:
+def run(
+    args: argparse.Namespace,
+    *,
+    grammar: Grammar | None = None,
+    projection: Projection | None = None,
+) -> int:
     """Run the ``log`` subcommand in ``args``; returns the exit code. ``verify`` and
     ``checkpoint`` also check each stream against ``grammar`` (the writing program's
-    rules, see :data:`eventlog.Grammar`)."""
+    rules, see :data:`eventlog.Grammar`); ``verify`` checks the catalog against
+    ``projection``, which ``reindex`` and ``import`` keep it with."""
     handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
     args.grammar = grammar
+    args.projection = projection
     code: int = trio.run(handler, args)
     return code
 
@@ -191,6 +200,7 @@ async def _verify(args: argparse.Namespace) -> int:
                 tofu=tofu,
                 progress=progress,
                 grammar=args.grammar,
+                projection=args.projection,
             )
         finally:
             progress.close()
@@ -306,8 +316,17 @@ async def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _reindex(args: argparse.Namespace) -> int:
+    if args.projection is None:
+        raise StoreError("this program keeps no catalog: nothing to reindex")
+    async with open_store(args.db, projection=args.projection) as store:
+        rows: int = await store.reindex()  # type: ignore[attr-defined]
+    _out(f"catalog of {describe_db(args.db)} rebuilt from the log: {rows} rows\n")
+    return 0
+
+
 async def _import(args: argparse.Namespace) -> int:
-    async with open_store(args.db) as store:
+    async with open_store(args.db, projection=args.projection) as store:
         progress = Progress("imported", 0)
         try:
             report = await import_jsonl(store, str(args.file), progress=progress)
@@ -335,4 +354,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "export": _export,
     "snapshot": _snapshot,
     "import": _import,
+    "reindex": _reindex,
 }

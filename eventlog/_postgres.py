@@ -17,6 +17,7 @@ from typing import Any, BinaryIO, TypeVar
 import psycopg
 import trio
 
+from ._catalog import Projection
 from ._errors import BlobNotFoundError, DatabaseFormatError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
     GENESIS_HASH,
@@ -83,6 +84,7 @@ class PostgresStore:
         self._connect_timeout = connect_timeout
         self._reconnect_timeout = reconnect_timeout
         self._writer: PgWriter | None = None
+        self.projection: Projection | None = None
         self._idle: list[Conn] = []
         self._lock = threading.Lock()
 
@@ -518,6 +520,7 @@ async def open_postgres_store(
     readonly: bool = False,
     connect_timeout: float = 10.0,
     reconnect_timeout: float = 10.0,
+    projection: Projection | None = None,
 ) -> AsyncIterator[PostgresStore]:
     """Open (creating and migrating the schema if needed) the event log in the
     PostgreSQL database ``dsn`` (``postgresql://USER:PASSWORD@HOST:PORT/DBNAME`` or
@@ -536,6 +539,7 @@ async def open_postgres_store(
         connect_timeout=connect_timeout,
         reconnect_timeout=reconnect_timeout,
     )
+    store.projection = projection
     try:
         if readonly:
 

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ._catalog import Projection, compare, fold_store
 from ._checkpoint import Checkpoint, check_chain
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
 from ._types import EventStore, closing
@@ -28,6 +29,7 @@ KINDS = {
     "blob_modified": "a blob's bytes no longer hash to its digest (changed in place)",
     "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
     "grammar": "a sequence of events the writing program cannot produce (``rule`` says which)",
+    "catalog": "the catalog (an index of the log) differs from what the log folds to",
 }
 
 
@@ -325,6 +327,21 @@ async def verify_strays(store: EventStore, checked: int) -> tuple[list[Fault], i
     return listed, more
 
 
+async def verify_catalog(store: EventStore, projection: Projection) -> list[Fault]:
+    """A ``catalog`` fault for each row that differs from the fold (only for a store
+    whose catalog claims to be current: a log without one has nothing to check)."""
+    built = getattr(store, "catalog_built", None)
+    if built is None or not await built():
+        return []
+    stored = await store.read_catalog()  # type: ignore[attr-defined]
+    differences = compare(stored, await fold_store(store, projection))
+    return [
+        Fault(kind="catalog", stream=None, seq=None, detail=f"{d}: {KINDS['catalog']}; "
+              "`skillog log reindex` rebuilds it from the log")
+        for d in differences
+    ]  # fmt: skip
+
+
 async def verify(
     store: EventStore,
     *,
@@ -333,6 +350,7 @@ async def verify(
     tofu: bool = False,
     progress: Callable[[int], None] | None = None,
     grammar: Grammar | None = None,
+    projection: Projection | None = None,
 ) -> VerifyReport:
     """Verify every stream's chain and, with ``checkpoints``, the log against them.
 
@@ -347,7 +365,9 @@ async def verify(
     so a changed blob is a changed record). Chains are checked in stream-id order, each
     up to its first fault; ``progress(n)`` is called as events are done. With a
     ``grammar`` (see :data:`Grammar`) each stream's events are also checked against the
-    writing program's rules, up to the first violation (a ``grammar`` fault).
+    writing program's rules, up to the first violation (a ``grammar`` fault). With a
+    ``projection``, a catalog the store keeps current must equal the log's fold (each
+    difference a ``catalog`` fault; ``log reindex`` rebuilds it).
     """
     cps = checkpoints or []
     signed: dict[str, dict[int, str]] = {}
@@ -384,6 +404,8 @@ async def verify(
     blobs, found = await verify_blobs(store)
     if found:
         faults.append(found)
+    if projection is not None:
+        faults += await verify_catalog(store, projection)
     return VerifyReport(
         streams=len(present),
         events=total,

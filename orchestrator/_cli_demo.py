@@ -15,8 +15,9 @@ from typing import Literal
 
 import trio
 
-from eventlog import describe_db, open_store, verify
+from eventlog import describe_db, verify
 
+from ._catalog import open_log
 from ._cli_session import add_db, read_bodies
 from ._events import PolicyConfig
 from ._grammar import session_grammar
@@ -25,7 +26,6 @@ from ._loop import Agent
 from ._sandbox import sandbox_available
 from ._session import Clock
 from ._transcript import transcript
-from ._views import AUDIT_VIEWS
 from .skills import Tier, load_skill
 
 DEMO = Path(__file__).parent / "demo"
@@ -73,7 +73,7 @@ async def _demo(args: argparse.Namespace) -> int:
     agent = demo_agent(sandbox="required" if sandboxed else "preferred")
     skills = agent.skills
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(args.db) as store:
             session = await agent.run(store, TASK)
             bodies = await read_bodies(store, session.id)
             report = await verify(store, grammar=session_grammar)

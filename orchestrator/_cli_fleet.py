@@ -10,14 +10,12 @@ import sys
 
 import trio
 
-from eventlog import open_store
-
+from ._catalog import open_log
 from ._cli_session import add_arguments as add_session_arguments
 from ._cli_session import add_catalog_options, add_db, agent_for, session_policy
 from ._events import SessionStarted
 from ._fleet import AgentFactory, Worker, describe, queue_session
 from ._loop import Agent
-from ._views import AUDIT_VIEWS
 from .skills import Tier
 
 
@@ -65,7 +63,7 @@ async def _submit(args: argparse.Namespace) -> int:
     """Queue one session per task (recorded as started, with its task); print the ids."""
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(args.db) as store:
             for task in args.tasks:
                 print(await queue_session(store, agent, task))
     finally:
@@ -98,7 +96,7 @@ async def _work(args: argparse.Namespace) -> int:
     make_agent = agent_factory(args)
     stop = trio.Event()
     async with (
-        open_store(args.db, migrations=[AUDIT_VIEWS]) as store,
+        open_log(args.db) as store,
         trio.open_nursery() as nursery,
     ):
         worker = Worker(

@@ -12,6 +12,7 @@ import argparse
 
 from eventlog import _cli
 
+from ._catalog import SESSIONS
 from ._grammar import session_grammar
 
 add_arguments = _cli.add_arguments
@@ -19,4 +20,4 @@ add_arguments = _cli.add_arguments
 
 def run(args: argparse.Namespace) -> int:
     """Run the ``log`` subcommand in ``args`` with the session grammar."""
-    return _cli.run(args, grammar=session_grammar)
+    return _cli.run(args, grammar=session_grammar, projection=SESSIONS)

@@ -23,6 +23,7 @@ from eventlog import (
     open_store,
 )
 
+from ._catalog import open_log
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import (
     CODEC,
@@ -46,7 +47,6 @@ from ._policy import suggested_rule
 from ._policy_config import load_policy
 from ._state import SessionState, apply
 from ._transcript import transcript
-from ._views import AUDIT_VIEWS
 from .skills import (
     Catalog,
     Skill,
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(args.db) as store:
             session_id = uuid.uuid4().hex
             async with leased(store, session_id, driver_name("run")) as lease:
                 session = await agent.run(store, args.task, session_id=session_id)
@@ -191,7 +191,7 @@ async def _resume(args: argparse.Namespace) -> int:
             "`skillog policy --session ID` shows it): --policy and --policy-profile apply "
             "to new sessions only"
         )
-    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+    async with open_log(args.db) as store:
         started = await _started(store, args.session)
         if started.provider == "mcp":
             held = await holder(store, args.session, time.time_ns())

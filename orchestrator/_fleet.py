@@ -41,8 +41,12 @@ from datetime import UTC, datetime
 
 import trio
 
-from eventlog import ConcurrencyError, EventStore, SkillogError, closing
+from eventlog import ConcurrencyError, EventStore, NewEvent, SkillogError, closing
+from eventlog._catalog import Claim, Listing
 
+from ._catalog import LEASE_PREFIX as LEASE_PREFIX
+from ._catalog import QUEUED as QUEUED
+from ._catalog import catalogued
 from ._events import (
     CODEC,
     ApprovalResolved,
@@ -58,7 +62,6 @@ from ._events import (
 from ._loop import Agent
 from ._state import SessionState, apply
 
-LEASE_PREFIX = "lease/"
 log = logging.getLogger("skillog.worker")
 
 AgentFactory = Callable[[SessionStarted], Agent]
@@ -137,10 +140,6 @@ async def lease_history(store: EventStore, session_id: str) -> list[str]:
     return workers
 
 
-QUEUED = "queued"
-"""The outcome of the lease stream's first event, written by :func:`queue_session`."""
-
-
 async def queue_session(
     store: EventStore, agent: Agent, task: str, *, session_id: str | None = None
 ) -> str:
@@ -159,7 +158,11 @@ async def queue_session(
 
 async def runnable_sessions(store: EventStore, now: int) -> list[str]:
     """Sessions a worker could take now, oldest first: queued for the fleet (they have a
-    lease stream), started, not ended, not waiting for an approval, no live lease."""
+    lease stream), started, not ended, not waiting for an approval, no live lease.
+    From the catalog when the store keeps it; else by reading every stream."""
+    if catalogued(store):
+        rows = await store.list_catalog(Listing(limit=None, free_at=now))  # type: ignore[attr-defined]
+        return [row.key for row in rows]
     infos = await store.streams()
     leases = {i.stream[len(LEASE_PREFIX) :]: i for i in infos if i.stream.startswith(LEASE_PREFIX)}
     found: list[tuple[int, str]] = []
@@ -214,6 +217,11 @@ class LeaseHeldError(SkillogError):
 
 async def holder(store: EventStore, session_id: str, now: int) -> tuple[str, int] | None:
     """The driver holding a live lease on the session and when it expires, or None."""
+    if catalogued(store):  # heartbeats move the row's expiry, not the lease stream
+        row = await store.catalog_row(session_id)  # type: ignore[attr-defined]
+        if row is not None and row.holder is not None and row.lease_until > now:
+            return row.holder, row.lease_until
+        return None
     stream = lease_stream(session_id)
     head = await store.head(stream)
     if head is None:
@@ -330,7 +338,8 @@ async def try_acquire(
     stream = lease_stream(session_id)
     head = await store.head(stream)
     seq = head.seq + 1 if head is not None else 0
-    if head is not None and _held(await _last(store, stream, seq), now) not in (None, worker):
+    held = await holder(store, session_id, now)
+    if held is not None and held[0] != worker:
         return None
     event = LeaseAcquired(session=session_id, worker=worker, until=now + ttl_ns)
     try:
@@ -355,7 +364,14 @@ async def _extend(store: EventStore, lease: Lease, event: Event, now: int) -> bo
 
 
 async def renew(store: EventStore, lease: Lease, ttl_ns: int, now: int) -> bool:
-    """Extend the lease; False when it was taken over (the holder must stop)."""
+    """Extend the lease; False when it was taken over (the holder must stop). With
+    the catalog a heartbeat updates the session's row (no event)."""
+    if catalogued(store):
+        until = now + ttl_ns
+        if not await store.renew(lease.session, lease.worker, until):  # type: ignore[attr-defined]
+            return False
+        lease.until = until
+        return True
     event = LeaseRenewed(worker=lease.worker, until=now + ttl_ns)
     if not await _extend(store, lease, event, now):
         return False
@@ -400,7 +416,12 @@ class Worker:
             while not stop.is_set():
                 free = self.concurrency - len(self.running)
                 claimed = 0
-                if free > 0:
+                if free > 0 and catalogued(self.store):
+                    for claimed_lease in await self._claim(free, ttl):
+                        claimed += 1
+                        self.running[claimed_lease.session] = trio.CancelScope()
+                        nursery.start_soon(self._drive, claimed_lease)
+                elif free > 0:
                     for session_id in await runnable_sessions(self.store, self.clock()):
                         if claimed >= free:
                             break
@@ -423,6 +444,24 @@ class Worker:
                     await self._settled.wait()
             for scope in self.running.values():
                 scope.cancel()
+
+    async def _claim(self, free: int, ttl: int) -> list[Lease]:
+        """Claim up to ``free`` runnable sessions with the database's own lock (one
+        transaction: no two workers take one row)."""
+        now = self.clock()
+
+        def claim_event(session_id: str) -> NewEvent:
+            event = LeaseAcquired(session=session_id, worker=self.name, until=now + ttl)
+            return CODEC.encode(event, recorded_at=now)
+
+        claim = Claim(limit=free, now=now, stream_of=lease_stream, event_of=claim_event)
+        claimed = await self.store.claim(claim)  # type: ignore[attr-defined]
+        return [
+            Lease(session=e.stream[len(LEASE_PREFIX) :], worker=self.name, seq=e.seq,
+                  until=now + ttl)
+            for e in claimed
+            if e.stream[len(LEASE_PREFIX) :] not in self.running
+        ]  # fmt: skip
 
     async def _drive(self, lease: Lease) -> None:
         scope = self.running[lease.session]
