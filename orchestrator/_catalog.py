@@ -217,3 +217,10 @@ def open_log(
 def catalogued(store: EventStore) -> bool:
     """Whether ``store`` keeps the session catalog (it was opened with :data:`SESSIONS`)."""
     return getattr(store, "projection", None) is SESSIONS
+
+
+async def catalog_current(store: EventStore) -> bool:
+    """Whether ``store``'s catalog is kept current by this projection (so listings may
+    come from it)."""
+    built = getattr(store, "catalog_built", None)
+    return built is not None and bool(await built())

@@ -22,8 +22,9 @@ from eventlog import (
     describe_db,
     open_store,
 )
+from eventlog._catalog import DEFAULT_LIMIT, CatalogRow, Listing
 
-from ._catalog import open_log
+from ._catalog import SessionEntry, catalog_current, entry_of, open_log
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import (
     CODEC,
@@ -63,6 +64,9 @@ from .skills import (
     trusted_signers,
 )
 
+STATES = ("running", "awaiting_approval", "resumable", "ended")
+"""The states a session listing filters on (``--status``, ``?status=``)."""
+
 
 def add_db(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", default=default_db(), help=DB_HELP)
@@ -74,6 +78,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command = parser.prog.split()[-1]
     if command == "sessions":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
+        parser.add_argument(
+            "--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
+            help=f"the N most recent sessions (default: {DEFAULT_LIMIT})",
+        )  # fmt: skip
+        parser.add_argument("--all", action="store_true", help="every session, however many")
+        parser.add_argument(
+            "--status", action="append", default=[], choices=STATES,
+            help="only sessions in this state (repeatable)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--since", metavar="DATE",
+            help="only sessions started at or after DATE (YYYY-MM-DD or ISO 8601, UTC)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--search", metavar="TEXT", help="only sessions whose task contains TEXT (any case)"
+        )
         return
     if command == "run":
         parser.add_argument("task", help="what to ask the agent")
@@ -223,8 +243,24 @@ def _outcome(status: str) -> str:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise SkillogError(f"--limit {args.limit}: give 1 or more (or --all)")
+    limit = None if args.all else args.limit
+    listing = Listing(
+        limit=None if limit is None else limit + 1,  # one more: is there more?
+        status=tuple(args.status),
+        since=parse_since(args.since) if args.since else None,
+        search=args.search or None,
+    )
     async with open_store(args.db, readonly=True) as store:
-        rows = await session_rows(store)
+        rows = await session_rows(store, listing)
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit]
+    if more:
+        print(
+            f"(the {limit} most recent shown; --limit N or --all for more)",
+            file=sys.stderr,
+        )
     if args.json:
         for row in rows:
             print(msgspec.json.encode(row).decode())
@@ -264,6 +300,9 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     started_ns: int = 0
     forked_from: str | None = None
     fork_at_seq: int | None = None
+    task: str = ""
+    holder: str | None = None
+    lease_until: int = 0
 
     @property
     def parent(self) -> str:
@@ -271,9 +310,69 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
         return "" if self.forked_from is None else f"fork of {self.forked_from}@{self.fork_at_seq}"
 
 
-async def session_rows(store: EventStore) -> list[SessionRow]:
-    """Every session, most recent first: who, when, how far, where it stands (folded
-    from its log, so the status is the runtime's own)."""
+async def session_rows(store: EventStore, listing: Listing | None = None) -> list[SessionRow]:
+    """The sessions ``listing`` asks for (every one by default), most recent first:
+    who, when, how far, where it stands. From the session catalog when the log keeps
+    one (its rows are the fold of each session's events); else folded from every
+    stream (a log written before the catalog, opened read-only)."""
+    listing = listing or Listing(limit=None)
+    if await catalog_current(store):
+        found = await store.list_catalog(listing)  # type: ignore[attr-defined]
+        return [session_row(row) for row in found if row.status]
+    rows = [row for row in await _scan_rows(store) if _wanted(row, listing)]
+    return rows[: listing.limit] if listing.limit is not None else rows
+
+
+def _wanted(row: SessionRow, listing: Listing) -> bool:
+    if listing.status and row.state not in listing.status:
+        return False
+    if listing.since is not None and row.started_ns < listing.since:
+        return False
+    if listing.search and listing.search.casefold() not in row.task.casefold():
+        return False
+    if listing.pending_only and not row.pending_approvals:
+        return False
+    return listing.after is None or (row.started_ns, row.session) < listing.after
+
+
+def session_row(row: CatalogRow) -> SessionRow:
+    """The listing's line for a catalog row."""
+    entry = entry_of(row)
+    return SessionRow(
+        session=entry.session,
+        started=when(entry.created_at),
+        model=f"{entry.provider}:{entry.model}",
+        turns=entry.turns,
+        events=entry.events,
+        status=entry_status_text(entry),
+        workers=entry.workers,
+        state=entry.status,
+        end_reason=entry.end_reason,
+        pending_approvals=len(entry.pending),
+        started_ns=entry.created_at,
+        forked_from=entry.forked_from,
+        fork_at_seq=entry.fork_at_seq,
+        task=entry.task,
+        holder=row.holder,
+        lease_until=row.lease_until,
+    )
+
+
+def parse_since(text: str) -> int:
+    """``--since``/``?since=``: a date or ISO 8601 time (UTC unless it says) as ns."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as e:
+        raise SkillogError(
+            f"--since {text!r}: not a date; write YYYY-MM-DD or an ISO 8601 time "
+            "(2026-01-31T12:00:00)"
+        ) from e
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp()) * 1_000_000_000
+
+
+async def _scan_rows(store: EventStore) -> list[SessionRow]:
     rows: list[tuple[int, str, SessionRow]] = []
     for info in await store.streams():
         if info.stream.startswith(LEASE_PREFIX):
@@ -298,10 +397,29 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
             started_ns=info.first_recorded_at,
             forked_from=fork.from_session if fork is not None else None,
             fork_at_seq=fork.at_seq if fork is not None else None,
+            task=_task(state),
         )
         rows.append((info.first_recorded_at, info.stream, row))
     rows.sort(reverse=True)
     return [row for _, _, row in rows]
+
+
+def _task(state: SessionState) -> str:
+    first = next((m for m in state.messages if m.role == "user"), None)
+    if first is None:
+        return ""
+    return "".join(getattr(p, "text", "") for p in first.parts)
+
+
+def entry_status_text(entry: SessionEntry) -> str:
+    """:func:`status_text` of a catalog row."""
+    if entry.status == "ended":
+        return f"ended ({entry.end_reason})"
+    if entry.status == "awaiting_approval":
+        return f"suspended: awaiting approval ({len(entry.pending)} pending)"
+    if entry.status == "resumable":
+        return "suspended: approvals decided, resume it"
+    return "open (resumable)"
 
 
 def status_text(state: SessionState) -> str:
