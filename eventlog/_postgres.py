@@ -17,7 +17,8 @@ from typing import Any, BinaryIO, TypeVar
 import psycopg
 import trio
 
-from ._catalog import Projection
+from . import _postgres_catalog as catalog
+from ._catalog import CatalogRow, Claim, Listing, Projection
 from ._errors import BlobNotFoundError, DatabaseFormatError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
     GENESIS_HASH,
@@ -174,14 +175,21 @@ class PostgresStore:
     ) -> ImportReport:
         """Import a JSON Lines export in one transaction (see :func:`import_jsonl`)."""
 
+        writer = self._writer
+
         def run(conn: Conn) -> ImportReport:
+            def insert(events: list[Event]) -> None:
+                insert_events(conn, events)
+                if writer is not None:
+                    writer.project(events)
+
             last = lock_for_append(conn)
             report, blobs, position = import_lines(
                 f,
                 source,
                 head_of=lambda s: heads_of(conn, [s]).get(s, (0, GENESIS_HASH)),
                 first_position=last + 1,
-                insert=lambda events: insert_events(conn, events),
+                insert=insert,
                 progress=progress,
             )
             insert_blobs(conn, blobs)
@@ -457,6 +465,56 @@ class PostgresStore:
                 return
             after = rows[-1][0]
 
+    # -- the catalog (eventlog/_catalog.py) ---------------------------------------
+
+    async def catalog_built(self) -> bool:
+        """Whether the catalog is current (built by a projection, kept since)."""
+
+        def check(conn: Conn) -> bool:
+            version = catalog.built(conn)
+            return version is not None and (
+                self.projection is None or version == self.projection.version
+            )
+
+        return await self._read(check, "reading the catalog")
+
+    async def list_catalog(self, listing: Listing) -> list[CatalogRow]:
+        return await self._read(lambda c: catalog.select(c, listing), "listing the catalog")
+
+    async def catalog_row(self, key: str) -> CatalogRow | None:
+        def one(conn: Conn) -> CatalogRow | None:
+            sql = f"SELECT {catalog.COLUMNS} FROM eventlog_catalog WHERE key = %s"
+            row = conn.execute(sql.encode(), (key,)).fetchone()
+            return None if row is None else catalog.to_row(row)
+
+        return await self._read(one, "reading the catalog")
+
+    async def read_catalog(self) -> list[CatalogRow]:
+        def every(conn: Conn) -> list[CatalogRow]:
+            sql = f"SELECT {catalog.COLUMNS} FROM eventlog_catalog ORDER BY key"
+            return [catalog.to_row(r) for r in conn.execute(sql.encode()).fetchall()]
+
+        return await self._read(every, "reading the catalog")
+
+    async def claim(self, claim: Claim) -> list[Event]:
+        """Claim free claimable rows (``FOR UPDATE SKIP LOCKED``, see :class:`Claim`)."""
+        writer = self._writer
+        if writer is None or writer.projection is None:
+            raise StoreError(f"{self.where}: claims need a store opened with a projection")
+        return await self.call_in_writer(lambda conn: writer.claim(conn, claim), doing="claiming")
+
+    async def renew(self, key: str, holder: str, until: int) -> bool:
+        """A heartbeat: an UPDATE of the row, allowed only to its holder."""
+        return await self.call_in_writer(
+            lambda conn: catalog.renew(conn, key, holder, until), doing="renewing a lease"
+        )
+
+    async def reindex(self) -> int:
+        writer = self._writer
+        if writer is None or writer.projection is None:
+            raise StoreError(f"{self.where}: reindex needs a store opened with a projection")
+        return await self.call_in_writer(writer.build_catalog, doing="rebuilding the catalog")
+
     # -- lifecycle ------------------------------------------------------------------
 
     async def _serve_writer(
@@ -482,9 +540,18 @@ class PostgresStore:
                 token,
                 lambda: None,
                 reconnect_timeout=reconnect_timeout,
+                projection=self.projection,
             )
             try:
                 migrate(writer._conn, self.dsn)
+                projection = self.projection
+                if projection is not None:
+                    conn = writer._conn
+                    if catalog.built(conn) != projection.version:
+                        # A log from before the catalog: fold it once, before any append.
+                        writer._transaction(lambda: writer.build_catalog(conn))
+                    else:
+                        conn.rollback()  # the check's implicit transaction
             except BaseException:
                 writer.close()
                 raise
