@@ -436,14 +436,29 @@ class Worker:
                             nursery.start_soon(self._drive, lease)
                 if once and not claimed and not self.running:
                     break
-                with trio.move_on_after(self.poll_ms / 1000):
-                    await stop.wait()
+                await self._idle(stop, full=free - claimed <= 0)
             with trio.move_on_after(drain_s):
                 while self.running:
                     self._settled = trio.Event()
                     await self._settled.wait()
             for scope in self.running.values():
                 scope.cancel()
+
+    async def _idle(self, stop: trio.Event, *, full: bool) -> None:
+        """Wait ``poll_ms`` before looking for work again, or less: until ``stop``, or,
+        when every slot is taken, until one of this worker's sessions stops (its slot is
+        free: claim again at once instead of sleeping)."""
+        self._settled = trio.Event()
+        with trio.move_on_after(self.poll_ms / 1000):
+            async with trio.open_nursery() as waits:
+
+                async def first(event: trio.Event) -> None:
+                    await event.wait()
+                    waits.cancel_scope.cancel()
+
+                waits.start_soon(first, stop)
+                if full:
+                    waits.start_soon(first, self._settled)
 
     async def _claim(self, free: int, ttl: int) -> list[Lease]:
         """Claim up to ``free`` runnable sessions with the database's own lock (one
