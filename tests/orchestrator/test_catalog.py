@@ -218,3 +218,40 @@ async def test_search_status_since_and_cursors(store: EventStore) -> None:
 def test_a_tampered_cursor_is_refused(cursor: str) -> None:
     with pytest.raises(CursorError, match="not one this listing handed out"):
         decode_cursor(cursor)
+
+
+async def test_heartbeats_write_no_events_and_reindex_runs_beside_workers(tmp_path: Path) -> None:
+    """A worker holding a session through many heartbeats leaves only the claim and the
+    release in its lease stream; reindexing meanwhile leaves the catalog equal to the
+    fold."""
+    from orchestrator import HostTool
+
+    def slow(started: object) -> Agent:
+        async def wait() -> str:
+            """Wait a while."""
+            await trio.sleep(1.5)
+            return "waited"
+
+        return Agent(
+            model=ScriptedModel(
+                [{"tool_calls": [{"id": "c1", "name": "wait", "arguments": {}}]}, {"text": "ok"}],
+                follow_history=True,
+            ),
+            model_name="m",
+            host_tools=[HostTool.from_function(wait)],
+        )
+
+    async with open_log(tmp_path / "log.db") as store:
+        for i in range(3):
+            await queue_session(store, agent(), f"t{i}", session_id=f"h{i}")
+        worker = Worker(store, slow, name="w", lease_ms=300, poll_ms=20)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: worker.run(trio.Event(), once=True))
+            for _ in range(5):
+                await trio.sleep(0.2)
+                await store.reindex()
+        assert sorted(o for _, o in worker.finished) == ["ended"] * 3
+        for i in range(3):
+            types = [e.type async for e in store.read(lease_stream(f"h{i}"))]
+            assert types == ["lease.released", "lease.acquired", "lease.released"]
+        await assert_equals_fold(store)
