@@ -63,6 +63,8 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     forked_from: str | None = None
     fork_at_seq: int | None = None
     queued: bool = False
+    submitter: str = ""
+    policy: str = ""
     suspended: bool = False
     holder: str | None = None
     workers: tuple[str, ...] = ()
@@ -83,7 +85,7 @@ _KEEP_SUSPENDED = (ApprovalResolved.event_type, ApprovalRemembered.event_type)
 class SessionProjection:
     """The orchestrator's :class:`eventlog._catalog.Projection`."""
 
-    version = "sessions-1"
+    version = "sessions-2"
 
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
@@ -157,6 +159,7 @@ def _apply_lease(
     entry: SessionEntry, lease_until: int, events: Sequence[StoredEvent]
 ) -> tuple[SessionEntry, int]:
     holder, queued, workers = entry.holder, entry.queued, list(entry.workers)
+    submitter, policy = entry.submitter, entry.policy
     updated = entry.updated_at
     for event in events:
         updated = max(updated, event.recorded_at)
@@ -170,12 +173,18 @@ def _apply_lease(
                 lease_until = body.until
             case LeaseReleased():
                 if event.seq == 0 and body.outcome == QUEUED:
-                    queued = True
+                    queued, submitter, policy = True, body.submitter, body.policy
                 holder, lease_until = None, 0
             case _:
                 pass
     entry = msgspec.structs.replace(
-        entry, holder=holder, queued=queued, workers=tuple(workers), updated_at=updated
+        entry,
+        holder=holder,
+        queued=queued,
+        submitter=submitter,
+        policy=policy,
+        workers=tuple(workers),
+        updated_at=updated,
     )
     return entry, lease_until
 

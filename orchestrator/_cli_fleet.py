@@ -4,6 +4,7 @@ number of worker processes on one database (docs/fleet.md)."""
 from __future__ import annotations
 
 import argparse
+import getpass
 import signal
 import sys
 
@@ -64,10 +65,14 @@ def run(args: argparse.Namespace) -> int:
 async def _submit(args: argparse.Namespace) -> int:
     """Queue one session per task (recorded as started, with its task); print the ids."""
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
+    submitter = f"cli:{getpass.getuser()}"
     try:
         async with open_log(args.db) as store:
             for task in args.tasks:
-                print(visible(await queue_session(store, agent, task)))
+                session_id = await queue_session(
+                    store, agent, task, submitter=submitter, policy=args.policy_profile or ""
+                )
+                print(visible(session_id))
     finally:
         agent.close()
     return 0

@@ -305,6 +305,8 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     task: str = ""
     holder: str | None = None
     lease_until: int = 0
+    submitter: str = ""
+    policy: str = ""
 
     @property
     def parent(self) -> str:
@@ -357,6 +359,8 @@ def session_row(row: CatalogRow) -> SessionRow:
         task=entry.task,
         holder=row.holder,
         lease_until=row.lease_until,
+        submitter=entry.submitter,
+        policy=entry.policy,
     )
 
 

@@ -141,14 +141,21 @@ async def lease_history(store: EventStore, session_id: str) -> list[str]:
 
 
 async def queue_session(
-    store: EventStore, agent: Agent, task: str, *, session_id: str | None = None
+    store: EventStore,
+    agent: Agent,
+    task: str,
+    *,
+    session_id: str | None = None,
+    submitter: str = "",
+    policy: str = "",
 ) -> str:
     """Queue a session for the fleet: its lease stream first (``lease.released``,
     outcome ``queued``: no holder yet), then the session's start with ``task``. Only
     sessions queued this way are ever claimed: a session an embedding program drives
-    itself (``Agent.run``) is never taken from it. Returns the session id."""
+    itself (``Agent.run``) is never taken from it. ``submitter`` and ``policy`` (the
+    preset's name) are recorded for the catalog. Returns the session id."""
     session_id = session_id or uuid.uuid4().hex
-    queued = LeaseReleased(worker="submit", outcome=QUEUED)
+    queued = LeaseReleased(worker="submit", outcome=QUEUED, submitter=submitter, policy=policy)
     await store.append(
         lease_stream(session_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
     )

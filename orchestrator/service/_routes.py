@@ -185,7 +185,7 @@ async def list_sessions(request: Request) -> Response:
 
 async def submit(request: Request) -> Response:
     """Queue a session (the same as ``skillog submit``); the workers run it."""
-    require(request, "submitter")
+    who = require(request, "submitter")
     ctx = context(request)
     req = await body(request, SubmitRequest)
     spec = offered(req.model, ctx.models, "model", "$.model")
@@ -193,7 +193,9 @@ async def submit(request: Request) -> Response:
     agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
     try:
         agent = tailored(agent, req.skills, ctx.policies[preset])
-        session_id = await queue_session(ctx.store, agent, req.task)
+        session_id = await queue_session(
+            ctx.store, agent, req.task, submitter=who.name, policy=preset
+        )
     finally:
         agent.close()
     skills = sorted(s.name for s in agent.skills)

@@ -302,6 +302,8 @@ async def test_sessions_page_with_a_cursor_and_refuse_a_tampered_one(service: Se
             if cursor is None:
                 break
         assert sorted(seen) == sorted(ids) and len(seen) == len(set(seen))
+        listed = (await client.get("/api/sessions")).json()["sessions"]
+        assert {(s["submitter"], s["policy"]) for s in listed} == {("sam", "default")}
         found = (await client.get("/api/sessions", params={"q": "%_off"})).json()
         assert len(found["sessions"]) == 5
         assert (await client.get("/api/sessions", params={"q": "' OR 1=1 --"})).json() == {
