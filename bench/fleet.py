@@ -243,6 +243,7 @@ def main() -> None:
     ap.add_argument("--lease-ms", type=int, default=1000)
     ap.add_argument("--catalog-sizes", default="1000,10000,100000")
     ap.add_argument("--only", choices=["catalog", "fleet"])
+    ap.add_argument("--store", choices=["sqlite", "postgres"], help="only this store")
     args = ap.parse_args()
     sizes = [int(x) for x in args.catalog_sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,7 +251,9 @@ def main() -> None:
         stores: list[tuple[str, Any]] = [
             ("SQLite", lambda: str(Path(tmp) / f"fleet{next(files)}.db"))
         ]
-        pg = pg_urls()
+        pg = pg_urls() if args.store != "sqlite" else None
+        if args.store == "postgres":
+            stores.clear()
         if pg is not None:
             stores.append(("PostgreSQL", pg[1]))
         try:

@@ -10,7 +10,7 @@ async connection).
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO, TypeVar
 
@@ -315,10 +315,30 @@ class PostgresStore:
             if listener is not None:
                 listener.close()
 
-    def _listen(self) -> Conn:
+    def _listen(self, channel: str = CHANNEL) -> Conn:
         conn = self._connect("follower")
-        conn.execute(f"LISTEN {CHANNEL}".encode())
+        conn.execute(f"LISTEN {channel}".encode())
         return conn
+
+    @asynccontextmanager
+    async def wakeups(self) -> AsyncIterator[Callable[[], Awaitable[bool]]]:
+        """A wait for the next transaction that makes a catalog row runnable
+        (``LISTEN``): it returns True when one committed, False when the listening
+        connection was lost (then the caller polls)."""
+        conn = await trio.to_thread.run_sync(self._listen, catalog.RUNNABLE)
+        lost = False
+
+        async def wait() -> bool:
+            nonlocal lost
+            if lost:
+                await trio.sleep_forever()
+            lost = not await _notified(conn)
+            return not lost
+
+        try:
+            yield wait
+        finally:
+            conn.close()
 
     async def _relisten(self) -> Conn:
         """A LISTENing connection. While the server restarts (connections refused), it

@@ -13,6 +13,9 @@ from ._catalog import CatalogRow, Listing, Projection, fold_into, like_pattern
 from ._types import Event
 
 Conn = psycopg.Connection[Any]
+RUNNABLE = "skillog_runnable"
+"""The channel a transaction NOTIFYs when it makes a row claimable with no holder (a
+session submitted, its approvals decided, its lease handed back): workers LISTEN."""
 COLUMNS = "key, status, claimable, created_at, updated_at, text, pending, holder, lease_until, doc"
 _UPSERT = (
     f"INSERT INTO eventlog_catalog ({COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
@@ -63,8 +66,15 @@ def project(conn: Conn, projection: Projection, events: Sequence[Event]) -> None
         f"SELECT {COLUMNS} FROM eventlog_catalog WHERE key = ANY(%s) FOR UPDATE", (keys,)
     ).fetchall()
     rows: dict[str, CatalogRow | None] = {r[0]: to_row(r) for r in found}
+    before = dict(rows)
     changed = fold_into(projection, rows, lambda key: None, events)
     upsert(conn, (row for key in changed if (row := rows[key]) is not None))
+    if any(_free(rows[key]) and not _free(before.get(key)) for key in changed):
+        conn.execute(f"NOTIFY {RUNNABLE}".encode())
+
+
+def _free(row: CatalogRow | None) -> bool:
+    return row is not None and row.claimable and row.holder is None
 
 
 def rebuild(conn: Conn, projection: Projection) -> int:

@@ -29,12 +29,13 @@ sessions`` reads them to show which worker ran what. Lease times are wall-clock
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -413,13 +414,17 @@ class Worker:
         self.running: dict[str, trio.CancelScope] = {}
         self.finished: list[tuple[str, str]] = []
         self._settled = trio.Event()  # set whenever a session stops running
+        self._wakeup: Callable[[], Awaitable[bool]] | None = None
 
     async def run(self, stop: trio.Event, *, drain_s: float = 30.0, once: bool = False) -> None:
         """Claim and drive sessions until ``stop`` is set (or, with ``once``, until no
         runnable session is left); then stop claiming, give in-flight sessions
         ``drain_s`` seconds to finish, and hand the rest back (recorded)."""
         ttl = self.lease_ms * 1_000_000
-        async with trio.open_nursery() as nursery:
+        wakeups = getattr(self.store, "wakeups", None)
+        async with contextlib.AsyncExitStack() as stack, trio.open_nursery() as nursery:
+            if wakeups is not None and catalogued(self.store):  # PostgreSQL: LISTEN
+                self._wakeup = await stack.enter_async_context(wakeups())
             while not stop.is_set():
                 free = self.concurrency - len(self.running)
                 claimed = 0
@@ -452,9 +457,11 @@ class Worker:
                 scope.cancel()
 
     async def _idle(self, stop: trio.Event, *, full: bool) -> None:
-        """Wait ``poll_ms`` before looking for work again, or less: until ``stop``, or,
+        """Wait ``poll_ms`` before looking for work again, or less: until ``stop``;
         when every slot is taken, until one of this worker's sessions stops (its slot is
-        free: claim again at once instead of sleeping)."""
+        free: claim again at once instead of sleeping); otherwise, on PostgreSQL, until
+        a transaction makes a session runnable (NOTIFY). A lease that expires wakes
+        nobody: the poll finds it."""
         self._settled = trio.Event()
         with trio.move_on_after(self.poll_ms / 1000):
             async with trio.open_nursery() as waits:
@@ -466,6 +473,16 @@ class Worker:
                 waits.start_soon(first, stop)
                 if full:
                     waits.start_soon(first, self._settled)
+                elif self._wakeup is not None:
+                    wakeup = self._wakeup
+
+                    async def notified() -> None:
+                        if await wakeup():
+                            waits.cancel_scope.cancel()
+                        else:  # the listening connection was lost: poll
+                            await trio.sleep_forever()
+
+                    waits.start_soon(notified)
 
     async def _claim(self, free: int, ttl: int) -> list[Lease]:
         """Claim up to ``free`` runnable sessions with the database's own lock (one

@@ -255,3 +255,20 @@ async def test_heartbeats_write_no_events_and_reindex_runs_beside_workers(tmp_pa
             types = [e.type async for e in store.read(lease_stream(f"h{i}"))]
             assert types == ["lease.released", "lease.acquired", "lease.released"]
         await assert_equals_fold(store)
+
+
+async def test_a_postgres_worker_wakes_on_notify_not_on_its_poll(pg_dsn: str) -> None:
+    """With a one-minute poll, a session submitted while the worker idles is still
+    claimed at once: the submitting transaction NOTIFYs the workers."""
+    async with open_store(pg_dsn, projection=SESSIONS) as store:
+        worker = Worker(store, lambda started: agent(), name="w", poll_ms=60_000)
+        stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(worker.run, stop)
+            await trio.sleep(0.5)  # idle, waiting
+            await queue_session(store, agent(), "wake up", session_id="late")
+            with trio.fail_after(20):
+                while not worker.finished:  # noqa: ASYNC110
+                    await trio.sleep(0.02)
+            stop.set()
+        assert worker.finished == [("late", "ended")]
