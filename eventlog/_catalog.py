@@ -110,6 +110,62 @@ def like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
+def keep_current(
+    current: bool | None,
+    projection: Projection | None,
+    events: Sequence[Event],
+    *,
+    built: Callable[[], bool],
+    project: Callable[[Projection, Sequence[Event]], None],
+    mark_stale: Callable[[], None],
+) -> bool | None:
+    """What a writer does in the transaction appending ``events``: fold them into the
+    catalog when it is current (``current`` None: ask ``built``), or, writing without
+    the projection, record that it no longer is. Returns whether it is current now."""
+    if current is None:
+        current = built()
+    if not current or not events:
+        return current
+    if projection is None:
+        mark_stale()
+        return False
+    project(projection, events)
+    return True
+
+
+def listing_sql(listing: Listing, mark: str, like: str, true: str) -> tuple[str, list[object]]:
+    """The WHERE, ORDER BY and LIMIT of ``listing`` in SQL, in the store's dialect:
+    ``mark`` the parameter placeholder (``?``, ``%s``), ``like`` its case-insensitive
+    LIKE, ``true`` how ``claimable`` is true (as its partial index says it); every value
+    is a bound parameter."""
+    where: list[str] = []
+    params: list[object] = []
+    if listing.status:
+        where.append(f"status IN ({', '.join(mark for _ in listing.status)})")
+        params.extend(listing.status)
+    if listing.since is not None:
+        where.append(f"created_at >= {mark}")
+        params.append(listing.since)
+    if listing.search:
+        where.append(f"text {like} {mark} ESCAPE '\\'")
+        params.append(like_pattern(listing.search))
+    if listing.pending_only:
+        where.append("pending > 0")
+    if listing.after is not None:
+        where.append(f"(created_at, key) < ({mark}, {mark})")
+        params.extend(listing.after)
+    if listing.free_at is not None:
+        where.append(f"claimable = {true} AND (holder IS NULL OR lease_until < {mark})")
+        params.append(listing.free_at)
+    sql = " WHERE " + " AND ".join(where) if where else ""
+    order = "ASC" if listing.free_at is not None else "DESC"
+    sql += f" ORDER BY created_at {order}, key {order}"
+    if listing.limit is not None:
+        sql += f" LIMIT {mark}"
+        params.append(listing.limit)
+    return sql, params
+
+
 def fold_into(
     projection: Projection,
     rows: dict[str, CatalogRow | None],

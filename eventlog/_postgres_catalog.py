@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from ._catalog import CatalogRow, Listing, Projection, fold_into, like_pattern
+from ._catalog import CatalogRow, Listing, Projection, fold_into, listing_sql
 from ._types import Event
 
 Conn = psycopg.Connection[Any]
@@ -26,7 +26,7 @@ _UPSERT = (
     "holder = excluded.holder, lease_until = excluded.lease_until, doc = excluded.doc"
 )
 CLAIMABLE = (
-    f"SELECT {COLUMNS} FROM eventlog_catalog WHERE claimable "
+    f"SELECT {COLUMNS} FROM eventlog_catalog WHERE claimable = true "
     "AND (holder IS NULL OR lease_until < %s) ORDER BY created_at, key LIMIT %s "
     "FOR UPDATE SKIP LOCKED"
 )
@@ -109,33 +109,8 @@ def mark_stale(conn: Conn) -> None:
 
 
 def select(conn: Conn, listing: Listing) -> list[CatalogRow]:
-    where: list[str] = []
-    params: list[object] = []
-    if listing.status:
-        where.append("status = ANY(%s)")
-        params.append(list(listing.status))
-    if listing.since is not None:
-        where.append("created_at >= %s")
-        params.append(listing.since)
-    if listing.search:
-        where.append("text ILIKE %s ESCAPE '\\'")
-        params.append(like_pattern(listing.search))
-    if listing.pending_only:
-        where.append("pending > 0")
-    if listing.after is not None:
-        where.append("(created_at, key) < (%s, %s)")
-        params.extend(listing.after)
-    if listing.free_at is not None:
-        where.append("claimable AND (holder IS NULL OR lease_until < %s)")
-        params.append(listing.free_at)
-    sql = f"SELECT {COLUMNS} FROM eventlog_catalog"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    order = "ASC" if listing.free_at is not None else "DESC"
-    sql += f" ORDER BY created_at {order}, key {order}"
-    if listing.limit is not None:
-        sql += " LIMIT %s"
-        params.append(listing.limit)
+    where, params = listing_sql(listing, "%s", "ILIKE", "true")
+    sql = f"SELECT {COLUMNS} FROM eventlog_catalog{where}"
     return [to_row(r) for r in conn.execute(sql.encode(), params).fetchall()]
 
 

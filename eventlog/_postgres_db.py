@@ -81,7 +81,7 @@ MIGRATIONS += (
         );
         CREATE INDEX eventlog_catalog_recent ON eventlog_catalog (created_at, key);
         CREATE INDEX eventlog_catalog_claimable ON eventlog_catalog (created_at, key)
-            WHERE claimable;
+            WHERE claimable = true;
         CREATE INDEX eventlog_catalog_pending ON eventlog_catalog (created_at, key)
             WHERE pending > 0;
         CREATE TABLE eventlog_catalog_meta (version TEXT NOT NULL);

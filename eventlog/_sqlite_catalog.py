@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ._catalog import CatalogRow, Listing, Projection, fold_into, like_pattern
+from ._catalog import CatalogRow, Listing, Projection, fold_into, listing_sql
 from ._types import Event
 
 COLUMNS = "key, status, claimable, created_at, updated_at, text, pending, holder, lease_until, doc"
@@ -90,33 +90,8 @@ def mark_stale(conn: sqlite3.Connection) -> None:
 
 
 def select(conn: sqlite3.Connection, listing: Listing) -> list[CatalogRow]:
-    where: list[str] = []
-    params: list[object] = []
-    if listing.status:
-        where.append(f"status IN ({', '.join('?' for _ in listing.status)})")
-        params.extend(listing.status)
-    if listing.since is not None:
-        where.append("created_at >= ?")
-        params.append(listing.since)
-    if listing.search:
-        where.append("text LIKE ? ESCAPE '\\'")
-        params.append(like_pattern(listing.search))
-    if listing.pending_only:
-        where.append("pending > 0")
-    if listing.after is not None:
-        where.append("(created_at, key) < (?, ?)")
-        params.extend(listing.after)
-    if listing.free_at is not None:
-        where.append("claimable = 1 AND (holder IS NULL OR lease_until < ?)")
-        params.append(listing.free_at)
-    sql = f"SELECT {COLUMNS} FROM eventlog_catalog"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    order = "ASC" if listing.free_at is not None else "DESC"
-    sql += f" ORDER BY created_at {order}, key {order}"
-    if listing.limit is not None:
-        sql += " LIMIT ?"
-        params.append(listing.limit)
+    where, params = listing_sql(listing, "?", "LIKE", "1")
+    sql = f"SELECT {COLUMNS} FROM eventlog_catalog{where}"
     return [to_row(r) for r in conn.execute(sql, params).fetchall()]
 
 

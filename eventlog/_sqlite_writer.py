@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from . import _sqlite_catalog as catalog
-from ._catalog import Claim, Projection
+from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._sqlite_db import SEQ_IN_LOG, immediate
@@ -191,15 +191,14 @@ class Writer(BatchWriter):
         """Keep the catalog equal to the fold, in the transaction appending ``events``
         (without the projection, record that it no longer is)."""
         conn = self._conn
-        if self._catalog_current is None:
-            self._catalog_current = catalog.built(conn) is not None
-        if not self._catalog_current or not events:
-            return
-        if self.projection is None:
-            catalog.mark_stale(conn)
-            self._catalog_current = False
-            return
-        catalog.project(conn, self.projection, events)
+        self._catalog_current = keep_current(
+            self._catalog_current,
+            self.projection,
+            events,
+            built=lambda: catalog.built(conn) is not None,
+            project=lambda projection, new: catalog.project(conn, projection, new),
+            mark_stale=lambda: catalog.mark_stale(conn),
+        )
 
     def build_catalog(self, conn: sqlite3.Connection) -> int:
         """(In a write transaction) rebuild the catalog from the log."""

@@ -419,23 +419,22 @@ def _task(state: SessionState) -> str:
 
 def entry_status_text(entry: SessionEntry) -> str:
     """:func:`status_text` of a catalog row."""
-    if entry.status == "ended":
-        return f"ended ({entry.end_reason})"
-    if entry.status == "awaiting_approval":
-        return f"suspended: awaiting approval ({len(entry.pending)} pending)"
-    if entry.status == "resumable":
-        return "suspended: approvals decided, resume it"
-    return "open (resumable)"
+    return _status_text(entry.status, entry.end_reason, len(entry.pending))
 
 
 def status_text(state: SessionState) -> str:
     """``ended (max_turns)``, ``suspended: awaiting approval (2 pending)``,
     ``suspended: approvals decided, resume it``, ``open (resumable)``."""
-    if state.ended is not None:
-        return f"ended ({state.ended.reason})"
-    if state.status == "awaiting_approval":
-        return f"suspended: awaiting approval ({len(state.pending_approvals)} pending)"
-    if state.status == "resumable":
+    reason = state.ended.reason if state.ended is not None else None
+    return _status_text(state.status, reason, len(state.pending_approvals))
+
+
+def _status_text(status: str, end_reason: str | None, pending: int) -> str:
+    if status == "ended":
+        return f"ended ({end_reason})"
+    if status == "awaiting_approval":
+        return f"suspended: awaiting approval ({pending} pending)"
+    if status == "resumable":
         return "suspended: approvals decided, resume it"
     return "open (resumable)"
 
