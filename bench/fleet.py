@@ -32,9 +32,9 @@ from eventlog._catalog import Claim, Listing  # noqa: E402
 from eventlog._hashchain import build_events  # noqa: E402
 from orchestrator import Agent, HostTool  # noqa: E402
 from orchestrator._catalog import open_log  # noqa: E402
-from orchestrator._cli_session import session_rows  # noqa: E402
 from orchestrator._events import CODEC, LeaseAcquired  # noqa: E402
 from orchestrator._fleet import Worker, lease_stream, queue_session  # noqa: E402
+from orchestrator._session_list import session_rows  # noqa: E402
 from orchestrator.adapters import ScriptedModel  # noqa: E402
 
 TURNS = [{"tool_calls": [{"id": "c", "name": "step", "arguments": {}}]}, {"text": "done"}]

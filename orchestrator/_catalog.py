@@ -39,11 +39,7 @@ from ._events import (
     SessionSuspended,
     UserMessage,
 )
-from ._index_log import INDEX_STREAM
-
-LEASE_PREFIX = "lease/"
-QUEUED = "queued"
-"""The outcome of the lease stream's first event, written by ``queue_session``."""
+from ._streams import INDEX_STREAM, LEASE_PREFIX, QUEUED
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

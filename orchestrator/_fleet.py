@@ -45,8 +45,6 @@ import trio
 from eventlog import ConcurrencyError, EventStore, NewEvent, SkillogError, closing
 from eventlog._catalog import Claim, Listing
 
-from ._catalog import LEASE_PREFIX as LEASE_PREFIX
-from ._catalog import QUEUED as QUEUED
 from ._catalog import catalogued
 from ._events import (
     CODEC,
@@ -62,16 +60,13 @@ from ._events import (
 )
 from ._loop import Agent
 from ._state import SessionState, apply
+from ._streams import LEASE_PREFIX, QUEUED, lease_stream
 
 log = logging.getLogger("skillog.worker")
 
 AgentFactory = Callable[[SessionStarted], Agent]
 """Builds the agent that drives a session, from its recorded configuration (model,
 policy); the worker's own skills and host tools come from the factory."""
-
-
-def lease_stream(session_id: str) -> str:
-    return f"{LEASE_PREFIX}{session_id}"
 
 
 def worker_name() -> str:

@@ -24,13 +24,13 @@ from eventlog._catalog import (
 
 from .._approvals import RememberError, decide_approval, pending_approvals
 from .._catalog import catalog_current
-from .._cli_session import STATES, session_rows, status_text
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
 from .._session import SessionNotFoundError
+from .._session_list import STATES, session_rows, status_text
 from .._state import SessionState, apply
 from .._verdict import verdict
-from ..skills._config import Role
+from ..skills import Role
 from ._auth import Principal
 from ._context import ServiceContext
 from ._errors import ApiError

@@ -18,15 +18,15 @@ from eventlog import EventStore, MemoryStore, import_jsonl, open_sqlite_store, o
 from eventlog._catalog import Claim, CursorError, Listing, decode_cursor, fold_store
 from orchestrator import Agent
 from orchestrator._catalog import SESSIONS, entry_of, open_log
-from orchestrator._cli_session import session_rows
 from orchestrator._events import CODEC, LeaseAcquired
 from orchestrator._fleet import Worker, lease_stream, queue_session
 from orchestrator._grammar import session_grammar
+from orchestrator._session_list import session_rows
 from orchestrator._state import SessionState, apply
 from orchestrator.adapters import ScriptedModel
 
 GOLDEN = Path(__file__).parents[1] / "golden"
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def agent(turns: list[dict[str, object]] | None = None) -> Agent:

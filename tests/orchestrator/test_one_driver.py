@@ -30,7 +30,7 @@ from orchestrator._grammar import session_grammar
 from orchestrator._loop import Agent
 from orchestrator.adapters import ScriptedModel
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 SCRIPT_S = 4
 
 
@@ -220,7 +220,7 @@ async def test_an_mcp_connection_holds_its_session(tmp_path: Path) -> None:
     """An `mcp serve` connection's session is leased for as long as the connection
     lives: resume names the holder; a worker never claims it; closing releases it."""
     pytest.importorskip("mcp")
-    from orchestrator.mcp._server_session import ServeConfig, ServedSession
+    from orchestrator.mcp_server._session import ServeConfig, ServedSession
 
     db = tmp_path / "mcp.db"
     async with open_sqlite_store(db) as store, trio.open_nursery() as nursery:

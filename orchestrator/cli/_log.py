@@ -13,8 +13,8 @@ import argparse
 
 from eventlog import _cli
 
-from ._catalog import SESSIONS
-from ._verdict import verdict
+from .._catalog import SESSIONS
+from .._verdict import verdict
 
 add_arguments = _cli.add_arguments
 
