@@ -528,11 +528,14 @@ class LeaseRenewed(Event, frozen=True, kw_only=True):
 
 class LeaseReleased(Event, frozen=True, kw_only=True):
     """The holder let the session go: ``ended``, ``suspended`` (awaiting approval),
-    ``handed back`` (shutdown), or ``failed: ...``."""
+    ``handed back`` (shutdown), or ``failed: ...``; or, first in the stream, ``queued``
+    by ``submitter`` (who asked) with the named ``policy`` preset."""
 
     event_type: ClassVar[str] = "lease.released"
     worker: str
     outcome: str
+    submitter: str = ""
+    policy: str = ""
 
 
 class SessionEnded(Event, frozen=True, kw_only=True):

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import msgspec
 import trio
@@ -22,7 +25,9 @@ from eventlog import (
     open_store,
     visible,
 )
+from eventlog._catalog import DEFAULT_LIMIT, Listing
 
+from .._catalog import open_log
 from .._effects import ApprovalDecision, ApprovalRequest, Approver
 from .._events import (
     CODEC,
@@ -32,13 +37,12 @@ from .._events import (
     SessionStarted,
     SessionSuspended,
 )
-from .._fleet import session_config
+from .._fleet import LeaseHeldError, driver_name, holder, leased, session_config
 from .._loop import Agent
 from .._policy import suggested_rule
 from .._policy_config import load_policy
-from .._session_list import session_rows
+from .._session_list import STATES, session_rows
 from .._transcript import transcript
-from .._views import AUDIT_VIEWS
 from ..skills import (
     Catalog,
     Skill,
@@ -66,6 +70,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command = parser.prog.split()[-1]
     if command == "sessions":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
+        parser.add_argument(
+            "--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
+            help=f"the N most recent sessions (default: {DEFAULT_LIMIT})",
+        )  # fmt: skip
+        parser.add_argument("--all", action="store_true", help="every session, however many")
+        parser.add_argument(
+            "--status", action="append", default=[], choices=STATES,
+            help="only sessions in this state (repeatable)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--since", metavar="DATE",
+            help="only sessions started at or after DATE (YYYY-MM-DD or ISO 8601, UTC)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--search", metavar="TEXT", help="only sessions whose task contains TEXT (any case)"
+        )
         return
     if command == "run":
         parser.add_argument("task", help="what to ask the agent")
@@ -73,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("tasks", nargs="+", metavar="TASK", help="one session per task")
     else:
         parser.add_argument("session", help="the session id (see `skillog sessions`)")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="when another driver (a worker, serve, another resume) holds the session's "
+            "lease, wait until it lets the session go or its lease expires, instead of "
+            "refusing",
+        )
     parser.add_argument(
         "--model",
         required=command in ("run", "submit"),
@@ -172,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
-            session = await agent.run(store, args.task)
+        async with open_log(args.db) as store:
+            session_id = uuid.uuid4().hex
+            async with leased(store, session_id, driver_name("run")) as lease:
+                session = await agent.run(store, args.task, session_id=session_id)
+                lease.outcome = _outcome(session.state.status)
             return await _report(store, session.id)
     finally:
         agent.close()
@@ -186,9 +216,12 @@ async def _resume(args: argparse.Namespace) -> int:
             "`skillog policy --session ID` shows it): --policy and --policy-profile apply "
             "to new sessions only"
         )
-    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+    async with open_log(args.db) as store:
         started = await _started(store, args.session)
         if started.provider == "mcp":
+            held = await holder(store, args.session, time.time_ns())
+            if held is not None:
+                raise LeaseHeldError(args.session, *held, time.time_ns())
             raise SkillogError(
                 f"session {args.session} was an MCP client's connection to `skillog mcp "
                 "serve`, whose server stopped before it ended; the client is gone, so it "
@@ -205,15 +238,43 @@ async def _resume(args: argparse.Namespace) -> int:
             )
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
-            session = await agent.resume(store, args.session)
-            return await _report(store, session.id)
+            driver = driver_name("resume")
+            async with leased(store, args.session, driver, wait=args.wait) as lease:
+                bodies = await read_bodies(store, args.session)
+                if isinstance(bodies[-1], SessionEnded):  # its driver (waited for) ended it
+                    lease.outcome = "already ended"
+                else:
+                    session = await agent.resume(store, args.session)
+                    lease.outcome = _outcome(session.state.status)
+            return await _report(store, args.session)
         finally:
             agent.close()
 
 
+def _outcome(status: str) -> str:
+    """What a driver's release records for a session left at ``status``."""
+    return "ended" if status == "ended" else "suspended"
+
+
 async def _sessions(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise SkillogError(f"--limit {args.limit}: give 1 or more (or --all)")
+    limit = None if args.all else args.limit
+    listing = Listing(
+        limit=None if limit is None else limit + 1,  # one more: is there more?
+        status=tuple(args.status),
+        since=parse_since(args.since) if args.since else None,
+        search=args.search or None,
+    )
     async with open_store(args.db, readonly=True) as store:
-        rows = await session_rows(store)
+        rows = await session_rows(store, listing)
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit]
+    if more:
+        print(
+            f"(the {limit} most recent shown; --limit N or --all for more)",
+            file=sys.stderr,
+        )
     if args.json:
         for row in rows:
             print(inert_json(msgspec.json.encode(row).decode()))
@@ -231,6 +292,20 @@ async def _sessions(args: argparse.Namespace) -> int:
             f"{r.turns:>5} {r.events:>6}  " + visible("  ".join(notes))
         )
     return 0
+
+
+def parse_since(text: str) -> int:
+    """``--since``/``?since=``: a date or ISO 8601 time (UTC unless it says) as ns."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as e:
+        raise SkillogError(
+            f"--since {text!r}: not a date; write YYYY-MM-DD or an ISO 8601 time "
+            "(2026-01-31T12:00:00)"
+        ) from e
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp()) * 1_000_000_000
 
 
 async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
