@@ -8,7 +8,9 @@ crash, a cancellation or in another process) exactly where it stopped.
 How a session ends (``session.ended``): ``completed`` when the model answers without
 tool calls; ``max_turns`` when the turn bound is reached; ``error`` when the model keeps
 failing (after bounded retries for retryable errors, at once for others) or answers
-malformed output more than ``retry.max_attempts`` times in a row. A session whose
+malformed output more than ``retry.max_attempts`` times in a row;
+``context_exhausted`` when the next request cannot fit the model's context window even
+after compaction (docs/context.md). A session whose
 tool calls wait for approvals nobody in this process can give is suspended
 (``session.suspended``, status ``awaiting_approval``): ``run`` returns, and ``resume``
 in any process continues once the decisions are recorded. A cancelled or crashed run
@@ -22,18 +24,20 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import trio
 
 from eventlog import EventStore, SkillogError
 
+from ._context import context_window_for
 from ._effects import Approver, LiveEffects, Reconciler
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._policy import over_budget
-from ._session import Clock, Observer, Session, refresh_context
+from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
 from ._visibility import Predicate
 from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
 
@@ -98,6 +102,7 @@ class Agent:
     indexed: CatalogRecord | None = None
     mcp_servers: Sequence[McpServerConfig] = ()
     instructions_in_results: bool = False
+    context_window: int | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -149,6 +154,11 @@ class Agent:
             version=VERSION,
             params=dict(self.params),
             instructions_in_results=self.instructions_in_results,
+            context_window=(
+                self.context_window
+                if self.context_window is not None
+                else context_window_for(self.model_name)
+            ),
         )
 
     def predicates(self) -> dict[str, Predicate]:
@@ -263,10 +273,24 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
             await session.end("budget_exceeded", f"budget_exceeded: {exceeded}")
             break
         await session.refresh()
-        request, _ = await session.render()
+        try:
+            request, _ = await session.render()
+        except ContextExhaustedError as e:
+            await session.end("context_exhausted", str(e))
+            break
         outcome = await _call(session, model, request, retry)
         if outcome is None:
             break
+        if outcome == "overflow":
+            if not await session.compact_after_overflow():
+                await session.end(
+                    "context_exhausted",
+                    f"the provider refused turn {session.turn + 1}'s request as too long for "
+                    "the model's context window and nothing is left to compact; give the "
+                    "model a larger window or keep tool results smaller",
+                )
+                break
+            continue
         response, duration_ms = outcome
         problem = _malformed(response)
         if problem is not None:
@@ -293,9 +317,10 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
 
 async def _call(
     session: Session, model: ModelAdapter, request: ModelRequest, retry: RetryPolicy
-) -> tuple[ModelResponse, int] | None:
+) -> tuple[ModelResponse, int] | Literal["overflow"] | None:
     """One model call with bounded retries; records each failure. None when it gave up
-    (the session is then ended with ``error``)."""
+    (the session is then ended); ``overflow`` when the provider said the request does
+    not fit the context window for the first time this turn (compact, render again)."""
     turn = session.turn
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
@@ -311,7 +336,12 @@ async def _call(
                     f"no answer within {retry.timeout_s:g}s", kind="timeout", retryable=True
                 )
             )
-            will_retry = error.retryable and attempt < retry.max_attempts
+            overflow = error.kind == "context_overflow"
+            if overflow:
+                # One more try per turn, after a compaction (the prompt is closed).
+                will_retry = session.state.overflowed_turn != turn
+            else:
+                will_retry = error.retryable and attempt < retry.max_attempts
             await session.record_outcome(
                 ModelFailed(
                     turn=turn,
@@ -323,6 +353,15 @@ async def _call(
                     duration_ms=(time.monotonic_ns() - start) // 1_000_000,
                 )
             )
+            if overflow and will_retry:
+                return "overflow"
+            if overflow:
+                await session.end(
+                    "context_exhausted",
+                    f"the provider refused turn {turn}'s request as too long again after a "
+                    f"compaction: {error}",
+                )
+                return None
             if not will_retry:
                 await session.end("error", f"model call failed: {error}")
                 return None

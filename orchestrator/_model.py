@@ -94,7 +94,9 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
-ModelErrorKind = Literal["rate_limited", "timeout", "connection", "http", "malformed", "other"]
+ModelErrorKind = Literal[
+    "rate_limited", "timeout", "connection", "http", "malformed", "context_overflow", "other"
+]
 
 
 class ModelError(SkillogError):

@@ -363,6 +363,9 @@ class SessionMapper:
         return self._blobs(digest) if self._blobs is not None else None
 
     def _add_prompt_content(self, body: PromptRendered, attrs: Attributes) -> None:
+        # After a compaction the prompt names the history again from the first message
+        # it rewrote (docs/context.md): keep only what comes before the new ones.
+        del self._messages[max(0, body.message_count - len(body.new_message_digests)) :]
         for digest in body.new_message_digests:
             data = self._blob(digest)
             self._messages.append(None if data is None else _content.decode_message_blob(data))

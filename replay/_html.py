@@ -207,7 +207,13 @@ def _data(audit: Audit) -> str:
         "lines": audit.lines,
         "tails": audit.tails,
         "prompts": [
-            {"count": p.message_count, "new": p.new_messages, "tail": p.tail, "diff": p.tail_diff}
+            {
+                "start": p.start,
+                "count": p.message_count,
+                "new": p.new_messages,
+                "tail": p.tail,
+                "diff": p.tail_diff,
+            }
             for p in audit.prompts
         ],
     }

@@ -1,0 +1,348 @@
+"""The context budget: long sessions compact (recorded) instead of dying at the window,
+replay reproduces every request after a compaction, and a provider's context-overflow
+answer is recorded, compacted for and retried once (docs/context.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eventlog import MemoryStore, verify
+from orchestrator._context import (
+    STUB_PREFIX,
+    compacted,
+    context_window_for,
+    plan_skill_instructions,
+    plan_tool_results,
+)
+from orchestrator._events import (
+    ContextCompacted,
+    ModelFailed,
+    PolicyConfig,
+    PromptRendered,
+    SessionEnded,
+    SessionStarted,
+)
+from orchestrator._grammar import session_grammar
+from orchestrator._loop import Agent, RetryPolicy
+from orchestrator._model import Message, TextPart, ToolCall, ToolResult
+from orchestrator.adapters import ScriptedModel
+from replay import load_recording, redrive, replay_session
+from replay._fork import fork_session
+
+WINDOW = 32_000
+BIG = 40_000  # bytes per reference file: about 10k tokens, three fill a 32k window
+
+
+def _read_turns(n: int, files: int) -> list[dict[str, Any]]:
+    """Load the skill, then ``n`` turns each reading a (large) reference file."""
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "skills.load", "arguments": {"names": ["big"]}}]}
+    ]
+    for i in range(n):
+        path = f"references/part{i % files}.md"
+        turns.append({"tool_calls": [{"name": "skills.read", "arguments": {"path": path}}]})
+    return [*turns, {"text": "done"}]
+
+
+def _big_skill(make_skill: Any, files: int) -> Any:
+    return make_skill(
+        "big",
+        body="Read the parts one by one.\n",
+        files={f"references/part{i}.md": f"part {i}\n" + "x" * BIG for i in range(files)},
+    )
+
+
+async def _proves(store: MemoryStore, session_id: str) -> None:
+    report = await verify(store, grammar=session_grammar)
+    assert report.ok, report.faults
+    recording = await load_recording(store, session_id)
+    replayed = await replay_session(store, recording)
+    assert replayed.ok, replayed.divergence
+    redriven = await redrive(store, recording)
+    assert redriven.ok, redriven.divergence
+
+
+async def test_a_200_turn_session_of_large_reads_completes_under_a_32k_window(
+    kit, make_skill
+) -> None:
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=5)
+    agent = Agent(
+        model=ScriptedModel(_read_turns(200, files=5)),
+        model_name="test-model",
+        skills=[skill],
+        context_window=WINDOW,
+        max_turns=300,
+        policy=PolicyConfig(approve=()),
+    )
+    session = await agent.run(store, "read everything")
+    bodies = await kit.bodies(store, session.id)
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "completed", ended
+    compactions = kit.of_type(bodies, ContextCompacted)
+    assert len(compactions) > 20
+    for c in compactions:
+        assert c.reason == "budget"
+        assert c.tokens_after < c.tokens_before and c.tokens_after <= c.budget
+        assert all(r.stub.startswith(STUB_PREFIX) for r in c.replaced)
+    assert {c.step for c in compactions} == {"tool_results", "drop_turns"}
+    # The stub tells the model how to get the result back.
+    reads = [r for r in compactions[0].replaced if r.tool == "skills.read"]
+    assert '{"path":"references/part0.md"}' in reads[0].stub
+    # The recorded requests all fit the window, and the last turns' reads are intact.
+    last = session.state.messages
+    assert sum(1 for m in last if m.role == "tool" and len(str(m.parts[0])) > BIG) <= 4
+    await _proves(store, session.id)
+
+
+async def test_a_request_that_cannot_fit_ends_the_session_with_context_exhausted(
+    kit, make_skill
+) -> None:
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=1)
+    agent = Agent(
+        model=ScriptedModel(_read_turns(1, files=1)),
+        model_name="test-model",
+        skills=[skill],
+        context_window=8_000,
+        policy=PolicyConfig(approve=()),
+    )
+    session = await agent.run(store, "read it")
+    ended = (await kit.bodies(store, session.id))[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "context_exhausted"
+    assert ended.error is not None and "over the budget of 3904" in ended.error
+    assert "--context-window" in ended.error
+    await _proves(store, session.id)
+
+
+async def test_a_context_overflow_answer_is_recorded_compacted_for_and_retried_once(
+    kit, make_skill
+) -> None:
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=3)
+    overflow = {"error": {"kind": "context_overflow", "status": 400, "message": "too long"}}
+    turns = _read_turns(6, files=3)
+    turns.insert(6, overflow)  # the 7th request: 5 reads in the history, no window known
+    agent = Agent(
+        model=ScriptedModel(turns),
+        model_name="unknown-model",
+        skills=[skill],
+        policy=PolicyConfig(approve=()),
+    )
+    session = await agent.run(store, "read")
+    bodies = await kit.bodies(store, session.id)
+    assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
+    failed = kit.of_type(bodies, ModelFailed)
+    assert [(f.kind, f.will_retry) for f in failed] == [("context_overflow", True)]
+    at = bodies.index(failed[0])
+    compaction = bodies[at + 1]
+    assert isinstance(compaction, ContextCompacted) and compaction.reason == "overflow"
+    assert compaction.budget == 0  # the window is unknown: no budget, only the retry
+    # The same turn is rendered again after the compaction.
+    prompts = [b for b in bodies if isinstance(b, PromptRendered)]
+    again = next(p for p in prompts if bodies.index(p) > at)
+    assert again.turn == failed[0].turn
+    await _proves(store, session.id)
+
+
+async def test_a_second_overflow_in_the_same_turn_ends_with_context_exhausted(
+    kit, make_skill
+) -> None:
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=3)
+    overflow = {"error": {"kind": "context_overflow", "status": 400, "message": "too long"}}
+    turns = _read_turns(6, files=3)
+    turns[6:6] = [overflow, overflow]
+    agent = Agent(
+        model=ScriptedModel(turns),
+        model_name="unknown-model",
+        skills=[skill],
+        policy=PolicyConfig(approve=()),
+        retry=RetryPolicy(base_ms=0),
+    )
+    session = await agent.run(store, "read")
+    bodies = await kit.bodies(store, session.id)
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "context_exhausted"
+    assert [f.will_retry for f in kit.of_type(bodies, ModelFailed)] == [True, False]
+    await _proves(store, session.id)
+
+
+async def test_fork_from_before_a_compaction_replays_and_continues(kit, make_skill) -> None:
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=3)
+    agent = Agent(
+        model=ScriptedModel(_read_turns(12, files=3)),
+        model_name="test-model",
+        skills=[skill],
+        context_window=WINDOW,
+        policy=PolicyConfig(approve=()),
+    )
+    session = await agent.run(store, "read")
+    bodies = await kit.bodies(store, session.id)
+    first = next(i for i, b in enumerate(bodies) if isinstance(b, ContextCompacted))
+    recording = await load_recording(store, session.id)
+    fork = await fork_session(store, recording, first - 1, session_id="fork")
+    # The fork continues (a new model) and compacts again on its own.
+    agent.model = ScriptedModel(_read_turns(12, files=3)[5:])
+    resumed = await agent.resume(store, fork)
+    forked = await kit.bodies(store, resumed.id)
+    assert isinstance(forked[-1], SessionEnded) and forked[-1].reason == "completed"
+    assert kit.of_type(forked, ContextCompacted)
+    await _proves(store, "fork")
+
+
+async def test_resume_after_a_compaction_renders_what_a_continuous_run_renders(
+    kit, make_skill
+) -> None:
+    """A process that stops right after a compaction: the next prompt, rendered by a
+    new process, names the whole rewritten history and replays."""
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=3)
+    turns = _read_turns(10, files=3)
+    agent = Agent(
+        model=ScriptedModel(turns),
+        model_name="test-model",
+        skills=[skill],
+        context_window=WINDOW,
+        policy=PolicyConfig(approve=()),
+    )
+    full = await agent.run(store, "read")
+    bodies = await kit.bodies(store, full.id)
+    cut = next(i for i, b in enumerate(bodies) if isinstance(b, ContextCompacted))
+    events = [e async for e in store.read(full.id)]
+    crashed = MemoryStore()
+    blobs = [await store.get_blob(d) for d in _digests(bodies[: cut + 1])]
+    from eventlog import NewEvent
+
+    await crashed.append(
+        "s",
+        [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in events[: cut + 1]],
+        expected_seq=0,
+        blobs=blobs,
+    )
+    answered = sum(1 for b in bodies[:cut] if type(b).__name__ == "ModelResponded")
+    agent.model = ScriptedModel(turns[answered:])
+    await agent.resume(crashed, "s")
+    again = await kit.bodies(crashed, "s")
+    assert [type(b).__name__ for b in again] == [type(b).__name__ for b in bodies]
+    await _proves(crashed, "s")
+
+
+def _digests(bodies: list[Any]) -> list[str]:
+    from orchestrator._events import SkillActivated
+
+    out: list[str] = []
+    for b in bodies:
+        if isinstance(b, SkillActivated):
+            out += [b.body_digest, *(f.sha256 for f in b.files)]
+        if isinstance(b, PromptRendered):
+            out += [*b.new_message_digests, b.tail_digest]
+    return out
+
+
+def test_known_models_have_their_windows_and_agents_record_them() -> None:
+    assert context_window_for("claude-sonnet-4-5-20250929") == 200_000
+    assert context_window_for("gpt-4o-mini") == 128_000
+    assert context_window_for("gpt-4-0613") == 8_192
+    assert context_window_for("my-local-model") == 0
+    model = ScriptedModel([{"text": "hi"}])
+    config: SessionStarted = Agent(model=model, model_name="gpt-4o").session_config()
+    assert config.context_window == 128_000
+    chosen = Agent(model=model, model_name="gpt-4o", context_window=1000).session_config()
+    assert chosen.context_window == 1000
+
+
+# -- properties: what compaction never drops ------------------------------------------------
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Message], list[str]]:
+    """A history of turns (a user message, then assistant calls answered by tool
+    results), the last turn's calls possibly unanswered, and the active skills."""
+    messages = [Message(role="user", parts=(TextPart(text="go"),))]
+    tools = ["skills.read", "skills.load", "skills.run_script", "lookup"]
+    turns = draw(st.integers(0, 12))
+    for t in range(turns):
+        n = draw(st.integers(1, 3))
+        calls = []
+        for i in range(n):
+            name = draw(st.sampled_from(tools))
+            args = json.dumps({"path": f"references/{t}.md"}) if name == "skills.read" else "{}"
+            calls.append(ToolCall(id=f"c{t}_{i}", name=name, arguments=args))
+        messages.append(Message(role="assistant", parts=tuple(calls)))
+        if t == turns - 1 and draw(st.booleans()):
+            break  # the last calls are not answered yet
+        results = []
+        for c in calls:
+            size = draw(st.integers(0, 3000))
+            content = "y" * size
+            if c.name == "skills.load":
+                name = draw(st.sampled_from(["a", "b", "c"]))
+                content = json.dumps({"instructions": {name: "z" * size}})
+            results.append(ToolResult(call_id=c.id, content=content))
+        messages.append(Message(role="tool", parts=tuple(results)))
+    active = draw(st.lists(st.sampled_from(["a", "b", "c"]), unique=True))
+    return messages, active
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.integers(0, 5))
+def test_compaction_keeps_every_call_the_active_instructions_and_the_last_turns(
+    case: tuple[list[Message], list[str]], keep: int
+) -> None:
+    messages, active = case
+    replaced = plan_tool_results(messages, keep, frozenset())
+    replaced += plan_skill_instructions(
+        compacted(messages, replaced), active, frozenset((r.message, r.call_id) for r in replaced)
+    )
+    after = compacted(messages, replaced)
+    # Same roles, same calls and results in the same order: only contents change.
+    assert [m.role for m in after] == [m.role for m in messages]
+    for before, now in zip(messages, after, strict=True):
+        assert [type(p) for p in before.parts] == [type(p) for p in now.parts]
+        assert [getattr(p, "id", getattr(p, "call_id", None)) for p in before.parts] == [
+            getattr(p, "id", getattr(p, "call_id", None)) for p in now.parts
+        ]
+        if before.role != "tool":
+            assert before == now  # the user's words and the model's calls stay
+    # The last `keep` turns' results stay unless they carry inactive instructions.
+    tool_messages = [i for i, m in enumerate(messages) if m.role == "tool"]
+    recent = set(tool_messages[len(tool_messages) - keep :]) if keep else set()
+    for r in replaced:
+        assert r.stub.startswith(STUB_PREFIX) and len(r.stub) < r.size
+        if r.message in recent:
+            assert r.tool == "skills.load"
+    # Instructions of an active skill are never cleared.
+    for r in replaced:
+        if r.tool == "skills.load":
+            original = next(
+                p
+                for p in messages[r.message].parts
+                if isinstance(p, ToolResult) and p.call_id == r.call_id
+            )
+            named = json.loads(original.content).get("instructions", {})
+            if r.message in recent:
+                assert not set(named) & set(active)
+    # Planning again over the compacted history replaces nothing more.
+    cleared = frozenset((r.message, r.call_id) for r in replaced)
+    assert plan_tool_results(after, keep, cleared) == ()
+    assert plan_skill_instructions(after, active, cleared) == ()
+
+
+@pytest.mark.parametrize("keep", [0, 2])
+def test_unanswered_calls_are_never_touched(keep: int) -> None:
+    messages = [
+        Message(role="user", parts=(TextPart(text="go"),)),
+        Message(role="assistant", parts=(ToolCall(id="a", name="lookup", arguments="{}"),)),
+        Message(role="tool", parts=(ToolResult(call_id="a", content="x" * 5000),)),
+        Message(role="assistant", parts=(ToolCall(id="b", name="lookup", arguments="{}"),)),
+    ]
+    replaced = plan_tool_results(messages, keep, frozenset())
+    assert [r.call_id for r in replaced] == (["a"] if keep == 0 else [])
+    assert compacted(messages, replaced)[3] == messages[3]
