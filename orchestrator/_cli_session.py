@@ -122,6 +122,14 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         help="rescan the skill sources between turns and record what changed "
         "(default: skills.watch, off)",
     )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window, recorded by the sessions started (default: the "
+        "window of a known model, else unknown: compaction only after the provider "
+        "refuses a request as too long; docs/context.md)",
+    )
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -335,6 +343,7 @@ def agent_for(
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
         mcp_servers=load_mcp_servers(config_path()),
+        context_window=getattr(args, "context_window", None),
     )
 
 

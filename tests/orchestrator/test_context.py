@@ -346,3 +346,36 @@ def test_unanswered_calls_are_never_touched(keep: int) -> None:
     replaced = plan_tool_results(messages, keep, frozenset())
     assert [r.call_id for r in replaced] == (["a"] if keep == 0 else [])
     assert compacted(messages, replaced)[3] == messages[3]
+
+
+def test_skillog_run_with_a_small_context_window_says_why_it_stopped(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """`--context-window` is recorded; a read that cannot fit ends the session with
+    context_exhausted and a message saying what to do, not a traceback or a 400."""
+    from orchestrator._cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
+    skill = tmp_path / "skills" / "big"
+    (skill / "references").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: big\ndescription: Big reads.\n---\nRead.\n")
+    (skill / "references" / "a.md").write_text("x" * BIG)
+    (tmp_path / "turns.yaml").write_text(
+        "turns:\n"
+        "  - tool_calls: [{name: skills.load, arguments: {names: [big]}}]\n"
+        "  - tool_calls: [{name: skills.read, arguments: {path: references/a.md}}]\n"
+        "  - text: done\n"
+    )
+    db = tmp_path / "log.db"
+    args = ["run", "read", "--model", f"scripted:{tmp_path / 'turns.yaml'}", "--db", str(db)]
+    args += ["--skills", str(skill), "--project", str(tmp_path), "--context-window", "8000"]
+    assert main(args) == 1  # not completed
+    out, err = capsys.readouterr()
+    assert "context_exhausted" in out + err and "--context-window" in out + err, out + err
+    assert "Traceback" not in out + err
+    assert main(["sessions", "--json", "--db", str(db)]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert row["end_reason"] == "context_exhausted"
+    assert main(["replay", row["session"], "--redrive", "--db", str(db)]) == 0
+    assert "every request reproduced byte for byte" in capsys.readouterr().out

@@ -324,3 +324,26 @@ async def test_a_tool_call_in_a_user_message_is_refused(canned: Canned) -> None:
     with pytest.raises(ModelError, match="message 0 \\(role user\\) holds a ToolCall"):
         await adapter(canned).complete(request)
     assert canned.requests == []
+
+
+async def test_a_prompt_too_long_answer_is_a_context_overflow(
+    canned: Canned, request_: ModelRequest
+) -> None:
+    """Anthropic's 400 for a request over the window: the loop compacts and retries
+    once on this kind (docs/context.md), where any other 400 ends the session."""
+    canned.json(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 215341 tokens > 200000 maximum",
+            },
+        },
+        400,
+    )
+    with pytest.raises(ModelError) as info:
+        await adapter(canned).complete(request_)
+    assert (info.value.kind, info.value.retryable, info.value.status) == (
+        "context_overflow", False, 400,
+    )  # fmt: skip
+    assert "prompt is too long" in str(info.value)

@@ -326,3 +326,23 @@ async def test_an_openai_compatible_server_at_a_base_url(
     assert response.parts[0].text == "hello from a local model"  # type: ignore[union-attr]
     ((path, body),) = seen
     assert path == "/v1/chat/completions" and body["messages"]
+
+
+async def test_a_context_length_exceeded_answer_is_a_context_overflow(
+    canned: Canned, request_: ModelRequest
+) -> None:
+    canned.json(
+        {
+            "error": {
+                "message": "This model's maximum context length is 128000 tokens. However, "
+                "your messages resulted in 131072 tokens. Please reduce the length.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+        status=400,
+    )
+    with pytest.raises(ModelError) as info:
+        await adapter(canned).complete(request_)
+    assert (info.value.kind, info.value.retryable) == ("context_overflow", False)
