@@ -39,13 +39,17 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     """Per-session limits, checked before each model call; 0 means no limit. Cost is
     estimated from the session's token use and ``prices``: ``(model, micro-USD per
     million input tokens, micro-USD per million output tokens)`` (integers: recorded
-    bodies hold no floats). A session over budget ends with ``budget_exceeded``."""
+    bodies hold no floats); ``cache_prices``: ``(model, micro-USD per million input
+    tokens read from the prompt cache, per million written to it)``, without which
+    cached tokens cost what other input tokens cost. A session over budget ends with
+    ``budget_exceeded``."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_micro_usd: int = 0
     wall_ms: int = 0
     prices: tuple[tuple[str, int, int], ...] = ()
+    cache_prices: tuple[tuple[str, int, int], ...] = ()
 
 
 Sandbox = Literal["required", "preferred", "off"]

@@ -268,6 +268,7 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
             state.input_tokens,
             state.output_tokens,
             (session.clock() - session.started_at) // 1_000_000,
+            (state.cache_read_tokens, state.cache_write_tokens),
         )
         if exceeded is not None and state.open_prompt is None:
             await session.end("budget_exceeded", f"budget_exceeded: {exceeded}")

@@ -59,18 +59,31 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything one model call is given."""
+    """Everything one model call is given. ``cache_key`` names the session for a
+    provider's prompt-cache routing (OpenAI's ``prompt_cache_key``): the same for every
+    request of a session, derived from its id, and not part of the canonical request
+    bytes (docs/context.md)."""
 
     model: str
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     max_tokens: int
+    cache_key: str = ""
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens of one call as the provider reported them. ``input_tokens`` counts every
+    input token (cached or not, as OpenTelemetry counts them); of those,
+    ``cache_read_input_tokens`` were read from the provider's prompt cache and
+    ``cache_creation_input_tokens`` written to it (Anthropic's
+    ``cache_read_input_tokens``/``cache_creation_input_tokens``, OpenAI's
+    ``prompt_tokens_details.cached_tokens``)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]

@@ -157,6 +157,8 @@ class SessionState(ActiveSkills):
 
     __slots__ = (
         "active",
+        "cache_read_tokens",
+        "cache_write_tokens",
         "catalog",
         "cleared",
         "config",
@@ -208,6 +210,8 @@ class SessionState(ActiveSkills):
         self.denials = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0  # of the input tokens, read from the prompt cache
+        self.cache_write_tokens = 0  # and written to it
         self.status: Status = "new"
         self.ended: SessionEnded | None = None
         self.open_prompt: PromptRendered | None = None
@@ -291,6 +295,8 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.pending_results = {}
             state.input_tokens += response.usage.input_tokens
             state.output_tokens += response.usage.output_tokens
+            state.cache_read_tokens += response.usage.cache_read_input_tokens
+            state.cache_write_tokens += response.usage.cache_creation_input_tokens
             state.usage_tokens = response.usage.input_tokens + response.usage.output_tokens
             state.usage_messages = len(state.messages)
             state.usage_bodies = frozenset(s.body_digest for s in state.active)

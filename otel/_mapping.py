@@ -398,6 +398,10 @@ class SessionMapper:
         attrs[sc.FINISH_REASONS] = (_content.FINISH_REASONS[response.stop_reason],)
         attrs[sc.INPUT_TOKENS] = usage.input_tokens
         attrs[sc.OUTPUT_TOKENS] = usage.output_tokens
+        if usage.cache_read_input_tokens:
+            attrs[sc.CACHE_READ_TOKENS] = usage.cache_read_input_tokens
+        if usage.cache_creation_input_tokens:
+            attrs[sc.CACHE_CREATION_TOKENS] = usage.cache_creation_input_tokens
         attrs[sc.OI_PROMPT_TOKENS] = usage.input_tokens
         attrs[sc.OI_COMPLETION_TOKENS] = usage.output_tokens
         if self.content:

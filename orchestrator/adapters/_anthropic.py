@@ -40,7 +40,11 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-def anthropic_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
+CACHE_CONTROL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4  # the API's limit of cache_control blocks per request
+
+
+def anthropic_request(request: ModelRequest, *, model: str, cache: bool = True) -> dict[str, Any]:
     """The Messages API parameters for a canonical request.
 
     The system prompt goes in ``system``; tool results travel as ``tool_result`` blocks
@@ -48,6 +52,13 @@ def anthropic_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
     (the API would merge them anyway, and a tool result must open its user turn).
     Empty texts and messages left empty are dropped, since the API refuses them. Tool
     names go out in wire form (see :class:`WireNames`, which refuses colliding sets).
+
+    With ``cache``, prompt-caching breakpoints (``cache_control``) mark what the next
+    request repeats, in the API's cache order (tools, system, messages): after the
+    system prompt (after the tools when there is none), after the last message of the
+    previous request (the one before the last answer: a cache the previous request
+    wrote is read there however many blocks were added since), and after the last
+    message (written for the next request). Three of the API's four (docs/context.md).
     """
     check_history(request, provider=PROVIDER)
     messages: list[dict[str, Any]] = []
@@ -72,7 +83,25 @@ def anthropic_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
             {"name": to_wire(t.name), "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    if cache:
+        _mark_breakpoints(params, messages)
     return params
+
+
+def _mark_breakpoints(params: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    marked: list[dict[str, Any]] = []
+    if "system" in params:
+        block = {"type": "text", "text": params["system"]}
+        params["system"] = [block]
+        marked.append(block)
+    elif "tools" in params:
+        marked.append(params["tools"][-1])
+    ends = [len(messages) - 3, len(messages) - 1]  # the previous request's end, this one's
+    for index in ends:
+        if index >= 0 and messages[index]["content"]:
+            marked.append(messages[index]["content"][-1])
+    for block in marked[:MAX_BREAKPOINTS]:
+        block["cache_control"] = CACHE_CONTROL
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -145,7 +174,8 @@ def anthropic_response(body: bytes, names: WireNames) -> ModelResponse:
 
     Text and ``tool_use`` blocks are kept in order (other block types, such as thinking,
     are dropped); a tool call's ``input`` object becomes canonical JSON text (sorted
-    keys); input tokens include cache reads and writes, as OpenTelemetry counts them.
+    keys); input tokens include cache reads and writes, as OpenTelemetry counts them,
+    and the usage says how many of them each was.
     A body that does not fit raises ``ModelError(kind="malformed")``.
     """
     message = decode_body(body, _Message, provider=PROVIDER)
@@ -171,11 +201,16 @@ def anthropic_response(body: bytes, names: WireNames) -> ModelResponse:
                 retryable=True,
             ) from e
     usage = message.usage
-    cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+    read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
     return ModelResponse(
         parts=tuple(parts),
         stop_reason=_STOP_REASONS.get(message.stop_reason, "other"),
-        usage=Usage(input_tokens=usage.input_tokens + cached, output_tokens=usage.output_tokens),
+        usage=Usage(
+            input_tokens=usage.input_tokens + read + written,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=read,
+            cache_creation_input_tokens=written,
+        ),
         model=message.model,
         id=message.id,
     )
@@ -188,7 +223,8 @@ class AnthropicAdapter(SdkAdapter):
     ``ANTHROPIC_BASE_URL`` if set). The SDK's own retries are always disabled
     (``max_retries=0``): the agent loop's bounded retry policy is the only one, so every
     attempt is recorded in the log and retries never multiply. ``model`` is used when a
-    request names none.
+    request names none. ``cache``: mark prompt-caching breakpoints (on by default; see
+    :func:`anthropic_request`).
     """
 
     PROVIDER = "anthropic"
@@ -197,11 +233,14 @@ class AnthropicAdapter(SdkAdapter):
     _BASE_ERROR = "AnthropicError"
     _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
-    def __init__(self, client: anthropic.AsyncAnthropic | None = None, *, model: str = "") -> None:
+    def __init__(
+        self, client: anthropic.AsyncAnthropic | None = None, *, model: str = "", cache: bool = True
+    ) -> None:
         super().__init__(client, model=model)
+        self.cache = cache
 
     def _params(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        return anthropic_request(request, model=model)
+        return anthropic_request(request, model=model, cache=self.cache)
 
     async def _create(self, params: dict[str, Any]) -> Any:
         return await self._client.messages.with_raw_response.create(**params)

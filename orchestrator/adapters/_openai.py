@@ -60,6 +60,10 @@ def openai_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
         "messages": messages,
         "max_completion_tokens": request.max_tokens,
     }
+    if request.cache_key:
+        # The same key for every request of a session routes them to the same prompt
+        # cache (OpenAI caches prompt prefixes automatically).
+        params["prompt_cache_key"] = request.cache_key
     if request.tools:
         params["tools"] = [
             {
@@ -128,9 +132,14 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Completion(msgspec.Struct):
@@ -182,7 +191,15 @@ def openai_response(body: bytes, names: WireNames) -> ModelResponse:
     return ModelResponse(
         parts=tuple(parts),
         stop_reason=stop_reason,
-        usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens),
+        usage=Usage(
+            input_tokens=usage.prompt_tokens,
+            output_tokens=usage.completion_tokens,
+            cache_read_input_tokens=(
+                usage.prompt_tokens_details.cached_tokens or 0
+                if usage.prompt_tokens_details is not None
+                else 0
+            ),
+        ),
         model=completion.model,
         id=completion.id,
     )

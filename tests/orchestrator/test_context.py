@@ -379,3 +379,16 @@ def test_skillog_run_with_a_small_context_window_says_why_it_stopped(
     assert row["end_reason"] == "context_exhausted"
     assert main(["replay", row["session"], "--redrive", "--db", str(db)]) == 0
     assert "every request reproduced byte for byte" in capsys.readouterr().out
+
+
+def test_budgets_price_cached_tokens_at_their_price() -> None:
+    from orchestrator._events import Budget
+    from orchestrator._policy import over_budget
+
+    # 1M input tokens at $3/M, of which 900k read from the cache at $0.30/M.
+    prices = (("m", 3_000_000, 15_000_000),)
+    plain = Budget(cost_micro_usd=2_000_000, prices=prices)
+    cached = Budget(cost_micro_usd=2_000_000, prices=prices, cache_prices=(("m", 300_000, 0),))
+    use = {"model": "m", "input_tokens": 1_000_000, "output_tokens": 0, "wall_ms": 0}
+    assert over_budget(plain, **use, cached=(900_000, 0)) is not None  # $3.00 as if uncached
+    assert over_budget(cached, **use, cached=(900_000, 0)) is None  # $0.30 + $0.27

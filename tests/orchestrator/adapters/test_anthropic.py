@@ -6,6 +6,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+import msgspec
 import pytest
 
 from orchestrator._model import (
@@ -23,11 +24,11 @@ from orchestrator.adapters import AnthropicAdapter, ToolNameError
 Canned = Any  # the `canned` fixture's class; conftest cannot be imported in importlib mode
 
 
-def adapter(canned: Canned, **options: Any) -> AnthropicAdapter:
+def adapter(canned: Canned, *, cache: bool = True, **options: Any) -> AnthropicAdapter:
     client = anthropic.AsyncAnthropic(
         api_key="test-key", http_client=canned.http_client(), **options
     )
-    return AnthropicAdapter(client)
+    return AnthropicAdapter(client, cache=cache)
 
 
 def message(content: list[dict[str, Any]], stop_reason: str = "end_turn", **extra: Any) -> Any:
@@ -48,7 +49,7 @@ async def test_request_body_carries_system_history_tool_results_and_wire_names(
     canned: Canned, request_: ModelRequest
 ) -> None:
     canned.json(message([{"type": "text", "text": "ok"}]))
-    await adapter(canned).complete(request_)
+    await adapter(canned, cache=False).complete(request_)
 
     sent = canned.requests[0]
     assert sent.url.path == "/v1/messages"
@@ -118,7 +119,7 @@ async def test_user_text_after_tool_results_joins_their_turn_and_empty_parts_dro
             Message(role="user", parts=(TextPart(text="try again"),)),
         ),
     )
-    await adapter(canned).complete(request)
+    await adapter(canned, cache=False).complete(request)
     body = canned.body
     assert "system" not in body and "tools" not in body
     assert body["messages"] == [
@@ -165,7 +166,12 @@ async def test_response_text_and_tool_use_map_back_with_canonical_arguments(
         ToolCall(id="toolu_2", name="no__such", arguments="{}"),
     )
     assert response.stop_reason == "tool_use"
-    assert response.usage == Usage(input_tokens=130, output_tokens=5)
+    assert response.usage == Usage(
+        input_tokens=130,
+        output_tokens=5,
+        cache_read_input_tokens=100,
+        cache_creation_input_tokens=20,
+    )
     assert (response.model, response.id) == ("claude-test", "msg_1")
 
 
@@ -347,3 +353,29 @@ async def test_a_prompt_too_long_answer_is_a_context_overflow(
         "context_overflow", False, 400,
     )  # fmt: skip
     assert "prompt is too long" in str(info.value)
+
+
+async def test_cache_breakpoints_after_the_system_prompt_and_both_requests_ends(
+    canned: Canned, request_: ModelRequest
+) -> None:
+    """Tools and system are cached together; the previous request's last message (a
+    cache it wrote is read there) and this one's (written for the next) are marked."""
+    canned.json(message([{"type": "text", "text": "ok"}]))
+    await adapter(canned).complete(request_)
+    body = canned.body
+    ephemeral = {"type": "ephemeral"}
+    assert body["system"] == [
+        {"type": "text", "text": "You are careful.", "cache_control": ephemeral}
+    ]
+    marked = [
+        (i, j)
+        for i, m in enumerate(body["messages"])
+        for j, block in enumerate(m["content"])
+        if "cache_control" in block
+    ]
+    assert marked == [(0, 0), (2, 1)]
+    assert all("cache_control" not in t for t in body["tools"])
+    # Without a system prompt the last tool definition carries the first breakpoint.
+    canned.json(message([{"type": "text", "text": "ok"}]))
+    await adapter(canned).complete(msgspec.structs.replace(request_, system=""))
+    assert canned.body["tools"][-1]["cache_control"] == ephemeral

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx2
+import msgspec
 import openai
 import pytest
 
@@ -346,3 +347,20 @@ async def test_a_context_length_exceeded_answer_is_a_context_overflow(
     with pytest.raises(ModelError) as info:
         await adapter(canned).complete(request_)
     assert (info.value.kind, info.value.retryable) == ("context_overflow", False)
+
+
+async def test_a_sessions_requests_share_a_prompt_cache_key_and_cached_tokens_are_read(
+    canned: Canned, request_: ModelRequest
+) -> None:
+    body = completion({"content": "hi"})
+    body["usage"] = {
+        "prompt_tokens": 2000,
+        "completion_tokens": 4,
+        "total_tokens": 2004,
+        "prompt_tokens_details": {"cached_tokens": 1920},
+    }
+    canned.json(body)
+    request = msgspec.structs.replace(request_, cache_key="skillog-s1")
+    response = await adapter(canned).complete(request)
+    assert canned.body["prompt_cache_key"] == "skillog-s1"
+    assert response.usage == Usage(input_tokens=2000, output_tokens=4, cache_read_input_tokens=1920)
