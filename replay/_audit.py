@@ -25,6 +25,7 @@ from ._prove import ReplayReport, replay_session
 from ._recording import Recording, load_recording, verify_recording
 from ._redrive import redrive
 from ._request import RecordedRequests, request_diff
+from ._reuse import PrefixReuse, prefix_reuse
 from ._skills import Drift, drift
 from ._timeline import TimelineEntry, timeline
 
@@ -76,6 +77,7 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     divergence: str | None
     drift: list[Drift] | None
     summary: dict[str, str | int]
+    reuse: PrefixReuse | None = None
 
     @property
     def ok(self) -> bool:
@@ -121,6 +123,7 @@ async def audit_session(
         divergence=report.divergence.diff if report and report.divergence else None,
         drift=await drift(recording, against_disk) if against_disk else None,
         summary=summary(recording, entries),
+        reuse=prefix_reuse(recording, recorded),
     )
 
 

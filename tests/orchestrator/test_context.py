@@ -378,7 +378,13 @@ def test_skillog_run_with_a_small_context_window_says_why_it_stopped(
     row = json.loads(capsys.readouterr().out.splitlines()[0])
     assert row["end_reason"] == "context_exhausted"
     assert main(["replay", row["session"], "--redrive", "--db", str(db)]) == 0
-    assert "every request reproduced byte for byte" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "every request reproduced byte for byte" in out
+    assert "prefix reuse (bytes repeated from the previous request, in cache order)" in out
+    assert main(["replay", row["session"], "--json", "--db", str(db)]) == 0
+    reuse = json.loads(capsys.readouterr().out)["prefix_reuse"]
+    assert set(reuse) == {"requests", "mean", "min", "breaks"}
+    assert [b["where"] for b in reuse["breaks"]] == ["system"]  # the skill was loaded
 
 
 def test_budgets_price_cached_tokens_at_their_price() -> None:
@@ -392,3 +398,42 @@ def test_budgets_price_cached_tokens_at_their_price() -> None:
     use = {"model": "m", "input_tokens": 1_000_000, "output_tokens": 0, "wall_ms": 0}
     assert over_budget(plain, **use, cached=(900_000, 0)) is not None  # $3.00 as if uncached
     assert over_budget(cached, **use, cached=(900_000, 0)) is None  # $0.30 + $0.27
+
+
+async def test_replay_reports_prefix_reuse_with_its_breaks(kit, make_skill) -> None:
+    """Between compactions every request repeats all of the previous one (growing
+    history, same tools and system); a compaction, or loading a skill (the system
+    prompt changes), is a break."""
+    from replay._audit import audit_session
+    from replay._html import render_html
+    from replay._request import RecordedRequests
+    from replay._reuse import prefix_reuse
+
+    store = MemoryStore()
+    skill = _big_skill(make_skill, files=3)
+    agent = Agent(
+        model=ScriptedModel(_read_turns(30, files=3)),
+        model_name="test-model",
+        skills=[skill],
+        context_window=WINDOW,
+        policy=PolicyConfig(approve=()),
+    )
+    session = await agent.run(store, "read")
+    recording = await load_recording(store, session.id)
+    recorded = RecordedRequests()
+    assert (await replay_session(store, recording, recorded=recorded)).ok
+    reuse = prefix_reuse(recording, recorded)
+    compactions = [b for b in recording.bodies if isinstance(b, ContextCompacted)]
+    assert len(reuse.requests) == 31  # every request but the first
+    assert [b.where for b in reuse.breaks] == ["system"] + ["messages"] * len(compactions)
+    assert [b.compacted for b in reuse.breaks] == [False] + [True] * len(compactions)
+    broken = {b.seq for b in reuse.breaks}
+    pairs = zip(reuse.requests, reuse.requests[1:], strict=False)
+    # Unbroken: the whole previous request is repeated, then what the turn added.
+    assert all(b.reused == a.size for a, b in pairs if b.seq not in broken)
+    assert all(r.reused < r.size for r in reuse.requests)
+    assert reuse.mean is not None and reuse.min is not None and 0 < reuse.min < reuse.mean < 1
+    audit = await audit_session(store, session.id)
+    assert audit.reuse == reuse
+    page = render_html(audit)
+    assert 'id="prefix-reuse"' in page and f"mean {reuse.mean:.1%}" in page
