@@ -93,13 +93,16 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     turn's; each leaves a stub saying how to get it back),
     then the ``skills.load`` results carrying the instructions of skills no longer
     active, then (``drop_turns``) the older half of the turns before the last
-    ``keep_turns``, leaving a note in the first message. A request that still does
+    ``keep_turns``, leaving a note in the first message; each step only while the
+    estimate is over ``compact_to_percent`` of the budget (so that compactions, each a
+    break of the provider's prompt cache, are rare). A request that still does
     not fit the budget ends the session with ``context_exhausted``. ``summarise`` and
     ``summary_max_tokens`` are reserved for summarising earlier turns with a recorded
     model call (not done yet: a session recorded with ``summarise`` true compacts as
     if it were false)."""
 
     compact_at_percent: int = 80
+    compact_to_percent: int = 60
     keep_turns: int = 3
     drop_turns: bool = True
     summarise: bool = False

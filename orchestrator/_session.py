@@ -445,11 +445,14 @@ class Session:
         tokens = self.estimate(request, bodies)
         if tokens <= threshold:
             return request
+        # Once compacting, down to the target: a request that only just fits would
+        # compact again next turn, and every compaction breaks the provider's cache.
+        target = budget * config.policy.context.compact_to_percent // 100
         for step in STEPS:
             if await self.compact(step, "budget", tokens, request):
                 request = compose(self.state, bodies)
                 tokens = self.estimate(request, bodies)
-                if tokens <= threshold:
+                if tokens <= target:
                     break
         if tokens > budget:
             raise ContextExhaustedError(
