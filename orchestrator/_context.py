@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 import msgspec
 
-from ._events import ContextPolicy, Replacement
+from ._events import ContextCompacted, ContextPolicy, Replacement, SessionStarted
 from ._model import Message, TextPart, ToolCall, ToolResult, encode_canonical
 
 BYTES_PER_TOKEN = 4
@@ -189,15 +190,80 @@ def plan_skill_instructions(
     return tuple(out)
 
 
-def saved_tokens(messages: Sequence[Message], replaced: Sequence[Replacement]) -> int:
-    """The estimated tokens a compaction removes (bytes of the canonical lines of the
-    changed messages, before less after)."""
-    touched = sorted({r.message for r in replaced})
-    after = compacted(messages, replaced)
-    saved = sum(
-        len(encode_canonical(messages[i])) - len(encode_canonical(after[i])) for i in touched
-    )
-    return saved // BYTES_PER_TOKEN
+Step = Literal["tool_results", "skill_instructions", "drop_turns"]
+Reason = Literal["budget", "overflow"]
+STEPS: tuple[Step, ...] = ("tool_results", "skill_instructions", "drop_turns")
+
+
+def plan_compaction(
+    messages: Sequence[Message],
+    cleared: set[tuple[int, str]],
+    active: Sequence[str],
+    config: SessionStarted,
+    *,
+    reason: Reason,
+    tokens: int,
+    tail_bytes: int,
+    until: int | None,
+) -> list[ContextCompacted]:
+    """The compaction steps, in order, each applied to the history the previous left,
+    until the estimate is at most ``until`` (every step that changes anything when
+    None). ``tokens`` is the estimate before; ``tail_bytes`` the size of the request's
+    tail (system, tools), which compaction does not change. Recorded together, so a
+    process that stops never leaves half a compaction."""
+    policy = config.policy.context
+    budget, threshold = budget_of(config.context_window, config.max_tokens, policy)
+    history, done = list(messages), set(cleared)
+    events: list[ContextCompacted] = []
+
+    def size(after: Sequence[Message]) -> int:
+        return tokens_of(sum(len(encode_canonical(m)) + 1 for m in after) + tail_bytes)
+
+    for step in STEPS:
+        replaced: tuple[Replacement, ...] = ()
+        dropped, note = 0, ""
+        if step == "tool_results":
+            # The results of the last keep_turns turns stay; when clearing the older
+            # ones is not enough to fit, fewer, but never the last turn's (not read yet).
+            for keep in range(max(1, policy.keep_turns), 0, -1):
+                replaced = plan_tool_results(history, keep, frozenset(done))
+                after = size(compacted(history, replaced))
+                if after <= threshold:
+                    break
+        elif step == "skill_instructions":
+            replaced = plan_skill_instructions(history, active, frozenset(done))
+        elif policy.drop_turns:
+            dropped, note = plan_drop_turns(history, policy.keep_turns)
+        if not replaced and not dropped:
+            continue
+        event = ContextCompacted(
+            step=step,
+            reason=reason,
+            replaced=replaced,
+            tokens_before=tokens,
+            tokens_after=size(compacted(history, replaced, dropped, note)),
+            budget=budget,
+            threshold=threshold,
+            dropped=dropped,
+            note=note,
+        )
+        events.append(event)
+        history, done = apply_compaction(history, done, event)
+        tokens = event.tokens_after
+        if until is not None and tokens <= until:
+            break
+    return events
+
+
+def apply_compaction(
+    messages: Sequence[Message], cleared: set[tuple[int, str]], event: ContextCompacted
+) -> tuple[list[Message], set[tuple[int, str]]]:
+    """The history and the cleared results after ``event`` (the fold's step)."""
+    history = compacted(messages, event.replaced, event.dropped, event.note)
+    done = cleared | {(r.message, r.call_id) for r in event.replaced}
+    if event.dropped:
+        done = {(i - event.dropped, c) for i, c in done if i > event.dropped}
+    return history, done
 
 
 def _calls_before(messages: Sequence[Message], index: int) -> dict[str, ToolCall]:

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Literal
 
 import trio
 
@@ -24,14 +23,7 @@ from eventlog import Event as StoredEvent
 from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
-from ._context import (
-    budget_of,
-    compacted,
-    plan_drop_turns,
-    plan_skill_instructions,
-    plan_tool_results,
-    tokens_of,
-)
+from ._context import Reason, budget_of, plan_compaction, tokens_of
 from ._effects import Effects, Reconciler
 from ._events import (
     CODEC,
@@ -42,7 +34,6 @@ from ._events import (
     ModelFailed,
     ModelResponded,
     PromptRendered,
-    Replacement,
     SessionEnded,
     SessionStarted,
     SessionSuspended,
@@ -73,11 +64,6 @@ class SessionStateError(SkillogError):
 class ContextExhaustedError(SkillogError):
     """The next request cannot fit the model's context window, even after compaction:
     the loop ends the session with ``context_exhausted`` and this message."""
-
-
-CompactionStep = Literal["tool_results", "skill_instructions", "drop_turns"]
-CompactionReason = Literal["budget", "overflow"]
-STEPS: tuple[CompactionStep, ...] = ("tool_results", "skill_instructions", "drop_turns")
 
 
 def refresh_context(config: SessionStarted, state: SessionState | None = None) -> RefreshContext:
@@ -448,12 +434,11 @@ class Session:
         # Once compacting, down to the target: a request that only just fits would
         # compact again next turn, and every compaction breaks the provider's cache.
         target = budget * config.policy.context.compact_to_percent // 100
-        for step in STEPS:
-            if await self.compact(step, "budget", tokens, request):
-                request = compose(self.state, bodies)
-                tokens = self.estimate(request, bodies)
-                if tokens <= target:
-                    break
+        events = self._plan("budget", tokens, request, target)
+        if events:
+            await self.record(*events)
+            request = compose(self.state, bodies)
+            tokens = self.estimate(request, bodies)
         if tokens > budget:
             raise ContextExhaustedError(
                 f"the request for turn {self.state.turn + 1} needs about {tokens} tokens, over "
@@ -464,72 +449,31 @@ class Session:
             )
         return request
 
-    async def compact(
-        self, step: CompactionStep, reason: CompactionReason, tokens: int, request: ModelRequest
-    ) -> bool:
-        """Record one compaction step if it replaces anything (``context.compacted``);
-        ``request`` is the request composed before it, ``tokens`` its estimate."""
+    def _plan(
+        self, reason: Reason, tokens: int, request: ModelRequest, until: int | None
+    ) -> list[ContextCompacted]:
         state = self.state
-        config = state.config
-        assert config is not None
-        cleared = frozenset(state.cleared)
-        budget, threshold = budget_of(
-            config.context_window, config.max_tokens, config.policy.context
+        assert state.config is not None
+        return plan_compaction(
+            state.messages,
+            state.cleared,
+            state.active_names,
+            state.config,
+            reason=reason,
+            tokens=tokens,
+            tail_bytes=len(tail_line(request)),
+            until=until,
         )
-        tail = len(tail_line(request))
-
-        def size_after(replaced: tuple[Replacement, ...], dropped: int = 0, note: str = "") -> int:
-            after = compacted(state.messages, replaced, dropped, note)
-            return tokens_of(sum(len(message_line(m)) for m in after) + tail)
-
-        dropped, note = 0, ""
-
-        if step == "tool_results":
-            # The results of the last keep_turns turns stay; when clearing the older
-            # ones is not enough, fewer, but never the last turn's (not read yet).
-            for keep in range(max(1, config.policy.context.keep_turns), 0, -1):
-                replaced = plan_tool_results(state.messages, keep, cleared)
-                after = size_after(replaced)
-                if after <= threshold:
-                    break
-        elif step == "skill_instructions":
-            replaced = plan_skill_instructions(state.messages, state.active_names, cleared)
-            after = size_after(replaced)
-        else:
-            replaced = ()
-            if config.policy.context.drop_turns:
-                dropped, note = plan_drop_turns(state.messages, config.policy.context.keep_turns)
-            after = size_after(replaced, dropped, note)
-        if not replaced and not dropped:
-            return False
-        await self.record(
-            ContextCompacted(
-                step=step,
-                reason=reason,
-                replaced=replaced,
-                tokens_before=tokens,
-                tokens_after=after,
-                budget=budget,
-                threshold=threshold,
-                dropped=dropped,
-                note=note,
-            )
-        )
-        return True
 
     async def compact_after_overflow(self) -> bool:
         """After the provider refused the last request as too long: every compaction
-        step that replaces anything, whatever the estimate said. False when none did."""
+        step that changes anything, whatever the estimate said, recorded together.
+        False when none did."""
         bodies = await self._bodies()
         request = compose(self.state, bodies)
-        tokens = self.estimate(request, bodies)
-        done = False
-        for step in STEPS:
-            if await self.compact(step, "overflow", tokens, request):
-                done = True
-                request = compose(self.state, bodies)
-                tokens = self.estimate(request, bodies)
-        return done
+        events = self._plan("overflow", self.estimate(request, bodies), request, None)
+        await self.record(*events)
+        return bool(events)
 
     @property
     def turn(self) -> int:

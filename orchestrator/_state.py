@@ -16,7 +16,7 @@ import msgspec
 
 from eventlog import GENESIS_HASH
 
-from ._context import compacted
+from ._context import apply_compaction
 from ._events import (
     ApprovalRemembered,
     ApprovalRequested,
@@ -316,12 +316,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case ModelFailed():
             state.model_attempts = event.attempt
         case ContextCompacted():
-            state.messages = compacted(state.messages, event.replaced, event.dropped, event.note)
-            state.cleared.update((r.message, r.call_id) for r in event.replaced)
-            if event.dropped:
-                state.cleared = {
-                    (i - event.dropped, c) for i, c in state.cleared if i > event.dropped
-                }
+            state.messages, state.cleared = apply_compaction(state.messages, state.cleared, event)
             state.history_rewrites += 1
             state.usage_tokens = 0  # the provider's count no longer describes the history
         case PolicyDenied():
