@@ -35,7 +35,14 @@ from ._effects import Approver, LiveEffects, Reconciler
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
-from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
+from ._model import (
+    DeltaSink,
+    ModelAdapter,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    StreamingAdapter,
+)
 from ._policy import over_budget
 from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
 from ._visibility import Predicate
@@ -75,6 +82,10 @@ class Agent:
     directory skills are then exactly what it finds). ``trusted_signers`` are the hex
     Ed25519 keys whose skill signatures count. ``indexed`` is the indexing run the
     skills came from, recorded (``catalog.indexed``) when a session starts or resumes.
+    ``context_window`` is the model's window in tokens (None: the known window of
+    ``model_name``, or unknown; docs/context.md), recorded in ``session.started``.
+    ``on_delta`` receives the model's text and tool-call deltas as they arrive when
+    the adapter can stream (never recorded: the log is the same either way).
     """
 
     model: ModelAdapter
@@ -103,6 +114,7 @@ class Agent:
     mcp_servers: Sequence[McpServerConfig] = ()
     instructions_in_results: bool = False
     context_window: int | None = None
+    on_delta: DeltaSink | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -194,7 +206,7 @@ class Agent:
         (or until it suspends for approvals)."""
         async with self.mcp_connected():
             session = await self.start(store, session_id=session_id, task=task)
-            await drive(session, self.model, self.retry)
+            await drive(session, self.model, self.retry, on_delta=self.on_delta)
         return session
 
     async def resume(self, store: EventStore, session_id: str) -> Session:
@@ -211,7 +223,7 @@ class Agent:
                 observers=self.observers,
                 reconcile=self.reconcile,
             )
-            await drive(session, self.model, self.retry)
+            await drive(session, self.model, self.retry, on_delta=self.on_delta)
         return session
 
     @contextlib.asynccontextmanager
@@ -244,9 +256,16 @@ class Agent:
             self._effects.close()
 
 
-async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:
+async def drive(
+    session: Session,
+    model: ModelAdapter,
+    retry: RetryPolicy,
+    *,
+    on_delta: DeltaSink | None = None,
+) -> None:
     """Run turns until the session ends or suspends. Safe to call on a session reopened
-    anywhere: mid-turn, mid-call, or suspended."""
+    anywhere: mid-turn, mid-call, or suspended. With ``on_delta``, a model that can
+    stream streams (:class:`StreamingAdapter`)."""
     state = session.state
     assert state.config is not None
     failures = 0
@@ -279,7 +298,7 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
         except ContextExhaustedError as e:
             await session.end("context_exhausted", str(e))
             break
-        outcome = await _call(session, model, request, retry)
+        outcome = await _call(session, model, request, retry, on_delta)
         if outcome is None:
             break
         if outcome == "overflow":
@@ -317,7 +336,11 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
 
 
 async def _call(
-    session: Session, model: ModelAdapter, request: ModelRequest, retry: RetryPolicy
+    session: Session,
+    model: ModelAdapter,
+    request: ModelRequest,
+    retry: RetryPolicy,
+    on_delta: DeltaSink | None = None,
 ) -> tuple[ModelResponse, int] | Literal["overflow"] | None:
     """One model call with bounded retries; records each failure. None when it gave up
     (the session is then ended); ``overflow`` when the provider said the request does
@@ -327,7 +350,10 @@ async def _call(
         start = time.monotonic_ns()
         try:
             with trio.fail_after(retry.timeout_s):
-                response = await model.complete(request)
+                if on_delta is not None and isinstance(model, StreamingAdapter):
+                    response = await model.stream(request, on_delta)
+                else:
+                    response = await model.complete(request)
             return response, (time.monotonic_ns() - start) // 1_000_000
         except (ModelError, trio.TooSlowError) as e:
             error = (

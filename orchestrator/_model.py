@@ -8,6 +8,7 @@ float-free so it can be hashed and logged byte-for-byte.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -107,6 +108,24 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
+class Delta(msgspec.Struct, frozen=True, kw_only=True):
+    """A piece of a response as it streams in, for observers only: never recorded, never
+    hashed (the recorded ``model.responded`` is the same streamed or not). ``kind``
+    ``text``: ``text`` was added to the text part at ``index``; ``tool_call``: the call
+    at ``index`` started (``call_id`` and ``name`` set) or its arguments grew by
+    ``text`` (JSON, partial)."""
+
+    kind: Literal["text", "tool_call"]
+    index: int
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+
+
+DeltaSink = Callable[[Delta], None]
+"""Where an adapter's :meth:`StreamingAdapter.stream` sends deltas as they arrive."""
+
+
 ModelErrorKind = Literal[
     "rate_limited", "timeout", "connection", "http", "malformed", "context_overflow", "other"
 ]
@@ -144,6 +163,14 @@ class ModelAdapter(Protocol):
     def provider(self) -> str: ...
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class StreamingAdapter(ModelAdapter, Protocol):
+    """An adapter that can also stream: ``stream`` sends deltas to ``on_delta`` as they
+    arrive and returns the same :class:`ModelResponse` ``complete`` would have."""
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse: ...
 
 
 _encoder = msgspec.json.Encoder(order="sorted")

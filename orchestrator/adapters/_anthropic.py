@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._model import (
+    Delta,
+    DeltaSink,
     Message,
     ModelError,
     ModelRequest,
@@ -216,6 +218,58 @@ def anthropic_response(body: bytes, names: WireNames) -> ModelResponse:
     )
 
 
+class StreamAssembler:
+    """Builds, from a stream of server-sent events fed one at a time, the Messages API
+    body they amount to (the same JSON a request without ``stream`` answers), sending
+    text and tool-call deltas to ``on_delta`` as they come (tool names as on the wire)."""
+
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self.on_delta = on_delta
+        self.message: dict[str, Any] = {"content": []}
+        self._partial: dict[int, list[str]] = {}
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        content: list[dict[str, Any]] = self.message["content"]
+        if kind == "message_start":
+            self.message = {**event["message"], "content": content}
+        elif kind == "content_block_start":
+            index, block = event["index"], dict(event["content_block"])
+            content.append(block)
+            if block.get("type") == "tool_use":
+                self._partial[index] = []
+                self.on_delta(
+                    Delta(kind="tool_call", index=index, call_id=block["id"], name=block["name"])
+                )
+        elif kind == "content_block_delta":
+            index, delta = event["index"], event["delta"]
+            if delta.get("type") == "text_delta":
+                content[index]["text"] = content[index].get("text", "") + delta["text"]
+                self.on_delta(Delta(kind="text", index=index, text=delta["text"]))
+            elif delta.get("type") == "input_json_delta":
+                self._partial[index].append(delta["partial_json"])
+                self.on_delta(Delta(kind="tool_call", index=index, text=delta["partial_json"]))
+        elif kind == "content_block_stop":
+            text = "".join(self._partial.pop(event["index"], []))
+            if text:
+                content[event["index"]]["input"] = msgspec.json.decode(text)
+        elif kind == "message_delta":
+            self.message.update({k: v for k, v in event["delta"].items() if v is not None})
+            usage = dict(self.message.get("usage") or {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            self.message["usage"] = usage
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise ModelError(
+                f"{PROVIDER}: the stream broke off: {error.get('message', error)}",
+                kind="rate_limited" if error.get("type") == "overloaded_error" else "connection",
+                retryable=True,
+            )
+
+    def body(self) -> bytes:
+        return encode_canonical(self.message)
+
+
 class AnthropicAdapter(SdkAdapter):
     """A :class:`ModelAdapter` for the Anthropic Messages API.
 
@@ -247,3 +301,9 @@ class AnthropicAdapter(SdkAdapter):
 
     def _response(self, body: bytes, names: WireNames) -> ModelResponse:
         return anthropic_response(body, names)
+
+    async def _stream(self, params: dict[str, Any], on_delta: DeltaSink) -> bytes:
+        assembler = StreamAssembler(on_delta)
+        async for event in await self._client.messages.create(**params, stream=True):
+            assembler.feed(event.to_dict())
+        return assembler.body()

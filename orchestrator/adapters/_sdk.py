@@ -117,11 +117,13 @@ def _status_error(exc: Any, *, provider: str, is_rate_limit: bool) -> ModelError
     if status in (400, 413) and context_overflow(api_message):
         kind = "context_overflow"
     retryable = default_retryable(kind, status) or status == 408
+    if status < 400:  # an error event inside a streamed 200: the stream broke off
+        kind, retryable = "connection", True
     should_retry = headers.get("x-should-retry")
     if should_retry in ("true", "false"):
         retryable = should_retry == "true"
     request_id = headers.get("request-id") or headers.get("x-request-id")
-    parts = [f"{provider}: HTTP {status}"]
+    parts = [f"{provider}: HTTP {status}" + (" (the stream broke off)" if status < 400 else "")]
     if is_rate_limit:
         parts.append(" (rate limited)")
     parts.append(f": {api_message}")

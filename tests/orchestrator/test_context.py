@@ -446,3 +446,40 @@ async def test_replay_reports_prefix_reuse_with_its_breaks(kit, make_skill) -> N
     assert audit.reuse == reuse
     page = render_html(audit)
     assert 'id="prefix-reuse"' in page and f"mean {reuse.mean:.1%}" in page
+
+
+async def test_a_streamed_session_records_the_same_log_as_one_that_did_not_stream(
+    make_skill,
+) -> None:
+    """Deltas reach Agent.on_delta as the model answers and never the chain: the same
+    session with and without an observer of deltas writes the same event bodies."""
+    from orchestrator._events import CODEC
+    from orchestrator._model import Delta
+    from replay._compare import comparable
+
+    skill = _big_skill(make_skill, files=1)
+    turns = [
+        {"text": "Loading the big skill first.", "tool_calls": [
+            {"name": "skills.load", "arguments": {"names": ["big"]}}]},
+        {"text": "All read; the parts say nothing more than their names."},
+    ]  # fmt: skip
+    seen: list[Delta] = []
+    logs = []
+    for on_delta in (None, seen.append):
+        store = MemoryStore()
+        agent = Agent(
+            model=ScriptedModel(turns),
+            model_name="test-model",
+            skills=[skill],
+            policy=PolicyConfig(approve=()),
+            on_delta=on_delta,
+            clock=iter(range(10**6)).__next__,
+        )
+        session = await agent.run(store, "read", session_id="s")
+        # The bodies, less the measured durations (a clock around I/O, not a decision).
+        logs.append([comparable(CODEC.decode(e)) async for e in store.read(session.id)])
+    assert logs[0] == logs[1]
+    text = "".join(d.text for d in seen if d.kind == "text")
+    assert text == turns[0]["text"] + turns[1]["text"]
+    assert len([d for d in seen if d.kind == "text"]) > 2  # in pieces, as they came
+    assert [d.name for d in seen if d.call_id] == ["skills.load"]
