@@ -304,6 +304,8 @@ class AnthropicAdapter(SdkAdapter):
 
     async def _stream(self, params: dict[str, Any], on_delta: DeltaSink) -> bytes:
         assembler = StreamAssembler(on_delta)
-        async for event in await self._client.messages.create(**params, stream=True):
-            assembler.feed(event.to_dict())
+        stream = await self._client.messages.create(**params, stream=True)
+        async with stream:  # closed however it ends
+            async for event in stream:
+                assembler.feed(event.to_dict())
         return assembler.body()
