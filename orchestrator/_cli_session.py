@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TextIO
 
 import msgspec
 import trio
@@ -22,6 +23,9 @@ from eventlog import (
     open_store,
     visible,
 )
+from eventlog import (
+    Event as StoredEvent,
+)
 
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
 from ._events import (
@@ -34,6 +38,7 @@ from ._events import (
 )
 from ._fleet import LEASE_PREFIX, lease_history, session_config
 from ._loop import Agent
+from ._model import Delta
 from ._policy import suggested_rule
 from ._policy_config import load_policy
 from ._state import SessionState, apply
@@ -164,8 +169,34 @@ def run(args: argparse.Namespace) -> int:
     return trio.run(command, args)
 
 
+class LiveText:
+    """What ``skillog run`` shows while the model answers, on a terminal: its text as
+    it arrives (made inert like everything printed), each answer ended by a line break
+    when its ``model.responded`` is recorded. The transcript printed at the end, from
+    the log, is the record."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.open = False
+
+    def delta(self, delta: Delta) -> None:
+        if delta.kind == "text" and delta.text:
+            self.out.write(visible(delta.text, lines=True))
+            self.out.flush()
+            self.open = True
+
+    def event(self, event: StoredEvent) -> None:
+        if self.open and event.type.startswith("model."):
+            self.out.write("\n")
+            self.out.flush()
+            self.open = False
+
+
 async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
+    if sys.stderr.isatty():  # the live text beside: stdout stays the transcript
+        live = LiveText(sys.stderr)
+        agent.on_delta, agent.observers = live.delta, [*agent.observers, live.event]
     try:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             session = await agent.run(store, args.task)

@@ -483,3 +483,29 @@ async def test_a_streamed_session_records_the_same_log_as_one_that_did_not_strea
     assert text == turns[0]["text"] + turns[1]["text"]
     assert len([d for d in seen if d.kind == "text"]) > 2  # in pieces, as they came
     assert [d.name for d in seen if d.call_id] == ["skills.load"]
+
+
+async def test_skillog_run_shows_text_as_it_arrives_and_inert(make_skill) -> None:
+    """What `skillog run` writes to a terminal while the model answers: the text as it
+    streams, control characters made visible, a line break after each answer."""
+    import io
+
+    from orchestrator._cli_session import LiveText
+
+    out = io.StringIO()
+    live = LiveText(out)
+    turns = [
+        {"text": "Loading \x1b[31mred\x1b[0m.", "tool_calls": [
+            {"name": "skills.load", "arguments": {"names": ["big"]}}]},
+        {"text": "Done."},
+    ]  # fmt: skip
+    agent = Agent(
+        model=ScriptedModel(turns),
+        model_name="test-model",
+        skills=[_big_skill(make_skill, files=1)],
+        policy=PolicyConfig(approve=()),
+        on_delta=live.delta,
+        observers=[live.event],
+    )
+    await agent.run(MemoryStore(), "go")
+    assert out.getvalue() == "Loading \\x1b[31mred\\x1b[0m.\nDone.\n"
