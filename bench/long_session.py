@@ -36,6 +36,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from runtime import TimedStore  # bench/runtime.py, beside this file
+
 from eventlog import Event, open_sqlite_store
 from orchestrator._context import tokens_of
 from orchestrator._events import ContextCompacted, ModelResponded, PolicyConfig
@@ -45,7 +47,7 @@ from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Skill, Tier, load_skill
 from replay import load_recording, replay_session
 from replay._request import RecordedRequests
-from replay._reuse import prefix_reuse
+from replay._reuse import common_prefix, prefix_reuse
 
 FILES = 5
 READ_PRICE, WRITE_PRICE = 0.1, 1.25  # of the input price
@@ -74,7 +76,7 @@ class CachingProvider:
             + request.system.encode()
             + b"".join(encode_canonical(m) + b"\n" for m in request.messages)
         )
-        common = _prefix(self._previous, layout)
+        common = common_prefix(self._previous, layout)
         self._previous = layout
         total, read = tokens_of(len(layout)), common // 4
         usage = Usage(
@@ -114,22 +116,6 @@ def script(turns: int) -> list[dict[str, Any]]:
     return [load, *reads, {"text": "done"}]
 
 
-class TimedStore:
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.appending = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def append(self, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter_ns()
-        try:
-            return await self.inner.append(*args, **kwargs)
-        finally:
-            self.appending += time.perf_counter_ns() - start
-
-
 async def run(db: Path, skill: Skill, turns: int, window: int) -> tuple[str, list[int]]:
     """Run the session; its id and the runtime's own time per turn (ns)."""
     marks: list[tuple[int, int]] = []
@@ -157,17 +143,6 @@ async def run(db: Path, skill: Skill, turns: int, window: int) -> tuple[str, lis
     # Each turn less the time it awaited durable appends and the (simulated) provider.
     own = [(b[0] - a[0]) - (b[1] - a[1]) for a, b in itertools.pairwise(marks)][1:]
     return session.id, own
-
-
-def _prefix(a: bytes, b: bytes) -> int:
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def ms(ns: float) -> str:

@@ -114,10 +114,10 @@ def _common(
     ('' when the whole previous request is repeated)."""
     old_tools, old_system, old_start, old_count, old_size = previous
     if tools != old_tools:
-        return _prefix(old_tools, tools), "tools"
+        return common_prefix(old_tools, tools), "tools"
     reused = len(tools)
     if system != old_system:
-        return reused + _prefix(old_system, system), "system"
+        return reused + common_prefix(old_system, system), "system"
     reused += len(system)
     old_lines = recorded.lines[old_start : old_start + old_count]
     if old_start == start and old_count <= len(lines):
@@ -125,14 +125,15 @@ def _common(
         return old_size, ""
     for old, new in zip(old_lines, lines, strict=False):
         if old is not new and old != new:
-            return reused + _prefix(old, new), "messages"
+            return reused + common_prefix(old, new), "messages"
         reused += len(new)
     if len(old_lines) > len(lines):
         return reused, "messages"
     return reused, ""
 
 
-def _prefix(a: bytes, b: bytes) -> int:
+def common_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of ``a`` and ``b``."""
     n = min(len(a), len(b))
     lo, hi = 0, n
     while lo < hi:  # the longest common prefix, by halving (C-level comparisons)

@@ -57,6 +57,17 @@ def _big_skill(make_skill: Any, files: int) -> Any:
     )
 
 
+def _reader(make_skill: Any, turns: list[dict[str, Any]], *, files: int, **options: Any) -> Agent:
+    """An agent with the big skill (``files`` reference files) on a scripted model."""
+    return Agent(
+        model=ScriptedModel(turns),
+        model_name=options.pop("model_name", "test-model"),
+        skills=[_big_skill(make_skill, files=files)],
+        policy=PolicyConfig(approve=()),
+        **options,
+    )
+
+
 async def _proves(store: MemoryStore, session_id: str) -> None:
     report = await verify(store, grammar=session_grammar)
     assert report.ok, report.faults
@@ -71,14 +82,8 @@ async def test_a_200_turn_session_of_large_reads_completes_under_a_32k_window(
     kit, make_skill
 ) -> None:
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=5)
-    agent = Agent(
-        model=ScriptedModel(_read_turns(200, files=5)),
-        model_name="test-model",
-        skills=[skill],
-        context_window=WINDOW,
-        max_turns=300,
-        policy=PolicyConfig(approve=()),
+    agent = _reader(
+        make_skill, _read_turns(200, files=5), files=5, context_window=WINDOW, max_turns=300
     )
     session = await agent.run(store, "read everything")
     bodies = await kit.bodies(store, session.id)
@@ -104,14 +109,7 @@ async def test_a_request_that_cannot_fit_ends_the_session_with_context_exhausted
     kit, make_skill
 ) -> None:
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=1)
-    agent = Agent(
-        model=ScriptedModel(_read_turns(1, files=1)),
-        model_name="test-model",
-        skills=[skill],
-        context_window=8_000,
-        policy=PolicyConfig(approve=()),
-    )
+    agent = _reader(make_skill, _read_turns(1, files=1), files=1, context_window=8_000)
     session = await agent.run(store, "read it")
     ended = (await kit.bodies(store, session.id))[-1]
     assert isinstance(ended, SessionEnded) and ended.reason == "context_exhausted"
@@ -124,16 +122,10 @@ async def test_a_context_overflow_answer_is_recorded_compacted_for_and_retried_o
     kit, make_skill
 ) -> None:
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=3)
     overflow = {"error": {"kind": "context_overflow", "status": 400, "message": "too long"}}
     turns = _read_turns(6, files=3)
     turns.insert(6, overflow)  # the 7th request: 5 reads in the history, no window known
-    agent = Agent(
-        model=ScriptedModel(turns),
-        model_name="unknown-model",
-        skills=[skill],
-        policy=PolicyConfig(approve=()),
-    )
+    agent = _reader(make_skill, turns, files=3, model_name="unknown-model")
     session = await agent.run(store, "read")
     bodies = await kit.bodies(store, session.id)
     assert isinstance(bodies[-1], SessionEnded) and bodies[-1].reason == "completed"
@@ -154,16 +146,11 @@ async def test_a_second_overflow_in_the_same_turn_ends_with_context_exhausted(
     kit, make_skill
 ) -> None:
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=3)
     overflow = {"error": {"kind": "context_overflow", "status": 400, "message": "too long"}}
     turns = _read_turns(6, files=3)
     turns[6:6] = [overflow, overflow]
-    agent = Agent(
-        model=ScriptedModel(turns),
-        model_name="unknown-model",
-        skills=[skill],
-        policy=PolicyConfig(approve=()),
-        retry=RetryPolicy(base_ms=0),
+    agent = _reader(
+        make_skill, turns, files=3, retry=RetryPolicy(base_ms=0), model_name="unknown-model"
     )
     session = await agent.run(store, "read")
     bodies = await kit.bodies(store, session.id)
@@ -175,14 +162,7 @@ async def test_a_second_overflow_in_the_same_turn_ends_with_context_exhausted(
 
 async def test_fork_from_before_a_compaction_replays_and_continues(kit, make_skill) -> None:
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=3)
-    agent = Agent(
-        model=ScriptedModel(_read_turns(12, files=3)),
-        model_name="test-model",
-        skills=[skill],
-        context_window=WINDOW,
-        policy=PolicyConfig(approve=()),
-    )
+    agent = _reader(make_skill, _read_turns(12, files=3), files=3, context_window=WINDOW)
     session = await agent.run(store, "read")
     bodies = await kit.bodies(store, session.id)
     first = next(i for i, b in enumerate(bodies) if isinstance(b, ContextCompacted))
@@ -203,15 +183,8 @@ async def test_resume_after_a_compaction_renders_what_a_continuous_run_renders(
     """A process that stops right after a compaction: the next prompt, rendered by a
     new process, names the whole rewritten history and replays."""
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=3)
     turns = _read_turns(10, files=3)
-    agent = Agent(
-        model=ScriptedModel(turns),
-        model_name="test-model",
-        skills=[skill],
-        context_window=WINDOW,
-        policy=PolicyConfig(approve=()),
-    )
+    agent = _reader(make_skill, turns, files=3, context_window=WINDOW)
     full = await agent.run(store, "read")
     bodies = await kit.bodies(store, full.id)
     cut = next(i for i, b in enumerate(bodies) if isinstance(b, ContextCompacted))
@@ -412,14 +385,7 @@ async def test_replay_reports_prefix_reuse_with_its_breaks(kit, make_skill) -> N
     from replay._reuse import prefix_reuse
 
     store = MemoryStore()
-    skill = _big_skill(make_skill, files=3)
-    agent = Agent(
-        model=ScriptedModel(_read_turns(30, files=3)),
-        model_name="test-model",
-        skills=[skill],
-        context_window=WINDOW,
-        policy=PolicyConfig(approve=()),
-    )
+    agent = _reader(make_skill, _read_turns(30, files=3), files=3, context_window=WINDOW)
     session = await agent.run(store, "read")
     recording = await load_recording(store, session.id)
     recorded = RecordedRequests()
