@@ -20,6 +20,7 @@ from orchestrator._context import (
     plan_tool_results,
 )
 from orchestrator._events import (
+    CODEC,
     ContextCompacted,
     ModelFailed,
     PolicyConfig,
@@ -475,3 +476,27 @@ async def test_skillog_run_shows_text_as_it_arrives_and_inert(make_skill) -> Non
     )
     await agent.run(MemoryStore(), "go")
     assert out.getvalue() == "Loading \\x1b[31mred\\x1b[0m.\nDone.\n"
+
+
+async def test_otel_shows_each_request_after_a_compaction_as_it_was_sent(make_skill) -> None:
+    """The chat spans' input messages (content on) follow the rewritten history: after a
+    compaction a span carries the stubs, and as many messages as the request had."""
+    from otel import map_session
+
+    store = MemoryStore()
+    agent = _reader(make_skill, _read_turns(12, files=3), files=3, context_window=WINDOW)
+    session = await agent.run(store, "read")
+    events = [e async for e in store.read(session.id)]
+    blobs = {}
+    for body in [CODEC.decode(e) for e in events]:
+        if isinstance(body, PromptRendered):
+            for digest in (*body.new_message_digests, body.tail_digest):
+                blobs[digest] = await store.get_blob(digest)
+    spans, _ = map_session(events, content=True, blobs=blobs.get, metrics=False)
+    chats = [s for s in spans if s.name.startswith("chat")]
+    prompts = [b for b in map(CODEC.decode, events) if isinstance(b, PromptRendered)]
+    assert len(chats) == len(prompts)
+    for span, prompt in zip(chats, prompts, strict=True):
+        messages = json.loads(str(span.attributes["gen_ai.input.messages"]))
+        assert len(messages) == prompt.message_count
+    assert any(STUB_PREFIX in str(s.attributes["gen_ai.input.messages"]) for s in chats)
