@@ -429,6 +429,9 @@ async def test_a_streamed_response_is_recorded_as_the_same_bytes_as_a_complete_o
     canned.reply(_sse(STREAM))
     streamed = await adapter(canned).stream(request_, deltas.append)
     assert canned.body["stream"] is True
+    # A streamed request carries the same cache breakpoints.
+    assert canned.body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" in canned.body["messages"][-1]["content"][-1]
     whole = message(
         [
             {"type": "text", "text": "Let me check."},
