@@ -292,6 +292,17 @@ async def drive(
         if exceeded is not None and state.open_prompt is None:
             await session.end("budget_exceeded", f"budget_exceeded: {exceeded}")
             break
+        # The provider refused the last request as too long: compact (whatever the
+        # estimate says), then the same turn is rendered again. Decided from the log,
+        # so a process that stopped in between does the same when resumed.
+        if state.overflow_pending and not await session.compact_after_overflow():
+            await session.end(
+                "context_exhausted",
+                f"the provider refused turn {state.turn + 1}'s request as too long for "
+                "the model's context window and nothing is left to compact; give the "
+                "model a larger window or keep tool results smaller",
+            )
+            break
         await session.refresh()
         try:
             request, _ = await session.render()
@@ -302,15 +313,7 @@ async def drive(
         if outcome is None:
             break
         if outcome == "overflow":
-            if not await session.compact_after_overflow():
-                await session.end(
-                    "context_exhausted",
-                    f"the provider refused turn {session.turn + 1}'s request as too long for "
-                    "the model's context window and nothing is left to compact; give the "
-                    "model a larger window or keep tool results smaller",
-                )
-                break
-            continue
+            continue  # compacted at the top of the loop (state.overflow_pending)
         response, duration_ms = outcome
         problem = _malformed(response)
         if problem is not None:

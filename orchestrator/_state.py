@@ -176,6 +176,7 @@ class SessionState(ActiveSkills):
         "model_attempts",
         "open_prompt",
         "output_tokens",
+        "overflow_pending",
         "overflowed_turn",
         "pending_approvals",
         "pending_calls",
@@ -228,6 +229,7 @@ class SessionState(ActiveSkills):
         self.cleared: set[tuple[int, str]] = set()
         self.history_rewrites = 0
         self.overflowed_turn = 0
+        self.overflow_pending = False  # refused as too long, not compacted for yet
         self.usage_tokens = 0
         self.usage_messages = 0
         self.usage_bodies: frozenset[str] = frozenset()
@@ -284,6 +286,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case UserMessage():
             state.messages.append(Message(role="user", parts=(TextPart(text=event.text),)))
         case PromptRendered():
+            state.overflow_pending = False
             state.turn = event.turn
             state.prompt_count += 1
             state.open_prompt = event
@@ -310,6 +313,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             # The request did not fit: it is closed, and the same turn is rendered
             # again after a compaction (or the session ends).
             state.overflowed_turn = event.turn
+            state.overflow_pending = event.will_retry
             state.turn = event.turn - 1
             state.open_prompt = None
             state.usage_tokens = 0
@@ -318,6 +322,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case ContextCompacted():
             state.messages, state.cleared = apply_compaction(state.messages, state.cleared, event)
             state.history_rewrites += 1
+            state.overflow_pending = False
             state.usage_tokens = 0  # the provider's count no longer describes the history
         case PolicyDenied():
             state.denials += 1

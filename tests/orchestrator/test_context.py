@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventlog import MemoryStore, verify
+from eventlog import MemoryStore, NewEvent, verify
 from orchestrator._context import (
     STUB_PREFIX,
     compacted,
@@ -23,6 +23,7 @@ from orchestrator._events import (
     CODEC,
     ContextCompacted,
     ModelFailed,
+    ModelResponded,
     PolicyConfig,
     PromptRendered,
     SessionEnded,
@@ -178,6 +179,30 @@ async def test_fork_from_before_a_compaction_replays_and_continues(kit, make_ski
     await _proves(store, "fork")
 
 
+async def _crash_and_resume(
+    kit: Any, agent: Agent, turns: list[dict[str, Any]], store: MemoryStore, cut: int
+) -> None:
+    """A process that stopped right after event ``cut`` of the session in ``store``,
+    resumed by a new one: the same events as the continuous run, and it replays."""
+    [info] = await store.streams()
+    bodies = await kit.bodies(store, info.stream)
+    events = [e async for e in store.read(info.stream)]
+    crashed = MemoryStore()
+    await crashed.append(
+        "s",
+        [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in events[: cut + 1]],
+        expected_seq=0,
+        blobs=[await store.get_blob(d) for d in _digests(bodies[: cut + 1])],
+    )
+    # The script from the first answer (or failure) the cut left out.
+    used = sum(1 for b in bodies[: cut + 1] if isinstance(b, ModelResponded | ModelFailed))
+    agent.model = ScriptedModel(turns[used:])
+    await agent.resume(crashed, "s")
+    again = await kit.bodies(crashed, "s")
+    assert [type(b).__name__ for b in again] == [type(b).__name__ for b in bodies]
+    await _proves(crashed, "s")
+
+
 async def test_resume_after_a_compaction_renders_what_a_continuous_run_renders(
     kit, make_skill
 ) -> None:
@@ -191,23 +216,21 @@ async def test_resume_after_a_compaction_renders_what_a_continuous_run_renders(
     cut = next(i for i, b in enumerate(bodies) if isinstance(b, ContextCompacted))
     while isinstance(bodies[cut + 1], ContextCompacted):  # the steps of one transaction
         cut += 1
-    events = [e async for e in store.read(full.id)]
-    crashed = MemoryStore()
-    blobs = [await store.get_blob(d) for d in _digests(bodies[: cut + 1])]
-    from eventlog import NewEvent
+    await _crash_and_resume(kit, agent, turns, store, cut)
 
-    await crashed.append(
-        "s",
-        [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in events[: cut + 1]],
-        expected_seq=0,
-        blobs=blobs,
-    )
-    answered = sum(1 for b in bodies[:cut] if type(b).__name__ == "ModelResponded")
-    agent.model = ScriptedModel(turns[answered:])
-    await agent.resume(crashed, "s")
-    again = await kit.bodies(crashed, "s")
-    assert [type(b).__name__ for b in again] == [type(b).__name__ for b in bodies]
-    await _proves(crashed, "s")
+
+async def test_resume_after_an_overflow_compacts_and_retries_as_a_continuous_run_does(
+    kit, make_skill
+) -> None:
+    store = MemoryStore()
+    overflow = {"error": {"kind": "context_overflow", "status": 400, "message": "too long"}}
+    turns = _read_turns(6, files=3)
+    turns.insert(6, overflow)
+    agent = _reader(make_skill, turns, files=3, model_name="unknown-model")
+    full = await agent.run(store, "read")
+    bodies = await kit.bodies(store, full.id)
+    cut = next(i for i, b in enumerate(bodies) if isinstance(b, ModelFailed))
+    await _crash_and_resume(kit, agent, turns, store, cut)
 
 
 def _digests(bodies: list[Any]) -> list[str]:
