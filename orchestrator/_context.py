@@ -11,8 +11,8 @@ provider's reported usage of the last answered request (input plus output tokens
 a quarter of the bytes added to the history since (canonical JSON lines), plus a quarter
 of the bytes of each skill body activated since. With no usage to start from (a model
 that reports none, the first request, the first after a compaction) it is a quarter of
-the canonical request's bytes. Both overestimate English text and JSON slightly, which
-is the safe side of a budget.
+the canonical request's bytes. Four bytes a token is about right for English prose;
+denser text is absorbed by the threshold's margin and, past it, the overflow path.
 """
 
 from __future__ import annotations
