@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import msgspec
 
-from orchestrator._events import ContextCompacted, PromptRendered
-from orchestrator._model import encode_canonical
+from orchestrator import ContextCompacted, PromptRendered
 
 from ._recording import Recording
 from ._request import RecordedRequests
+
+_canonical = msgspec.json.Encoder(order="sorted").encode  # the composer's encoding
 
 
 class ReuseBreak(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +74,7 @@ def prefix_reuse(recording: Recording, recorded: RecordedRequests) -> PrefixReus
         if body.tail_digest not in parts:
             decoded = msgspec.json.decode(tail)
             parts[body.tail_digest] = (
-                encode_canonical(decoded["tools"]),
+                _canonical(decoded["tools"]),
                 decoded["system"].encode(),
             )
         tools, system = parts[body.tail_digest]

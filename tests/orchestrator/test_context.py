@@ -352,7 +352,7 @@ def test_skillog_run_with_a_small_context_window_says_why_it_stopped(
 ) -> None:
     """`--context-window` is recorded; a read that cannot fit ends the session with
     context_exhausted and a message saying what to do, not a traceback or a 400."""
-    from orchestrator._cli import main
+    from orchestrator.cli import main
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
@@ -480,7 +480,7 @@ async def test_skillog_run_shows_text_as_it_arrives_and_inert(make_skill) -> Non
     streams, control characters made visible, a line break after each answer."""
     import io
 
-    from orchestrator._cli_session import LiveText
+    from orchestrator.cli._session import LiveText
 
     out = io.StringIO()
     live = LiveText(out)
