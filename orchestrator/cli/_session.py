@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TextIO
 
 import msgspec
 import trio
@@ -25,6 +26,9 @@ from eventlog import (
     open_store,
     visible,
 )
+from eventlog import (
+    Event as StoredEvent,
+)
 from eventlog._catalog import DEFAULT_LIMIT, Listing
 
 from .._catalog import open_log
@@ -39,6 +43,7 @@ from .._events import (
 )
 from .._fleet import LeaseHeldError, driver_name, holder, leased, session_config
 from .._loop import Agent
+from .._model import Delta
 from .._policy import suggested_rule
 from .._policy_config import load_policy
 from .._session_list import STATES, session_rows
@@ -151,6 +156,14 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         help="rescan the skill sources between turns and record what changed "
         "(default: skills.watch, off)",
     )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window, recorded by the sessions started (default: the "
+        "window of a known model, else unknown: compaction only after the provider "
+        "refuses a request as too long; docs/context.md)",
+    )
 
 
 def turn_bound(text: str) -> int:
@@ -196,8 +209,34 @@ def run(args: argparse.Namespace) -> int:
     return trio.run(command, args)
 
 
+class LiveText:
+    """What ``skillog run`` shows while the model answers, on a terminal: its text as
+    it arrives (made inert like everything printed), each answer ended by a line break
+    when its ``model.responded`` is recorded. The transcript printed at the end, from
+    the log, is the record."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.open = False
+
+    def delta(self, delta: Delta) -> None:
+        if delta.kind == "text" and delta.text:
+            self.out.write(visible(delta.text, lines=True))
+            self.out.flush()
+            self.open = True
+
+    def event(self, event: StoredEvent) -> None:
+        if self.open and event.type.startswith("model."):
+            self.out.write("\n")
+            self.out.flush()
+            self.open = False
+
+
 async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
+    if sys.stderr.isatty():  # the live text beside: stdout stays the transcript
+        live = LiveText(sys.stderr)
+        agent.on_delta, agent.observers = live.delta, [*agent.observers, live.event]
     try:
         async with open_log(args.db) as store:
             session_id = uuid.uuid4().hex
@@ -374,6 +413,7 @@ def agent_for(
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
         mcp_servers=load_mcp_servers(config_path()),
+        context_window=getattr(args, "context_window", None),
     )
 
 
