@@ -65,6 +65,7 @@ def compose(state: SessionState, bodies: Mapping[str, str]) -> ModelRequest:
         messages=tuple(state.messages),
         tools=tool_specs(state),
         max_tokens=config.max_tokens,
+        cache_key=f"skillog-{state.session_id}",
     )
 
 

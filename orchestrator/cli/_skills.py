@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from eventlog import default_db, inert_json, is_postgres_url, open_store, sqlite_path, visible
+from eventlog import default_db, inert_json, is_postgres_url, sqlite_path, visible
 from eventlog._progress import Progress
 
 from ..skills import (
@@ -233,11 +233,11 @@ def _record(catalog: Catalog, db: str) -> None:
     # Imported here: the runtime's event catalog imports this package.
     import trio
 
+    from .._catalog import open_log
     from .._index_log import record_index_run
-    from .._views import AUDIT_VIEWS
 
     async def record() -> None:
-        async with open_store(db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(db) as store:
             event = await record_index_run(store, catalog)
         print(f"recorded indexing run as {event.stream} seq {event.seq}", file=sys.stderr)
 

@@ -15,12 +15,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from eventlog._catalog import Listing
+
 from .._approvals import PendingApproval, pending_approvals
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
 from .._session import SessionNotFoundError
-from .._session_list import SessionRow, age, session_rows, status_text, when
+from .._session_list import STATES, age, session_rows, status_text, when
 from ._auth import Principal, token_digest
 from ._errors import ApiError
 from ._guard import COOKIE
@@ -98,21 +100,8 @@ async def logout(request: Request) -> Response:
     return response
 
 
-STATES = ("new", "running", "awaiting_approval", "resumable", "ended")
+PAGE = 100
 TASK_SHOWN = 160
-
-
-def _chosen(rows: list[SessionRow], status: str, model: str, q: str) -> list[SessionRow]:
-    """The rows the filters keep: ``status`` a fold status, ``model`` as shown, ``q``
-    words all found in the task (any case); an empty filter keeps everything."""
-    words = q.lower().split()
-    return [
-        r
-        for r in rows
-        if (not status or r.state == status)
-        and (not model or shown_model(r.model) == model)
-        and all(w in r.task.lower() for w in words)
-    ]
 
 
 def _options(values: list[str], chosen: str, everything: str) -> str:
@@ -122,15 +111,19 @@ def _options(values: list[str], chosen: str, everything: str) -> str:
 
 
 async def sessions_page(request: Request) -> Response:
-    """Every session with its task, newest first; filtered by status, model and words
-    of the task (``?status=&model=&q=``, a plain GET form: the URL is shareable)."""
+    """The latest sessions with their tasks, newest first, from the session catalog;
+    filtered by status and text of the task (by the catalog) and model (``?status=
+    &model=&q=``, a plain GET form: the URL is shareable); ``PAGE`` at most."""
     who = require(request, "viewer")
     ctx = context(request)
     now = time.time_ns()
     params = request.query_params
     status, model, q = (params.get(k, "")[:200] for k in ("status", "model", "q"))
-    every = await session_rows(ctx.store)
-    shown = _chosen(every, status, model, q)
+    listing = Listing(
+        limit=PAGE, status=(status,) if status in STATES else (), search=q.strip() or None
+    )
+    found = await session_rows(ctx.store, listing)
+    shown = [r for r in found if not model or shown_model(r.model) == model]
     rows = "".join(
         f'<tr data-state="{escape(r.state)}"><td class="task" title="{escape(r.task)}">'
         f'<a href="/console/sessions/{escape(r.session)}">'
@@ -142,7 +135,7 @@ async def sessions_page(request: Request) -> Response:
         f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
         for r in shown
     )
-    known = sorted({shown_model(r.model) for r in every} | {shown_model(m) for m in ctx.models})
+    known = sorted({shown_model(r.model) for r in found} | {shown_model(m) for m in ctx.models})
     filters = (
         '<form id="filters" method="get" action="/console">'
         f'<label>Status <select name="status">{_options(list(STATES), status, "any")}'
@@ -150,7 +143,8 @@ async def sessions_page(request: Request) -> Response:
         f'<label>Model <select name="model">{_options(known, model, "any")}</select></label> '
         f'<label>Task <input name="q" type="search" value="{escape(q)}" maxlength="200">'
         '</label> <button type="submit">Filter</button> '
-        f'<span id="count">{len(shown)} of {len(every)}</span></form>'
+        f'<span id="count">{len(shown)} shown{" (the latest)" if len(found) == PAGE else ""}'
+        "</span></form>"
     )
     table = (
         "<table id=sessions><thead><tr><th>task · session</th><th>started (UTC)</th>"
