@@ -154,7 +154,17 @@ def plan_call(ctx: CallContext) -> Plan:
             return _plan_mcp_tool(ctx, ctx.view.mcp[name])
         return _plan_host_tool(ctx)
     except ToolError as e:
-        return Plan("pure", refusal=e)
+        return Plan(_listed_effect(ctx.view, name), refusal=e)
+
+
+def _listed_effect(view: View, name: str) -> EffectClass:
+    """The effect class a refused call records: the one its tool was listed with (an
+    MCP server's listing, a host tool's definition), ``pure`` for the runtime's own
+    tools and names the session does not know (nothing of a refused call runs)."""
+    if name in view.mcp:
+        return view.mcp[name].effect
+    definition = host_tool_def(view, name)
+    return definition.effect if definition is not None else "pure"
 
 
 def all_tools(view: View) -> set[str]:

@@ -17,6 +17,7 @@ goes on without it.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -132,6 +133,7 @@ class _Server:
         self._status: McpStatus | None = None
         self._info = ""
         self._list_changed = False
+        self._reported = False
 
     def close(self) -> None:
         self._closed.set()
@@ -143,7 +145,12 @@ class _Server:
         try:
             async with (
                 self._transport() as streams,
-                ClientSession(streams[0], streams[1], message_handler=self._on_message) as session,
+                ClientSession(
+                    streams[0],
+                    streams[1],
+                    message_handler=self._on_message,
+                    client_info=client_info(),
+                ) as session,
             ):
                 with trio.fail_after(self.spec.connect_timeout_ms / 1000):
                     initialized = await session.initialize()
@@ -203,13 +210,16 @@ class _Server:
             self._status = McpServerFailed(server=self.spec.name, stage=stage, error=error)
 
     async def current(self) -> McpStatus:
-        """The server's listing, listed again if it said its list changed."""
+        """The server's listing, listed again if it said its list changed. The first
+        listing this process reports is ``connected`` even when the server said its
+        list changed while connecting (server-everything does)."""
         session = self._session
         if self._list_changed and session is not None:
             self._list_changed = False
+            reason = "list_changed" if self._reported else "connected"
             try:
                 with trio.fail_after(self.spec.connect_timeout_ms / 1000):
-                    self._status = await self._list(session, "list_changed")
+                    self._status = await self._list(session, reason)
             except trio.TooSlowError:
                 self._fail(
                     "list", f"tools/list gave no answer within {self.spec.connect_timeout_ms} ms"
@@ -217,6 +227,7 @@ class _Server:
             except Exception as e:
                 self._fail("list", _describe(e))
         assert self._status is not None
+        self._reported = True
         return self._status
 
     async def call(
@@ -264,6 +275,17 @@ class _Server:
             )
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         return outcome_of(wire, stored_cap=stored_cap, model_cap=model_cap, duration_ms=_ms(start))
+
+
+def client_info() -> Any:
+    """How skillog introduces itself to a server: ``skillog`` and its version."""
+    from mcp.types import Implementation
+
+    try:
+        version = importlib.metadata.version("skillog")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    return Implementation(name="skillog", version=version)
 
 
 @contextlib.asynccontextmanager
