@@ -376,6 +376,23 @@ class SkillActivationFailed(Event, frozen=True, kw_only=True):
     call_id: str | None = None
 
 
+class ImageRef(msgspec.Struct, frozen=True, kw_only=True):
+    """An image in the blob store: its media type, sha256 ``digest`` and ``size``."""
+
+    media_type: str
+    digest: str
+    size: int
+
+
+class ToolImages(Event, frozen=True, kw_only=True):
+    """With a call's outcome: the images the model is shown with its result (an MCP
+    tool's image blocks, an image file ``skills.read`` returned), each a blob."""
+
+    event_type: ClassVar[str] = "tool.images"
+    call_id: str
+    images: tuple[ImageRef, ...]
+
+
 class ResourceRead(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "resource.read"
     call_id: str
@@ -569,6 +586,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpToolsListed,
     McpServerFailed,
     McpResult,
+    ToolImages,
     LeaseAcquired,
     LeaseRenewed,
     LeaseReleased,

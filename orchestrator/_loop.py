@@ -31,7 +31,7 @@ from ._effects import Approver, LiveEffects, Reconciler
 from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
-from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
+from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse, with_image_data
 from ._policy import over_budget
 from ._session import Clock, Observer, Session, refresh_context
 from ._visibility import Predicate
@@ -297,6 +297,7 @@ async def _call(
     """One model call with bounded retries; records each failure. None when it gave up
     (the session is then ended with ``error``)."""
     turn = session.turn
+    request = await with_image_data(request, session.get_blob)
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
         try:

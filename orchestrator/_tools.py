@@ -158,13 +158,10 @@ def plan_call(ctx: CallContext) -> Plan:
 
 
 def _listed_effect(view: View, name: str) -> EffectClass:
-    """The effect class a refused call records: the one its tool was listed with (an
-    MCP server's listing, a host tool's definition), ``pure`` for the runtime's own
-    tools and names the session does not know (nothing of a refused call runs)."""
-    if name in view.mcp:
-        return view.mcp[name].effect
-    definition = host_tool_def(view, name)
-    return definition.effect if definition is not None else "pure"
+    """The effect class a refused call records: an MCP tool's from its server's listing
+    (docs/mcp.md: recorded on every call), ``pure`` otherwise (nothing of a refused call
+    runs; host tools keep ``pure`` here so that logs written before re-drive alike)."""
+    return view.mcp[name].effect if name in view.mcp else "pure"
 
 
 def all_tools(view: View) -> set[str]:

@@ -4,15 +4,33 @@ effect class of refused calls."""
 
 from __future__ import annotations
 
+import base64
 import importlib.metadata
 import json
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from eventlog import open_sqlite_store
 from orchestrator import Agent
-from orchestrator._events import CODEC, McpToolsListed, ToolCalled, ToolCompleted
+from orchestrator._events import (
+    CODEC,
+    McpToolsListed,
+    PromptRendered,
+    ToolCalled,
+    ToolCompleted,
+    ToolImages,
+)
+from orchestrator._model import ModelRequest, ModelResponse, ToolImage, ToolResult
+from orchestrator._prompt import message_line, request_hash
 from orchestrator.adapters import ScriptedModel
+from orchestrator.adapters._anthropic import anthropic_request
+from orchestrator.adapters._openai import openai_request
+
+from .mcp_server import PNG
 
 Stdio = Any
 
@@ -67,3 +85,78 @@ async def test_a_refused_call_records_the_effect_class_of_the_listing(
     (done,) = [e for e in events if isinstance(e, ToolCompleted)]
     assert done.error_type == "invalid_arguments"
     assert called.effect == "idempotent"
+
+
+class _Seeing(ScriptedModel):
+    """The scripted model, keeping each request as the adapter was handed it."""
+
+    def __init__(self, turns: list[dict[str, Any]]) -> None:
+        super().__init__(turns)
+        self.seen: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.seen.append(request)
+        return await super().complete(request)
+
+
+async def test_an_image_reaches_the_model_as_an_image_and_the_request_stays_reproducible(
+    tmp_path: Path, stdio: Stdio, server_dir: Path
+) -> None:
+    model = _Seeing(
+        [{"tool_calls": [{"name": "mcp__modern__chart", "arguments": {}}]}, {"text": "done"}]
+    )
+    db = tmp_path / "log.db"
+    async with open_sqlite_store(db) as store:
+        session = await Agent(
+            model=model, model_name="test-model", mcp_servers=[stdio("modern", "modern")]
+        ).run(store, "draw")
+        events = [CODEC.decode(e) async for e in store.read(session.id)]
+        (images,) = [e for e in events if isinstance(e, ToolImages)]
+        (image,) = images.images
+        stored = await store.get_blob(image.digest)
+        prompts = [e for e in events if isinstance(e, PromptRendered)]
+
+    png = base64.b64decode(PNG)
+    assert (image.media_type, stored, image.size) == ("image/png", png, len(png))
+    (done,) = [e for e in events if isinstance(e, ToolCompleted)]
+    assert done.content == f"the chart:\n[image image/png, {len(png)} bytes, attached]"
+    # the adapter is handed the bytes; the recorded request names them by digest only
+    tool_message = model.seen[1].messages[-1]
+    result, shown = tool_message.parts
+    assert isinstance(result, ToolResult) and isinstance(shown, ToolImage)
+    assert (shown.digest, shown.data) == (image.digest, png)
+    assert request_hash(model.seen[1]) == prompts[1].request_hash
+    assert b"iVBOR" not in message_line(tool_message)
+
+    anthropic = anthropic_request(model.seen[1], model="m")["messages"][-1]["content"]
+    assert anthropic == [
+        {
+            "type": "tool_result",
+            "tool_use_id": result.call_id,
+            "content": [
+                {"type": "text", "text": done.content},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+                },
+            ],
+        }
+    ]
+    openai = openai_request(model.seen[1], model="m")["messages"][-2:]
+    assert openai[0] == {"role": "tool", "tool_call_id": result.call_id, "content": done.content}
+    assert openai[1]["role"] == "user" and openai[1]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/png;base64,{PNG}"},
+    }
+
+    # the server gone, the log alone reproduces every request and re-drives
+    shutil.rmtree(server_dir)
+    skillog = Path(sys.executable).with_name("skillog")
+    for command in (
+        ["log", "verify", "--db", str(db)],
+        ["replay", session.id, "--db", str(db), "--redrive"],
+    ):
+        done_ = await trio.run_process(
+            [str(skillog), *command], capture_stdout=True, capture_stderr=True, check=False
+        )
+        assert done_.returncode == 0, (done_.stdout + done_.stderr).decode()
