@@ -80,6 +80,7 @@ async def call_mcp_tool(tool: McpToolDef, ctx: CallContext) -> str:
             truncated=outcome.truncated,
             duration_ms=outcome.duration_ms,
             failure=outcome.failure,
+            notes=ctx.rec.blob(outcome.notes) if outcome.notes else None,
         )
     )
     if outcome.failure is None and not outcome.truncated:

@@ -31,6 +31,7 @@ from eventlog import SkillogError
 from .._effects import McpOutcome, McpStatus, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
+from .._model import encode_canonical
 from ..skills._config import McpServerConfig
 from ._listing import tools_listed
 from ._results import failure, outcome_of
@@ -38,6 +39,12 @@ from ._results import failure, outcome_of
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
 default, 1 MiB, would break the connection on any larger result."""
+
+MAX_NOTES = 100
+"""The most progress notifications, and log messages, kept of one call (the last ones)."""
+
+MAX_NOTE_CHARS = 2000
+"""The longest log message or progress text kept; longer ones are cut."""
 
 CONTEXT_META = "io.skillog/context"
 """The ``_meta`` key under which each call carries its session, call and active skills."""
@@ -134,6 +141,7 @@ class _Server:
         self._info = ""
         self._list_changed = False
         self._reported = False
+        self._log: list[dict[str, Any]] = []
 
     def close(self) -> None:
         self._closed.set()
@@ -149,6 +157,7 @@ class _Server:
                     streams[0],
                     streams[1],
                     message_handler=self._on_message,
+                    logging_callback=self._on_log,
                     client_info=client_info(),
                 ) as session,
             ):
@@ -205,6 +214,14 @@ class _Server:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
             self._list_changed = True
 
+    async def _on_log(self, params: Any) -> None:
+        # Kept for the audit: the messages that arrive while calls run go with the
+        # outcome of the next call to finish (mcp.result.notes).
+        data = params.data if isinstance(params.data, str) else encode_canonical(params.data)
+        text = data if isinstance(data, str) else data.decode()
+        note = {"level": params.level, "logger": params.logger, "data": text[:MAX_NOTE_CHARS]}
+        self._log = [*self._log[-(MAX_NOTES - 1) :], note]
+
     def _fail(self, stage: Any, error: str) -> None:
         if not isinstance(self._status, McpServerFailed):
             self._status = McpServerFailed(server=self.spec.name, stage=stage, error=error)
@@ -247,10 +264,20 @@ class _Server:
             }
         }
         timeout_ms = self.spec.call_timeout_ms
+        progress: list[dict[str, Any]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            # Decimal text: no float reaches a hashed record.
+            tick = {"progress": repr(done), "total": None if total is None else repr(total)}
+            tick["message"] = None if message is None else message[:MAX_NOTE_CHARS]
+            progress[:] = [*progress[-(MAX_NOTES - 1) :], tick]
+
         start = time.monotonic_ns()
         try:
             with trio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(tool, msgspec.json.decode(arguments), meta=meta)
+                result = await session.call_tool(
+                    tool, msgspec.json.decode(arguments), progress_callback=on_progress, meta=meta
+                )
         except trio.TooSlowError:
             return failure(
                 "timeout",
@@ -273,8 +300,18 @@ class _Server:
                 f"MCP server {name!r} refused {tool}: {_describe(e)}",
                 duration_ms=_ms(start),
             )
+        # The SDK hands each notification to a task of its own: let those received
+        # before the answer (progress, log messages) run before taking them.
+        await trio.lowlevel.checkpoint()
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return outcome_of(wire, stored_cap=stored_cap, model_cap=model_cap, duration_ms=_ms(start))
+        outcome = outcome_of(
+            wire, stored_cap=stored_cap, model_cap=model_cap, duration_ms=_ms(start)
+        )
+        log, self._log = self._log, []
+        if progress or log:
+            notes = encode_canonical({"progress": progress, "log": log})
+            outcome = msgspec.structs.replace(outcome, notes=notes)
+        return outcome
 
 
 def client_info() -> Any:

@@ -132,7 +132,7 @@ def build(kind: str) -> Server[Any]:
                 ]
             )
         if name == "steps":
-            token = meta.get("progressToken")
+            token = meta.get("progress_token")
             count = int(args.get("count", 3))
             for step in range(count):
                 if token is not None:

@@ -18,6 +18,7 @@ from eventlog import open_sqlite_store
 from orchestrator import Agent
 from orchestrator._events import (
     CODEC,
+    McpResult,
     McpToolsListed,
     PromptRendered,
     ToolCalled,
@@ -160,3 +161,44 @@ async def test_an_image_reaches_the_model_as_an_image_and_the_request_stays_repr
             [str(skillog), *command], capture_stdout=True, capture_stderr=True, check=False
         )
         assert done_.returncode == 0, (done_.stdout + done_.stderr).decode()
+
+
+async def test_progress_and_log_messages_of_a_call_are_kept_with_its_result(
+    tmp_path: Path, stdio: Stdio
+) -> None:
+    db = tmp_path / "log.db"
+    async with open_sqlite_store(db) as store:
+        session = await Agent(
+            model=ScriptedModel(
+                [
+                    {"tool_calls": [{"name": "mcp__modern__steps", "arguments": {"count": 3}}]},
+                    {"text": "done"},
+                ]
+            ),
+            model_name="test-model",
+            mcp_servers=[stdio("modern", "modern")],
+        ).run(store, "step")
+        events = [CODEC.decode(e) async for e in store.read(session.id)]
+        (result,) = [e for e in events if isinstance(e, McpResult)]
+        assert result.notes is not None
+        notes = json.loads(await store.get_blob(result.notes))
+
+    # a progressToken went with the call: the server reported each step
+    assert notes["progress"] == [
+        {"progress": repr(float(i)), "total": "3.0", "message": f"step {i}"} for i in (1, 2, 3)
+    ]
+    assert [n["data"] for n in notes["log"]] == [f"did step {i}" for i in (1, 2, 3)]
+    assert {n["level"] for n in notes["log"]} == {"info"}
+    code, output = await _replay(db, session.id)
+    assert code == 0, output
+
+
+async def _replay(db: Path, session: str) -> tuple[int, str]:
+    skillog = Path(sys.executable).with_name("skillog")
+    done = await trio.run_process(
+        [str(skillog), "replay", session, "--db", str(db), "--redrive"],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    return done.returncode, (done.stdout + done.stderr).decode()
