@@ -147,3 +147,22 @@ async def test_beyond_loopback_every_request_needs_a_token(tmp_path: Path, skill
         first = CODEC.decode(await anext(store.read(info.stream)))
     assert isinstance(first, SessionStarted)
     assert first.model == "mcp/0.1.0 (token desk)"
+
+
+async def test_http_initialize_advertises_the_notifications_it_sends(
+    tmp_path: Path, skills: Path
+) -> None:
+    # Over stdio the server says tools and resources lists change (it sends both
+    # notifications); over HTTP it once said they did not, and clients never refreshed.
+    with server(tmp_path, skills, "127.0.0.1:0") as (url, _):
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            capabilities = (await client.initialize()).capabilities
+            templates = await client.list_resource_templates()
+    assert capabilities.tools is not None and capabilities.tools.list_changed is True
+    assert capabilities.resources is not None and capabilities.resources.list_changed is True
+    (template,) = templates.resource_templates
+    assert template.uri_template == "skill://{skill}/{path}"
