@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from eventlog import open_sqlite_store
@@ -43,13 +44,19 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+@pytest.fixture
+def everything() -> Path:
+    """server-everything's entry point (skips, or fails in CI, when not installed)."""
+    return server_everything()
+
+
 async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
-    tmp_path: Path,
+    tmp_path: Path, everything: Path
 ) -> None:
     server = McpServerConfig(
         name="everything",
         command=node(),
-        args=(str(server_everything()),),
+        args=(str(everything),),
         env={"MARKER": "skillog"},
         call_timeout_ms=30_000,
         connect_timeout_ms=30_000,
