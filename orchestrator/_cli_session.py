@@ -271,9 +271,13 @@ async def session_rows(store: EventStore) -> list[SessionRow]:
 
 def status_text(state: SessionState) -> str:
     """``ended (max_turns)``, ``suspended: awaiting approval (2 pending)``,
-    ``suspended: approvals decided, resume it``, ``open (resumable)``."""
+    ``suspended: approvals decided, resume it``, ``open (resumable)``; a session of
+    ``skillog mcp serve`` that has not ended is an MCP client's connection, which no
+    one can resume (``open (MCP client connection, not resumable)``)."""
     if state.ended is not None:
         return f"ended ({state.ended.reason})"
+    if state.config is not None and state.config.provider == "mcp":
+        return "open (MCP client connection, not resumable)"
     if state.status == "awaiting_approval":
         return f"suspended: awaiting approval ({len(state.pending_approvals)} pending)"
     if state.status == "resumable":

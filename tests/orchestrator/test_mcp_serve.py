@@ -385,3 +385,7 @@ async def test_a_session_whose_server_died_is_not_resumed(tmp_path: Path) -> Non
     resumed = skillog(tmp_path, "resume", session.id)
     assert resumed.returncode == 2
     assert "MCP client's connection" in resumed.stderr and "cannot be resumed" in resumed.stderr
+    # and the list of sessions does not offer what resume refuses
+    listed = skillog(tmp_path, "sessions")
+    (row,) = [line for line in listed.stdout.splitlines() if session.id in line]
+    assert "open (resumable)" not in row and "MCP client connection, not resumable" in row
