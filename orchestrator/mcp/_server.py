@@ -93,12 +93,12 @@ class SkillogMcp:
                 log.info("skillog mcp serve: session %s for %s", served.id, served.model.client)
         return served
 
-    async def end(self, key: str) -> None:
+    async def end(self, key: str, why: str | None = None) -> None:
         """The connection ``key`` closed: end its session (if it had one)."""
         async with self._lock:
             served = self.sessions.pop(key, None)
         if served is not None:
-            await served.close()
+            await served.close(why)
             self.on_end(served)
 
     async def end_all(self) -> None:

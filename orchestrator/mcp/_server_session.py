@@ -57,6 +57,9 @@ class ServeConfig:
     hidden: tuple[tuple[str, str], ...] = ()
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     max_calls: int = 10_000
+    idle_timeout_s: float = 600.0
+    """Over HTTP: a session with no request for this long is ended (its client left
+    without ``DELETE``), recorded as ``closed`` with the reason."""
 
 
 class ServedSession:
@@ -117,8 +120,9 @@ class ServedSession:
         assert self.session is not None
         return tuple((s.name, s.hash) for s in self.session.state.active)
 
-    async def close(self) -> None:
-        """The client went away: let its calls finish, then end the session."""
+    async def close(self, why: str | None = None) -> None:
+        """The client went away: let its calls finish, then end the session (``why``:
+        recorded with the end when the client did not say it was leaving)."""
         self.model.close()
         with trio.move_on_after(CLOSE_GRACE_S):
             await self.model.idle.wait()
@@ -130,7 +134,7 @@ class ServedSession:
             if session.state.status != "ended":
                 # The model side went away while its next turn's prompt waited for it:
                 # not "completed" (no final answer was given), and not an error.
-                await session.end("closed")
+                await session.end("closed", why)
         self.agent.close()
 
     async def _drive(self) -> None:
