@@ -83,6 +83,7 @@ class ServedSession:
         self.stopped = trio.Event()
         self._scope = trio.CancelScope()
         self._contexts: dict[str, ServerRequestContext[Any, Any]] = {}
+        self._forms: dict[str, trio.CancelScope] = {}  # call id -> its open approval form
 
     async def start(self, store: EventStore, nursery: trio.Nursery) -> None:
         """Record the new session's start and catalog; its loop runs in ``nursery``."""
@@ -113,6 +114,9 @@ class ServedSession:
             await pending.done.wait()
         finally:
             self._contexts.pop(call.id, None)
+            form = self._forms.get(call.id)
+            if form is not None and not pending.done.is_set():
+                form.cancel()  # the client gave up on the call: withdraw its form
         assert pending.result is not None
         return pending.result
 
@@ -193,17 +197,30 @@ class ServedSession:
                 ),
             )
         what = f"skill {request.skill} ({request.tier})" if request.skill else "a tool"
+        form = self._forms[request.call_id] = trio.CancelScope()
         try:
-            result = await ctx.session.elicit_form(
-                f"skillog: allow {what} to {request.action}?",
-                APPROVAL_SCHEMA,
-                related_request_id=ctx.request_id,
-            )
+            with form:
+                result = await ctx.session.elicit_form(
+                    f"skillog: allow {what} to {request.action}?",
+                    APPROVAL_SCHEMA,
+                    related_request_id=ctx.request_id,
+                )
         except Exception as e:  # the client's answer is outside input: refuse, say why
             return ApprovalDecision(
                 approved=False,
                 decided_by=f"{client} (MCP elicitation failed)",
                 reason=f"the elicitation request failed: {e}",
+            )
+        finally:
+            self._forms.pop(request.call_id, None)
+        if form.cancelled_caught:
+            # The server stops waiting for the form: an answer given later finds no
+            # request and runs nothing.
+            return ApprovalDecision(
+                approved=False,
+                decided_by=f"{client} (cancelled the call)",
+                reason="the client cancelled the call while its approval form was open: "
+                "the form was withdrawn and nothing ran",
             )
         content = result.content or {}
         given = content.get("reason")
