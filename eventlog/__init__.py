@@ -52,6 +52,8 @@ from ._snapshot import Snapshot as Snapshot
 from ._snapshot import SnapshotStore as SnapshotStore
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
+from ._terminal import inert_json as inert_json
+from ._terminal import visible as visible
 from ._types import Event as Event
 from ._types import EventStore as EventStore
 from ._types import Head as Head
@@ -113,6 +115,7 @@ __all__ = [
     "fold_stream",
     "generate_key",
     "import_jsonl",
+    "inert_json",
     "is_postgres_url",
     "link_preimage",
     "load_private_key",
@@ -127,4 +130,5 @@ __all__ = [
     "sqlite_path",
     "verify",
     "verify_stream",
+    "visible",
 ]

@@ -29,6 +29,7 @@ from ._errors import CheckpointError, StoreError
 from ._jsonl import encode_line, export_jsonl, import_jsonl
 from ._open import DB_HELP, default_db, describe_db, open_store
 from ._progress import Progress
+from ._terminal import inert_json, visible
 from ._types import EventStore
 from ._verify import Grammar, VerifyReport, verify
 
@@ -62,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True, help="private key file to create")
     p = cmd("export", "write streams as JSON Lines (all events in position order)")
     p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
-    p.add_argument("--out", type=Path, help="output file (default: stdout)")
+    p.add_argument(
+        "--out", type=Path, help="output file (default: stdout, which must not be a terminal)"
+    )
     p = cmd(
         "snapshot",
         "copy a SQLite log, live or not, into one new self-contained file for auditors",
@@ -110,7 +113,8 @@ def trusted_keys(args: argparse.Namespace) -> tuple[frozenset[str], bool]:
 def tofu_notice(key: str | None) -> str:
     """The line that says a checkpoint key was trusted on first use, not chosen."""
     return (
-        f"NOTE: trusted on first use (--tofu): checkpoint key {key}; pin it with --key "
+        f"NOTE: trusted on first use (--tofu): checkpoint key {visible(key or '')}; pin it "
+        "with --key "
         "to detect a checkpoint file rewritten with another key\n"
         if key
         else ""
@@ -142,15 +146,20 @@ def _out(data: str) -> None:
     sys.stdout.write(data)
 
 
+def _json(value: object) -> None:
+    """One JSON line; characters JSON leaves raw are escaped (:func:`inert_json`)."""
+    _out(inert_json(msgspec.json.encode(value).decode()) + "\n")
+
+
 async def _sessions(args: argparse.Namespace) -> int:
     async with open_store(args.db, readonly=True) as store:
         infos = await store.streams()
     for s in infos:
         if args.json:
-            _out(msgspec.json.encode(s).decode() + "\n")
+            _json(s)
         else:
             _out(
-                f"{s.stream}\t{s.length} events\t{_time(s.first_recorded_at)} .. "
+                f"{visible(s.stream)}\t{s.length} events\t{_time(s.first_recorded_at)} .. "
                 f"{_time(s.last_recorded_at)}\thead {s.head_hash[:16]}\n"
             )
     return 0
@@ -165,14 +174,14 @@ async def _show(args: argparse.Namespace) -> int:
             )
         async for e in store.read(args.session):
             if args.json:
-                _out(encode_line(e, {}).decode())
+                _out(inert_json(encode_line(e, {}).decode()))
                 continue
             try:
-                body = msgspec.json.encode(msgspec.json.decode(e.body)).decode()
+                body = inert_json(msgspec.json.encode(msgspec.json.decode(e.body)).decode())
             except msgspec.DecodeError:
                 body = f"<{len(e.body)} bytes, not JSON>"
             _out(
-                f"#{e.seq} {_time(e.recorded_at)} {e.type} (position {e.position}, "
+                f"#{e.seq} {_time(e.recorded_at)} {visible(e.type)} (position {e.position}, "
                 f"hash {e.hash[:16]})\n    {body}\n"
             )
     return 0
@@ -195,13 +204,12 @@ async def _verify(args: argparse.Namespace) -> int:
         finally:
             progress.close()
     if args.json:
-        _out(msgspec.json.encode(_report_json(report, grammar=args.grammar is not None)).decode())
-        _out("\n")
+        _json(_report_json(report, grammar=args.grammar is not None))
         return 0 if report.ok else 1
     _out(tofu_notice(report.tofu_key))
     if report.fault is not None:
         for fault in report.faults:
-            _out(f"FAULT {fault}\n")
+            _out(f"FAULT {visible(str(fault))}\n")
         if report.unlisted:
             _out(f"... and {report.unlisted} more faults\n")
         return 1
@@ -267,6 +275,13 @@ async def _keygen(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
+    if args.out is None and sys.stdout.isatty():
+        # The export is the stored bytes, byte for byte: text a model or a script wrote
+        # would reach the terminal raw (docs/security.md, "Terminal output").
+        raise StoreError(
+            "log export writes the exact stored bytes, which may hold terminal control "
+            "characters: give --out FILE, or send it to a file or a pipe (> FILE, | less)"
+        )
     async with open_store(args.db, readonly=True) as store:
         for s in args.streams:
             if await store.head(s) is None:

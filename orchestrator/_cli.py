@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eventlog import SkillogError
+from eventlog import SkillogError, visible
 
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.trusted_key = None if default is None else Path(default)
         code: int = module.run(args)
     except SkillogError as e:
-        print(f"skillog {args.command}: error: {e}", file=sys.stderr)
+        print(f"skillog {args.command}: error: {visible(str(e), lines=True)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print(f"skillog {args.command}: interrupted", file=sys.stderr)

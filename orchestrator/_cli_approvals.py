@@ -11,7 +11,7 @@ import time
 import msgspec
 import trio
 
-from eventlog import open_sqlite_store
+from eventlog import inert_json, open_sqlite_store, visible
 
 from ._approvals import decide_approval, pending_approvals
 from ._cli_session import add_db, age, when
@@ -53,7 +53,7 @@ async def _list(args: argparse.Namespace) -> int:
         pending = await pending_approvals(store, args.session)
     if args.json:
         for item in pending:
-            print(msgspec.json.encode(item).decode())
+            print(inert_json(msgspec.json.encode(item).decode()))
         return 0
     if not pending:
         print("no pending approval requests")
@@ -63,8 +63,8 @@ async def _list(args: argparse.Namespace) -> int:
         who = f"{p.skill} ({p.tier})" if p.skill else "host tool"
         ago = age(now - p.requested_at)
         expiry = f", expires {when(p.expires_at)} UTC" if p.expires_at is not None else ""
-        print(f"{p.session_id} {p.call_id}  {p.tool} for {who}, {ago} ago{expiry}")
-        print(f"    {p.action[:200]}")
+        print(visible(f"{p.session_id} {p.call_id}  {p.tool} for {who}, {ago} ago{expiry}"))
+        print(f"    {visible(p.action[:200])}")
     print(
         f"\n{len(pending)} pending; decide with `skillog approve|deny SESSION CALL` "
         "(approve --remember skill|pattern:RULE: for the rest of the session)"
@@ -88,7 +88,9 @@ async def _decide(args: argparse.Namespace) -> int:
     if args.remember and decision.approved:
         verdict += f" and remembered ({args.remember})"
     print(
-        f"{verdict} call {args.call} of session {args.session} (by {decision.decided_by}); "
-        f"continue it with `skillog resume {args.session} --db {args.db}`"
+        visible(
+            f"{verdict} call {args.call} of session {args.session} (by {decision.decided_by}); "
+            f"continue it with `skillog resume {args.session} --db {args.db}`"
+        )
     )
     return 0

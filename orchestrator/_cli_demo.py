@@ -15,7 +15,7 @@ from typing import Literal
 
 import trio
 
-from eventlog import describe_db, open_store, verify
+from eventlog import describe_db, open_store, verify, visible
 
 from ._cli_session import add_db, read_bodies
 from ._events import PolicyConfig
@@ -84,11 +84,11 @@ async def _demo(args: argparse.Namespace) -> int:
         print("note: bubblewrap is not installed, so the script ran without a sandbox")
     print()
     for line in transcript(bodies):
-        print(line)
+        print(visible(line))
     print()
     print(f"{len(bodies)} events recorded; {len(skills)} skills available")
     if not report.ok:
-        print(f"log verification FAILED: {report.fault}")
+        print(f"log verification FAILED: {visible(str(report.fault))}")
         return 1
     print(
         f"log verified: {report.events} events in {report.streams} session(s) and "

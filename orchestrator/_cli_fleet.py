@@ -4,13 +4,13 @@ number of worker processes on one database (docs/fleet.md)."""
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 
 import trio
 
-from eventlog import open_store
+from eventlog import open_store, visible
+from eventlog._terminal import log_to_stderr
 
 from ._cli_session import add_arguments as add_session_arguments
 from ._cli_session import add_catalog_options, add_db, agent_for, session_policy
@@ -67,7 +67,7 @@ async def _submit(args: argparse.Namespace) -> int:
     try:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             for task in args.tasks:
-                print(await queue_session(store, agent, task))
+                print(visible(await queue_session(store, agent, task)))
     finally:
         agent.close()
     return 0
@@ -94,7 +94,7 @@ def agent_factory(args: argparse.Namespace) -> AgentFactory:
 
 
 async def _work(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    log_to_stderr()
     make_agent = agent_factory(args)
     stop = trio.Event()
     async with (
@@ -110,10 +110,10 @@ async def _work(args: argparse.Namespace) -> int:
             poll_ms=args.poll_ms,
         )
         nursery.start_soon(_stop_on_signals, stop, worker.name)
-        print(f"worker {worker.name} on {args.db}", file=sys.stderr, flush=True)
+        print(visible(f"worker {worker.name} on {args.db}"), file=sys.stderr, flush=True)
         await worker.run(stop, drain_s=args.drain_s, once=args.once)
         nursery.cancel_scope.cancel()
-    print(f"worker {worker.name}: {describe(worker.finished)}")
+    print(visible(f"worker {worker.name}: {describe(worker.finished)}"))
     return 0
 
 
@@ -121,7 +121,7 @@ async def _stop_on_signals(stop: trio.Event, name: str) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             print(
-                f"worker {name}: {signal.Signals(signum).name}: no new claims; finishing "
+                f"worker {visible(name)}: {signal.Signals(signum).name}: no new claims; finishing "
                 "or handing back in-flight sessions",
                 file=sys.stderr,
                 flush=True,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import TYPE_CHECKING
 
 import trio
 
-from eventlog import SkillogError, describe_db, open_store
+from eventlog import SkillogError, describe_db, open_store, visible
+from eventlog._terminal import log_to_stderr
 
 from ._cli_session import add_db, discover, stop_on_signals
 from ._views import AUDIT_VIEWS
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    log_to_stderr()
     found = discover(args.skills, Tier(args.tier), project=args.project)
     config = ServeConfig(
         skills=tuple(found.skills),
@@ -95,7 +95,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
 
     def ended(served: ServedSession) -> None:
         print(
-            f"skillog mcp serve: session {served.id} of {served.model.client} ended; "
+            f"skillog mcp serve: session {served.id} of {visible(served.model.client)} ended; "
             f"replay it with: skillog replay {served.id} --db {args.db}",
             file=sys.stderr,
             flush=True,

@@ -10,7 +10,7 @@ import msgspec
 import trio
 import yaml
 
-from eventlog import open_store
+from eventlog import inert_json, open_store, visible
 
 from ._cli_session import _started, add_db, add_policy_arguments, session_policy
 from ._events import PolicyConfig
@@ -30,9 +30,9 @@ def run(args: argparse.Namespace) -> int:
     policy = trio.run(_recorded, args) if recorded else session_policy(args)
     data = msgspec.to_builtins(policy)
     if args.json:
-        print(msgspec.json.encode(data).decode())
+        print(inert_json(msgspec.json.encode(data).decode()))
     else:
-        print(yaml.safe_dump({"policy": data}, sort_keys=False), end="")
+        print(visible(yaml.safe_dump({"policy": data}, sort_keys=False), lines=True), end="")
     return 0
 
 

@@ -4,13 +4,13 @@ in-process workers (docs/service.md)."""
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import TYPE_CHECKING
 
 import trio
 
 from eventlog import EventStore, SkillogError, describe_db, open_store
+from eventlog._terminal import log_to_stderr
 
 from ._cli_demo import DEMO
 from ._cli_fleet import add_worker_arguments, agent_factory
@@ -168,7 +168,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
 async def _serve(args: argparse.Namespace) -> int:
     from .service import is_loopback, serve
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    log_to_stderr()
     if not is_loopback(args.bind):
         print(
             f"skillog serve: listening on {args.bind}, beyond this machine: put TLS in front",

@@ -18,7 +18,9 @@ from eventlog import (
     SkillogError,
     default_db,
     describe_db,
+    inert_json,
     open_store,
+    visible,
 )
 
 from ._effects import ApprovalDecision, ApprovalRequest, Approver
@@ -192,7 +194,7 @@ async def _sessions(args: argparse.Namespace) -> int:
         rows = await session_rows(store)
     if args.json:
         for row in rows:
-            print(msgspec.json.encode(row).decode())
+            print(inert_json(msgspec.json.encode(row).decode()))
         return 0
     if not rows:
         print(f"no sessions in {describe_db(args.db)}")
@@ -203,8 +205,8 @@ async def _sessions(args: argparse.Namespace) -> int:
         if r.workers:
             notes.append(f"by {', '.join(r.workers)}")
         print(
-            f"{r.session:<34} {r.started:<20} {r.model[:28]:<28} {r.turns:>5} {r.events:>6}  "
-            + "  ".join(notes)
+            f"{visible(r.session):<34} {r.started:<20} {visible(r.model[:28]):<28} "
+            f"{r.turns:>5} {r.events:>6}  " + visible("  ".join(notes))
         )
     return 0
 
@@ -294,7 +296,7 @@ async def _report(store: EventStore, session_id: str) -> int:
     for approvals (a suspended session is not a failure), 1 otherwise."""
     bodies = await read_bodies(store, session_id)
     for line in transcript(bodies):
-        print(line)
+        print(visible(line))
     last = bodies[-1]
     if isinstance(last, SessionSuspended):
         print(
@@ -368,11 +370,12 @@ def discover(
     sources = [*folders, *default_sources(config, project=project)]
     catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier)
     for rejected in catalog.rejected:
-        print(f"skipped {rejected.path}: {rejected.problems[0]}", file=sys.stderr)
-    visible = catalog.visible()
-    hidden = [(e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in visible]
+        skipped = f"skipped {rejected.path}: {rejected.problems[0]}"
+        print(visible(skipped), file=sys.stderr)
+    shown = catalog.visible()
+    hidden = [(e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in shown]
     return Discovered(
-        skills=[catalog.get(e.name) for e in visible],
+        skills=[catalog.get(e.name) for e in shown],
         hidden=hidden,
         catalog=catalog,
         sources=sources,
@@ -394,9 +397,10 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
 
     async def ask(request: ApprovalRequest) -> ApprovalDecision:
         rule = suggested_rule(request.path, request.tool)
+        asked = f"approve {request.tool} for {request.skill or 'host'}: {request.action}?"
         prompt = (
-            f"approve {request.tool} for {request.skill or 'host'}: {request.action}?\n"
-            f"  y: once   s: always for this skill   p: always for {rule}   [y/s/p/N] "
+            f"{visible(asked)}\n"
+            f"  y: once   s: always for this skill   p: always for {visible(rule)}   [y/s/p/N] "
         )
         answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
         remember = {"s": "skill", "p": f"pattern:{rule}"}.get(answer)

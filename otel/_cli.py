@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from eventlog import DB_HELP, default_db, describe_db, open_store
+from eventlog import DB_HELP, default_db, describe_db, inert_json, open_store, visible
 from eventlog._progress import Progress
 
 from ._errors import OtelError
@@ -144,9 +144,10 @@ async def _export(args: argparse.Namespace) -> int:
                     print(f"following {where}; exporting sessions to {url} as they end")
 
                 def exported(session: str, spans: int) -> None:
-                    line = f"exported session {session} ({spans} spans)"
+                    line = f"exported session {visible(session)} ({spans} spans)"
                     if args.json:
-                        line = msgspec.json.encode({"session": session, "spans": spans}).decode()
+                        doc = {"session": session, "spans": spans}
+                        line = inert_json(msgspec.json.encode(doc).decode())
                     print(line, flush=True)
 
                 await follow_export(
@@ -168,13 +169,15 @@ async def _export(args: argparse.Namespace) -> int:
     finally:
         exporter.shutdown()
     if args.json:
-        print(msgspec.json.encode({**msgspec.structs.asdict(report), "endpoint": url}).decode())
+        doc = {**msgspec.structs.asdict(report), "endpoint": url}
+        print(inert_json(msgspec.json.encode(doc).decode()))
         return 0
     line = f"exported {report.sessions} sessions ({report.spans} spans) to {url}"
     if report.already_exported:
         line += f"; {report.already_exported} already exported"
     if report.open_sessions:
-        line += f"; {len(report.open_sessions)} not ended yet: {', '.join(report.open_sessions)}"
+        waiting = visible(", ".join(report.open_sessions))
+        line += f"; {len(report.open_sessions)} not ended yet: {waiting}"
     print(line)
     return 0
 
@@ -184,7 +187,7 @@ async def _metrics(args: argparse.Namespace) -> int:
     async with open_store(args.db, readonly=True) as store:
         summary = await summarize_log(store, sessions)
     if args.json:
-        sys.stdout.write(to_json(summary).decode() + "\n")
+        sys.stdout.write(inert_json(to_json(summary).decode()) + "\n")
     else:
         sys.stdout.write(render_text(summary))
     return 0

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from eventlog import visible
+
 from . import _semconv as sc
 from ._spandata import Measurement
 
@@ -125,28 +127,31 @@ _COLUMNS = (
 
 def _row(label: str, totals: SkillTotals, width: int) -> str:
     cells = "".join(f"{getattr(totals, f):>12}" for _, f in _COLUMNS)
-    return f"  {label:<{width}}{cells}"
+    return f"  {visible(label):<{width}}{cells}"
 
 
 def render_text(summary: Summary) -> str:
-    """A human-readable report: one block per session, then the per-skill table."""
+    """A human-readable report: one block per session, then the per-skill table. Names
+    and ids from the log are shown with :func:`eventlog.visible`."""
     lines: list[str] = []
     header_cells = "".join(f"{h:>12}" for h, _ in _COLUMNS)
     for s in summary.sessions:
-        status = f"ended ({s.end_reason})" if s.ended else "in progress"
-        lines.append(f"session {s.session}: {status}, {s.turns} turns, {s.duration_s:.3f} s")
+        status = f"ended ({visible(s.end_reason or '')})" if s.ended else "in progress"
+        lines.append(
+            f"session {visible(s.session)}: {status}, {s.turns} turns, {s.duration_s:.3f} s"
+        )
         lines.append(
             f"  model calls {s.model_calls} (failed {s.model_failures}, {s.model_seconds:.3f} s), "
             f"tokens in {s.input_tokens} out {s.output_tokens}, "
             f"tool calls {s.tool_calls} (errors {s.tool_errors})"
         )
-        width = max([len("all skills"), *map(len, s.skills)]) + 2
+        width = max([len("all skills"), *(len(visible(n)) for n in s.skills)]) + 2
         lines.append(f"  {'skill':<{width}}{header_cells}")
         for name, totals in sorted(s.skills.items()):
             lines.append(_row(name, totals, width))
         lines.append(_row("all skills", s.totals, width))
     if len(summary.sessions) > 1 and summary.skills:
-        width = max(len(n) for n in summary.skills) + 2
+        width = max(len(visible(n)) for n in summary.skills) + 2
         lines.append(f"all sessions ({len(summary.sessions)})")
         lines.append(f"  {'skill':<{width}}{header_cells}")
         for name, totals in summary.skills.items():

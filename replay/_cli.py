@@ -17,7 +17,7 @@ import sys
 import msgspec
 import trio
 
-from eventlog import DB_HELP, EventStore, SkillogError, default_db
+from eventlog import DB_HELP, EventStore, SkillogError, default_db, inert_json, visible
 from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
 from eventlog._progress import Progress
 
@@ -129,18 +129,18 @@ async def _replay(args: argparse.Namespace) -> int:
             entries = timeline(recording)
             if args.json:
                 doc = {"session": args.session, "entries": entries}
-                sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+                sys.stdout.write(inert_json(msgspec.json.encode(doc).decode()) + "\n")
             else:
                 for line in render_timeline(entries):
-                    print(line)
+                    print(visible(line))
             return 0
         if args.fork_at is not None:
             new_id = await fork_session(store, recording, args.fork_at)
             print(new_id)
             print(
-                f"forked from {args.session} at seq {args.fork_at} "
+                f"forked from {visible(args.session)} at seq {args.fork_at} "
                 f"({args.fork_at + 1} events copied); continue it with "
-                f"`skillog resume {new_id} --db {db}`",
+                f"`skillog resume {new_id} --db {visible(str(db))}`",
                 file=sys.stderr,
             )
             return 0
@@ -150,9 +150,11 @@ async def _replay(args: argparse.Namespace) -> int:
                 raise BrokenLogError(args.session, 0, f"session.forked: {link.detail}")
             if not args.json:
                 print(
-                    link.detail
-                    if link.ok
-                    else f"fork of {link.parent}@{link.at_seq}: {link.detail}"
+                    visible(
+                        link.detail
+                        if link.ok
+                        else f"fork of {link.parent}@{link.at_seq}: {link.detail}"
+                    )
                 )
         progress = Progress("events proved", len(recording), enabled=not args.json)
         try:
@@ -171,7 +173,7 @@ async def _replay(args: argparse.Namespace) -> int:
                 "drift": None if drifted is None else msgspec.to_builtins(drifted),
                 "redrive": None if result is None else msgspec.to_builtins(result),
             }
-            sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
+            sys.stdout.write(inert_json(msgspec.json.encode(doc).decode()) + "\n")
             return code
         _print_report(report, checkpoint=args.checkpoint is not None)
         if drifted is not None:
@@ -203,17 +205,18 @@ async def _write_report(
             f"cannot write the report to {args.html}: {e.strerror or e}; give a writable path"
         ) from e
     for check in audit.checks:
-        print(f"{check.mark} {check.name:<10} {check.details}")
+        print(f"{check.mark} {check.name:<10} {visible(check.details)}")
     verdict = "proven" if audit.ok else "NOT PROVEN"
-    print(f"verdict: {verdict}; report written to {args.html} ({len(page.encode()):,} bytes)")
+    size = f"{len(page.encode()):,} bytes"
+    print(f"verdict: {verdict}; report written to {visible(str(args.html))} ({size})")
     return 0 if audit.ok else 1
 
 
 def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:
     verified = "chain and checkpoint verified" if checkpoint else "chain verified"
-    print(f"session {report.session}: {report.events} events, {verified}")
+    print(f"session {visible(report.session)}: {report.events} events, {verified}")
     for turn in report.turns:
-        print(_turn_line(turn))
+        print(visible(_turn_line(turn)))
     if report.divergence is not None:
         d = report.divergence
         print()
@@ -221,7 +224,7 @@ def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:
             f"first divergence at turn {d.turn} (seq {d.seq}): recorded request "
             f"{d.request_hash[:16]}, re-rendered {d.rerendered_hash[:16]}"
         )
-        print(d.diff)
+        print(visible(d.diff, lines=True))
         print()
     matched = sum(t.ok for t in report.turns)
     total = len(report.turns)
@@ -260,7 +263,7 @@ def _print_drift(entries: list[Drift]) -> None:
             line += f" at {d.path}"
         elif d.status == "unreadable":
             line += f" at {d.path}: {d.problem}"
-        print(line)
+        print(visible(line))
 
 
 def _print_redrive(result: RedriveReport) -> None:
@@ -269,4 +272,4 @@ def _print_redrive(result: RedriveReport) -> None:
         note = "" if result.complete else " (the recording never ended; compared up to its end)"
         print(f"re-drive: the current code reproduces all {result.compared} events ✓{note}")
     else:
-        print(f"re-drive ✗ {result.divergence}")
+        print(f"re-drive ✗ {visible(str(result.divergence))}")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from eventlog import default_db, is_postgres_url, open_store, sqlite_path
+from eventlog import default_db, inert_json, is_postgres_url, open_store, sqlite_path, visible
 from eventlog._progress import Progress
 
 from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
@@ -138,11 +138,12 @@ def _out(as_json: bool, value: object, text: str) -> None:
     if as_json:
         _print_json(value)
     elif text:
-        print(text)
+        print(visible(text, lines=True))
 
 
 def _print_json(value: object) -> None:
-    sys.stdout.buffer.write(msgspec.json.format(msgspec.json.encode(value)) + b"\n")
+    text = inert_json(msgspec.json.format(msgspec.json.encode(value)).decode())
+    sys.stdout.buffer.write(text.encode() + b"\n")
     sys.stdout.flush()
 
 
@@ -250,14 +251,14 @@ def _validate(paths: list[str], *, strict: bool, as_json: bool = False) -> int:
     results = [_validate_one(path, strict=strict) for path in paths]
     for r in results:
         if as_json:
-            print(msgspec.json.encode(r).decode())
+            print(inert_json(msgspec.json.encode(r).decode()))
             continue
         for p in r.problems:
-            print(p)
+            print(visible(p))
         for w in r.warnings:
-            print(f"warning: {w}")
+            print(f"warning: {visible(w)}")
         if r.valid:
-            print(f"{r.path}: valid skill {r.name} {r.hash}")
+            print(f"{visible(r.path)}: valid skill {visible(r.name or '')} {r.hash}")
     return 0 if all(r.valid for r in results) else 1
 
 
@@ -288,22 +289,21 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
     for e in catalog.entries:
         version = e.properties.metadata.get("version")
         tag = f", v{version}" if version else ""
-        print(f"{_SYMBOL[e.status]} {e.name}  [{e.source}, {e.tier}{tag}]")
-        print(f"    {e.description[:100]}{'…' if len(e.description) > 100 else ''}")
+        print(f"{_SYMBOL[e.status]} {visible(e.name)}  [{visible(e.source)}, {e.tier}{tag}]")
+        print(f"    {visible(e.description[:100])}{'…' if len(e.description) > 100 else ''}")
         if e.reason:
-            print(f"    {e.status}: {e.reason}")
+            print(f"    {e.status}: {visible(e.reason)}")
         for w in e.warnings:
-            print(f"    warning: {w}")
+            print(f"    warning: {visible(str(w))}")
     for s in catalog.shadowed:
-        print(f"shadowed: {s.name} from {s.source} (by {s.by})")
+        print(f"shadowed: {visible(s.name)} from {visible(s.source)} (by {visible(s.by)})")
     for r in catalog.rejected:
-        print(
-            f"rejected: {r.path} ({len(r.problems)} problem{'s' if len(r.problems) != 1 else ''})"
-        )
+        count = f"{len(r.problems)} problem{'s' if len(r.problems) != 1 else ''}"
+        print(f"rejected: {visible(r.path)} ({count})")
         for p in r.problems:
-            print(f"    {p}")
+            print(f"    {visible(str(p))}")
     for n in catalog.record.notes:
-        print(f"note: {n}")
+        print(f"note: {visible(n)}")
     if not (catalog.entries or catalog.rejected):
         print("no skills found")
     return 0
@@ -323,9 +323,10 @@ def _show(
             return 1
         for r in rejected:
             count = f"{len(r.problems)} problem{'s' if len(r.problems) != 1 else ''}"
-            print(f"✗ {name} (rejected: {count})\nsource: {r.source}\npath: {r.path}")
+            print(f"✗ {visible(name)} (rejected: {count})")
+            print(f"source: {visible(r.source)}\npath: {visible(r.path)}")
             for problem in r.problems:
-                print(f"  {problem}")
+                print(f"  {visible(str(problem))}")
         return 1
     check = check_signature(e.path, e.name, e.hash, trusted) if trusted else None
     if as_json:
@@ -335,23 +336,26 @@ def _show(
         )
         _print_json({**msgspec.to_builtins(e), "body": body, "signature": signature})
         return 0
-    print(f"{_SYMBOL[e.status]} {e.name} ({e.status}{f': {e.reason}' if e.reason else ''})")
-    print(f"id: {e.id}\nsource: {e.source}\ntier: {e.tier}\npath: {e.path}\nhash: sha256:{e.hash}")
+    reason = f": {visible(e.reason)}" if e.reason else ""
+    print(f"{_SYMBOL[e.status]} {visible(e.name)} ({e.status}{reason})")
+    print(f"id: {visible(e.id)}\nsource: {visible(e.source)}\ntier: {e.tier}")
+    print(f"path: {visible(str(e.path))}\nhash: sha256:{e.hash}")
     version = e.properties.metadata.get("version")
     if version is not None:
-        print(f"version: {version}")
+        print(f"version: {visible(version)}")
     if check is not None:
-        print(f"signature: {'valid, ' if check.signed_by else ''}{check.detail}")
+        print(f"signature: {'valid, ' if check.signed_by else ''}{visible(check.detail)}")
     if e.provenance:
         p = e.provenance
-        print(f"origin: {p.origin} ({p.kind}{f' @ {p.ref}' if p.ref else ''})")
+        ref = f" @ {visible(p.ref)}" if p.ref else ""
+        print(f"origin: {visible(p.origin)} ({p.kind}{ref})")
     for w in e.warnings:
-        print(f"warning: {w}")
-    print(f"description: {e.description}")
+        print(f"warning: {visible(str(w))}")
+    print(f"description: {visible(e.description)}")
     _print_mcp_unlocks(e.properties.allowed_tools, cfg_file)
     print()
     if e.status is Status.ENABLED:
-        print(catalog.get(name).body, end="")
+        print(visible(catalog.get(name).body, lines=True), end="")
     return 0
 
 
@@ -366,7 +370,7 @@ def _print_mcp_unlocks(allowed_tools: str | None, cfg_file: str) -> None:
     if lines:
         print("MCP tools its allowed-tools unlock:")
         for line in lines:
-            print(f"  {line}")
+            print(f"  {visible(line)}")
 
 
 def _rejected(catalog: Catalog, name: str) -> list[Rejected]:
@@ -400,5 +404,5 @@ def _toggle(
     reason = filter_reason(name, new) if enable else None
     _out(as_json, {"name": name, "enabled": enable, "note": reason}, f"{action} {name}")
     if reason is not None and not as_json:
-        print(f"note: {name} is still disabled: {reason}", file=sys.stderr)
+        print(f"note: {visible(name)} is still disabled: {visible(reason)}", file=sys.stderr)
     return 0
