@@ -38,6 +38,7 @@ from ._events import (
     ToolDef,
 )
 from ._host_tools import ToolContext
+from ._images import file_image_type, record_images
 from ._mcp_calls import call_mcp_tool, check_arguments
 from ._model import encode_canonical
 from ._output import model_view
@@ -420,6 +421,9 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
             return text
     except UnicodeDecodeError:
         pass
+    media_type = file_image_type(rel, data)
+    if media_type is not None:  # shown to the model as the image it is, too
+        record_images(ctx, [(media_type, data)])
     return encode_canonical(
         {"path": rel, "encoding": "base64", "data": base64.b64encode(data).decode()}
     ).decode()
