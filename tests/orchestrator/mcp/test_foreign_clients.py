@@ -5,14 +5,9 @@ CLI; each recorded session then verifies and re-drives."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +16,7 @@ import pytest
 from eventlog import open_sqlite_store
 from orchestrator._events import CODEC, ApprovalResolved, ScriptExecuted, SessionEnded
 
+from ..test_mcp_serve_http import env_for, server
 from .foreign import NODE_MODULES, inspector, node, package_file
 
 CLI = [sys.executable, "-m", "orchestrator._cli"]
@@ -42,70 +38,25 @@ def skills(tmp_path: Path) -> Path:
     return tmp_path / "skills"
 
 
-def env_for(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "SKILLOG_CONFIG": str(tmp_path / "config.yaml"),
-        "SKILLOG_DB": str(tmp_path / "mcp.db"),
-        "PYTHONPATH": str(Path(__file__).parents[3]),
-    }
-
-
 @pytest.fixture
 def sdk() -> Path:
     """The TypeScript SDK's client (skips, or fails in CI, when not installed)."""
     return package_file("@modelcontextprotocol/sdk", "dist/esm/client/index.js")
 
 
-def ts_client(tmp_path: Path, mode: str, target: str, answers: str) -> dict[str, Any]:
+def run(tmp_path: Path, *command: str) -> str:
+    """``command``'s stdout; it must succeed."""
     done = subprocess.run(
-        [node(), str(CLIENT), str(NODE_MODULES), mode, target, answers],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env_for(tmp_path),
-        timeout=180,
+        command, capture_output=True, text=True, cwd=tmp_path, env=env_for(tmp_path), timeout=180
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
+
+
+def ts_client(tmp_path: Path, mode: str, target: str, answers: str) -> dict[str, Any]:
+    out = run(tmp_path, node(), str(CLIENT), str(NODE_MODULES), mode, target, answers)
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
     return result
-
-
-@contextmanager
-def http_server(tmp_path: Path, skills: Path) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [
-            *CLI,
-            "mcp",
-            "serve",
-            "--transport",
-            "http",
-            "--bind",
-            "127.0.0.1:0",
-            "--skills",
-            str(skills),
-        ],
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        cwd=tmp_path,
-        env=env_for(tmp_path),
-    )
-    assert proc.stderr is not None
-    lines: list[str] = []
-    try:
-        for line in proc.stderr:
-            lines.append(line)
-            found = re.search(r"http://[^ ,]+:(\d+)/mcp", line)
-            if found:
-                break
-        assert found, "".join(lines)
-        yield f"http://127.0.0.1:{found.group(1)}/mcp"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, rest = proc.communicate(timeout=60)
-    assert proc.returncode == 0, "".join(lines) + rest
 
 
 def skillog(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -166,7 +117,7 @@ async def test_the_typescript_sdk_client_drives_mcp_serve_over_stdio(
 async def test_the_typescript_sdk_client_drives_mcp_serve_over_http(
     tmp_path: Path, skills: Path, sdk: Path
 ) -> None:
-    with http_server(tmp_path, skills) as url:
+    with server(tmp_path, skills, "127.0.0.1:0") as (url, _):
         seen = ts_client(tmp_path, "http", url, "accept,decline,cancel")
         assert seen["terminated"] is True
     check_seen(seen)
@@ -177,16 +128,7 @@ def test_the_inspector_cli_lists_and_calls(tmp_path: Path, skills: Path) -> None
     cli = [node(), str(inspector()), "--cli", *CLI, "mcp", "serve", "--skills", str(skills)]
 
     def inspect(*args: str) -> Any:
-        done = subprocess.run(
-            [*cli, *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env_for(tmp_path),
-            timeout=180,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return json.loads(done.stdout)
+        return json.loads(run(tmp_path, *cli, *args))
 
     tools = inspect("--method", "tools/list")["tools"]
     assert tools[0]["name"] == "skills.load"

@@ -32,6 +32,7 @@ from orchestrator.adapters._anthropic import anthropic_request
 from orchestrator.adapters._openai import openai_request
 
 from .mcp_server import PNG
+from .test_mcp_sessions import _replay_cli
 
 Stdio = Any
 
@@ -189,16 +190,5 @@ async def test_progress_and_log_messages_of_a_call_are_kept_with_its_result(
     ]
     assert [n["data"] for n in notes["log"]] == [f"did step {i}" for i in (1, 2, 3)]
     assert {n["level"] for n in notes["log"]} == {"info"}
-    code, output = await _replay(db, session.id)
+    code, output = await _replay_cli(db, session.id)
     assert code == 0, output
-
-
-async def _replay(db: Path, session: str) -> tuple[int, str]:
-    skillog = Path(sys.executable).with_name("skillog")
-    done = await trio.run_process(
-        [str(skillog), "replay", session, "--db", str(db), "--redrive"],
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
-    return done.returncode, (done.stdout + done.stderr).decode()
