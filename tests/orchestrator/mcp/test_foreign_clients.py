@@ -5,7 +5,6 @@ CLI; each recorded session then verifies and re-drives."""
 from __future__ import annotations
 
 import json
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -16,26 +15,12 @@ import pytest
 from eventlog import open_sqlite_store
 from orchestrator._events import CODEC, ApprovalResolved, ScriptExecuted, SessionEnded
 
+from ..test_mcp_serve import skills as skills  # the fixture: a skill with a script
 from ..test_mcp_serve_http import env_for, server
 from .foreign import NODE_MODULES, inspector, node, package_file
 
 CLI = [sys.executable, "-m", "orchestrator._cli"]
 CLIENT = Path(__file__).with_name("ts_client.mjs")
-
-
-@pytest.fixture
-def skills(tmp_path: Path) -> Path:
-    root = tmp_path / "skills" / "report"
-    (root / "scripts").mkdir(parents=True)
-    (root / "references").mkdir()
-    (root / "SKILL.md").write_text(
-        "---\nname: report\ndescription: Write the weekly report.\n---\nRun scripts/count.py.\n"
-    )
-    (root / "references" / "format.md").write_text("One line per item.\n")
-    script = root / "scripts" / "count.py"
-    script.write_text("import sys\nprint('counted', *sys.argv[1:])\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return tmp_path / "skills"
 
 
 @pytest.fixture
@@ -72,15 +57,15 @@ def check_seen(seen: dict[str, Any]) -> None:
     assert seen["tools"][0] == "skills.load"
     assert seen["templates"] == ["skill://{skill}/{path}"]
     assert "skill://report/references/format.md" in seen["resourcesAfterLoad"]
-    assert seen["read"] == seen["resourceText"] == "One line per item.\n"
-    assert seen["parallel"] == ["One line per item.\n"] * 3
+    assert seen["read"] == seen["resourceText"] == "# Format\nOne line per item.\n"
+    assert seen["parallel"] == ["# Format\nOne line per item.\n"] * 3
     # the load changed the tools and resources: the client heard it
     assert seen["listChanged"]["tools"] >= 1 and seen["listChanged"]["resources"] >= 1
     # elicitation: accepted runs the script, declined and cancelled refuse it
     assert [e["action"] for e in seen["elicitations"]] == ["accept", "decline", "cancel"]
     assert "allow skill report (user) to run" in seen["elicitations"][0]["message"]
     runs = seen["runs"]
-    assert not runs[0]["isError"] and "counted run0" in runs[0]["text"]
+    assert not runs[0]["isError"] and "args run0" in runs[0]["text"]
     assert runs[1]["isError"] and "not approved" in runs[1]["text"]
     assert runs[2]["isError"] and "not approved" in runs[2]["text"]
 
@@ -138,7 +123,7 @@ def test_the_inspector_cli_lists_and_calls(tmp_path: Path, skills: Path) -> None
         "--method", "tools/call", "--tool-name", "skills.load", "--tool-arg", 'names=["report"]'
     )
     assert "One line per item" not in json.dumps(loaded) and not loaded.get("isError")
-    assert "Run scripts/count.py." in loaded["content"][0]["text"]
+    assert "then run scripts/count.py" in loaded["content"][0]["text"]
     # each Inspector call is a connection of its own: a session each, all verify
     verified = skillog(tmp_path, "log", "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
