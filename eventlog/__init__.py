@@ -60,8 +60,10 @@ from ._types import Head as Head
 from ._types import NewEvent as NewEvent
 from ._types import StreamInfo as StreamInfo
 from ._types import closing as closing
+from ._verify import BlobReader as BlobReader
 from ._verify import Fault as Fault
 from ._verify import Grammar as Grammar
+from ._verify import References as References
 from ._verify import StreamGrammar as StreamGrammar
 from ._verify import VerifyReport as VerifyReport
 from ._verify import verify as verify
@@ -71,6 +73,7 @@ __all__ = [
     "DB_HELP",
     "GENESIS_HASH",
     "BlobNotFoundError",
+    "BlobReader",
     "Checkpoint",
     "CheckpointError",
     "CheckpointHead",
@@ -93,6 +96,7 @@ __all__ = [
     "MemoryStore",
     "NewEvent",
     "ReadOnlyDatabaseError",
+    "References",
     "SkillogError",
     "Snapshot",
     "SnapshotMismatchError",

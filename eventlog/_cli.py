@@ -9,14 +9,15 @@ import argparse
 import datetime
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import msgspec
 import trio
 
 from ._checkpoint import (
+    Checkpoint,
     append_checkpoint,
     generate_key,
     load_private_key,
@@ -31,7 +32,24 @@ from ._open import DB_HELP, default_db, describe_db, open_store
 from ._progress import Progress
 from ._terminal import inert_json, visible
 from ._types import EventStore
-from ._verify import Grammar, VerifyReport, verify
+from ._verify import VerifyReport, verify
+
+
+class Checker(Protocol):
+    """The verdict ``log verify`` and ``log checkpoint`` ask for: :func:`verify` itself
+    by default; the program that writes the log passes its own (skillog's runtime,
+    ``orchestrator.verdict``: verify with its grammar and blob references), the same
+    function every other reader of the log asks."""
+
+    def __call__(
+        self,
+        store: EventStore,
+        *,
+        checkpoints: list[Checkpoint] | None = ...,
+        keys: Collection[str] = ...,
+        tofu: bool = ...,
+        progress: Callable[[int], None] | None = ...,
+    ) -> Awaitable[VerifyReport]: ...
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,12 +139,12 @@ def tofu_notice(key: str | None) -> str:
     )
 
 
-def run(args: argparse.Namespace, *, grammar: Grammar | None = None) -> int:
+def run(args: argparse.Namespace, *, checker: Checker | None = None) -> int:
     """Run the ``log`` subcommand in ``args``; returns the exit code. ``verify`` and
-    ``checkpoint`` also check each stream against ``grammar`` (the writing program's
-    rules, see :data:`eventlog.Grammar`)."""
+    ``checkpoint`` decide with ``checker`` (the writing program's verdict, which adds
+    its grammar and blob references; plain :func:`verify` by default)."""
     handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
-    args.grammar = grammar
+    args.checker = checker
     code: int = trio.run(handler, args)
     return code
 
@@ -193,25 +211,17 @@ async def _verify(args: argparse.Namespace) -> int:
     async with open_store(args.db, readonly=True) as store:
         progress = Progress("verified", await _last_position(store))
         try:
-            report = await verify(
-                store,
-                checkpoints=checkpoints,
-                keys=keys,
-                tofu=tofu,
-                progress=progress,
-                grammar=args.grammar,
+            report = await (args.checker or verify)(
+                store, checkpoints=checkpoints, keys=keys, tofu=tofu, progress=progress
             )
         finally:
             progress.close()
     if args.json:
-        _json(_report_json(report, grammar=args.grammar is not None))
+        _json(report_json(report, grammar=args.checker is not None))
         return 0 if report.ok else 1
     _out(tofu_notice(report.tofu_key))
     if report.fault is not None:
-        for fault in report.faults:
-            _out(f"FAULT {visible(str(fault))}\n")
-        if report.unlisted:
-            _out(f"... and {report.unlisted} more faults\n")
+        _out("".join(fault_lines(report)))
         return 1
     signed = f", against {report.checkpoints} signed checkpoint(s)" if checkpoints else ""
     _out(
@@ -221,8 +231,17 @@ async def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
-    """``log verify --json``: the report, with ``ok`` and whether a grammar was checked."""
+def fault_lines(report: VerifyReport) -> list[str]:
+    """A ``FAULT ...`` line per fault the report lists, then how many more."""
+    lines = [f"FAULT {visible(str(fault))}\n" for fault in report.faults]
+    if report.unlisted:
+        lines.append(f"... and {report.unlisted} more faults\n")
+    return lines
+
+
+def report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
+    """``log verify --json`` (and ``replay --json``'s ``verdict``): the report, with
+    ``ok`` and whether the writing program's grammar was checked."""
     faults = [
         {k: v for k, v in msgspec.structs.asdict(f).items() if v is not None} for f in report.faults
     ]
@@ -248,18 +267,25 @@ async def _checkpoint(args: argparse.Namespace) -> int:
             f"checkpoint file {args.out}: signed with another key; use that key or a new file"
         )
     async with open_store(args.db, readonly=True) as store:
-        if chain:
-            # Consistency, as transparency logs define it: the log must still hold every
-            # head signed before, with the same hashes, and verify. Signing a log that
-            # went backwards would make the rewrite look legitimate.
-            report = await verify(store, checkpoints=chain, keys={own}, grammar=args.grammar)
-            if report.fault is not None:
-                raise CheckpointError(
-                    f"refusing to sign: the log is not an extension of the {len(chain)} "
-                    f"checkpoint(s) in {args.out}: {report.fault}"
-                    + (f" (and {len(report.faults) - 1} more faults)" if report.faults[1:] else "")
-                    + "; find out what happened to the log before signing anything"
-                )
+        # A signature vouches for what it signs: the log must verify (every chain,
+        # every referenced blob present and intact, the grammar) and, as transparency
+        # logs define consistency, still hold every head signed before with the same
+        # hashes. Signing a log that went backwards would make the rewrite look
+        # legitimate; signing one with a deleted blob would vouch for a record that
+        # can no longer be shown.
+        report = await (args.checker or verify)(store, checkpoints=chain or None, keys={own})
+        if report.fault is not None:
+            what = (
+                f"the log is not an extension of the {len(chain)} checkpoint(s) in {args.out}"
+                if chain
+                else "the log does not verify"
+            )
+            raise CheckpointError(
+                f"refusing to sign: {what}: {report.fault}"
+                + (f" (and {len(report.faults) - 1} more faults)" if report.faults[1:] else "")
+                + "; find out what happened to the log (`skillog log verify`) before "
+                "signing anything"
+            )
         cp = await _make_checkpoint(
             store, key, previous=chain[-1] if chain else None, clock=time.time_ns
         )

@@ -128,16 +128,20 @@ class MemoryStore:
             if chain
         ]
 
-    async def row_count(self) -> int:
-        """Every stored row, in the log or not (verify compares counts)."""
+    async def row_count(self, stream: str | None = None) -> int:
+        """Every stored row (of ``stream``), in the log or not (verify compares counts)."""
         await trio.lowlevel.checkpoint()
-        return len(self._events)
+        if stream is None:
+            return len(self._events)
+        return sum(1 for e in self._events if e.stream == stream)
 
-    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
-        """``(position, stream, seq)`` of every row outside the log."""
+    async def read_strays(
+        self, stream: str | None = None
+    ) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row (of ``stream``) outside the log."""
         await trio.lowlevel.checkpoint()
         for e in self._events:
-            if not in_log(e.stream, e.seq):
+            if not in_log(e.stream, e.seq) and (stream is None or e.stream == stream):
                 yield e.position, e.stream, e.seq
 
     async def put_blob(self, data: bytes) -> str:

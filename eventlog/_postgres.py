@@ -347,30 +347,40 @@ class PostgresStore:
 
         await self._read(run, f"verifying stream {check.stream!r}")
 
-    async def row_count(self) -> int:
-        """Every row of the events table, in the log or not (verify compares counts)."""
+    async def row_count(self, stream: str | None = None) -> int:
+        """Every row of the events table (of ``stream``), in the log or not (verify
+        compares counts)."""
+        sql = b"SELECT count(*) FROM events"
+        params: tuple[str, ...] = ()
+        if stream is not None:
+            sql, params = sql + b" WHERE stream = %s", (stream,)
 
         def count(conn: Conn) -> int:
-            row = conn.execute(b"SELECT count(*) FROM events").fetchone()
+            row = conn.execute(sql, params).fetchone()
             return int(row[0]) if row else 0
 
         return await self._read(count, "counting events")
 
-    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
-        """``(position, stream, seq)`` of every row outside the log, as stored."""
+    async def read_strays(
+        self, stream: str | None = None
+    ) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row (of ``stream``) outside the log, as
+        stored."""
+        only = "" if stream is None else "stream = %s AND "
         sql = (
-            f"SELECT position, stream, seq FROM events WHERE position > %s AND NOT ({IN_LOG}) "
-            "ORDER BY position LIMIT %s"
+            f"SELECT position, stream, seq FROM events WHERE {only}position > %s "
+            f"AND NOT ({IN_LOG}) ORDER BY position LIMIT %s"
         ).encode()
+        scope = () if stream is None else (stream,)
         after = -(2**63)
         while True:
 
             def fetch(c: Conn, a: int = after) -> list[Any]:
-                return c.execute(sql, (a, BATCH)).fetchall()
+                return c.execute(sql, (*scope, a, BATCH)).fetchall()
 
             rows = await self._read(fetch, "looking for rows outside the log")
-            for position, stream, seq in rows:
-                yield position, stream, seq
+            for position, name, seq in rows:
+                yield position, name, seq
             if len(rows) < BATCH:
                 return
             after = rows[-1][0]

@@ -32,6 +32,7 @@ from ._sqlite_db import (
     check_file,
     check_readable,
     connect,
+    create_private,
     migrate,
     translate,
 )
@@ -338,30 +339,40 @@ class SqliteStore:
 
         await self._read(run, f"verifying stream {check.stream!r}")
 
-    async def row_count(self) -> int:
-        """Every row of the events table, in the log or not (verify compares counts)."""
+    async def row_count(self, stream: str | None = None) -> int:
+        """Every row of the events table (of ``stream``), in the log or not (verify
+        compares counts)."""
+        sql = "SELECT COUNT(*) FROM events"
+        params: tuple[str, ...] = ()
+        if stream is not None:
+            sql, params = sql + " WHERE stream = ?", (stream,)
 
         def count(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+            return int(conn.execute(sql, params).fetchone()[0])
 
         return await self._read(count, "counting events")
 
-    async def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
-        """``(position, stream, seq)`` of every row outside the log, as stored."""
+    async def read_strays(
+        self, stream: str | None = None
+    ) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every row (of ``stream``) outside the log, as
+        stored."""
+        only = "" if stream is None else "stream = ? AND "
         sql = (
             "SELECT position, typeof(stream), CAST(stream AS BLOB), typeof(seq), "
-            f"CAST(seq AS BLOB) FROM events WHERE position > ? AND NOT ({IN_LOG}) "
+            f"CAST(seq AS BLOB) FROM events WHERE {only}position > ? AND NOT ({IN_LOG}) "
             "ORDER BY position LIMIT ?"
         )
+        scope = () if stream is None else (stream,)
         after = -(2**63)
         while True:
 
             def fetch(c: sqlite3.Connection, a: int = after) -> list[Any]:
-                return c.execute(sql, (a, BATCH)).fetchall()
+                return c.execute(sql, (*scope, a, BATCH)).fetchall()
 
             rows = await self._read(fetch, "looking for rows outside the log")
-            for position, stype, stream, qtype, seq in rows:
-                yield position, _stored(stype, stream), _stored(qtype, seq)
+            for position, stype, name, qtype, seq in rows:
+                yield position, _stored(stype, name), _stored(qtype, seq)
             if len(rows) < BATCH:
                 return
             after = rows[-1][0]
@@ -380,6 +391,7 @@ class SqliteStore:
                 raise StoreError(f"{target}: already exists; choose a new file name")
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
             try:
+                create_private(tmp)  # a copy of the log is as private as the log
                 dest = sqlite3.connect(tmp, isolation_level=None)
                 try:
                     conn.backup(dest)

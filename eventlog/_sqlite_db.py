@@ -170,6 +170,8 @@ def connect(
     ``immutable=1`` instead, which takes no lock and writes nothing. A connection whose
     setup fails is closed (no descriptor outlives a failed open).
     """
+    if not readonly:
+        create_private(path)
     conn = _open(path, "mode=ro" if readonly else None, busy_timeout)
     try:
         if readonly:
@@ -202,6 +204,21 @@ def connect(
         if isinstance(e, sqlite3.Error):
             raise translate(e, path, "opening") from e
         raise
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty and readable by its owner only (0600), unless it exists.
+
+    A log holds task text, prompts and outputs, so a new one is not world-readable;
+    SQLite gives the ``-wal`` and ``-shm`` files it makes the database file's mode. An
+    existing file keeps the mode its owner chose. An empty file is an empty database;
+    when the file cannot be made here, SQLite's own open reports why.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    os.close(fd)
 
 
 def _open(path: Path, mode: str | None, busy_timeout: float) -> sqlite3.Connection:

@@ -105,14 +105,15 @@ class EventStore(Protocol):
 
     async def has_blob(self, digest: str) -> bool: ...
 
-    async def row_count(self) -> int:
-        """Every stored event row, in the log or not (verify compares it to what it
-        checked, and looks for strays only when the counts differ)."""
+    async def row_count(self, stream: str | None = None) -> int:
+        """Every stored event row (of ``stream``: a stored stream equal to it), in the
+        log or not (verify compares it to what it checked, and looks for strays only
+        when the counts differ)."""
         ...
 
-    def read_strays(self) -> AsyncIterator[tuple[int, object, object]]:
-        """``(position, stream, seq)`` of every stored row outside the log, as stored
-        (``stream`` and ``seq`` may be of any type), in position order."""
+    def read_strays(self, stream: str | None = None) -> AsyncIterator[tuple[int, object, object]]:
+        """``(position, stream, seq)`` of every stored row (of ``stream``) outside the
+        log, as stored (``stream`` and ``seq`` may be of any type), in position order."""
         ...
 
     def read_blobs(self) -> AsyncIterator[tuple[str, bytes]]:

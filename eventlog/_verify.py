@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 import msgspec
 
 from ._checkpoint import Checkpoint, check_chain
+from ._errors import BlobNotFoundError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
 from ._types import EventStore, closing
 
@@ -26,6 +27,7 @@ KINDS = {
     "rewritten": "the event at a signed head has a different hash (chain rewritten)",
     "checkpoint": "the checkpoint file itself does not verify",
     "blob_modified": "a blob's bytes no longer hash to its digest (changed in place)",
+    "blob_missing": "an event references a blob that is missing from the log (deleted)",
     "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
     "grammar": "a sequence of events the writing program cannot produce (``rule`` says which)",
 }
@@ -110,6 +112,17 @@ knows: which sequences of events it can produce. Called with each stream id; Non
 leaves that stream unchecked. The log itself stays generic (it knows no event types);
 skillog's runtime plugs in its session grammar (``orchestrator.session_grammar``)."""
 
+BlobReader = Callable[[bytes], Iterable[str]]
+References = Callable[[str], BlobReader | None]
+"""The hook through which the writing program says which blobs its events reference:
+called once per event type (as stored), it returns a function that lists the digests
+a body of that type names, or None for a type that names none. Verify then checks
+that every referenced blob is stored and hashes to its digest (a deleted blob is a
+``blob_missing`` fault). A body the function cannot read is skipped (the grammar
+reports it). skillog's runtime plugs in ``orchestrator.blob_references``."""
+
+_UNSEEN = object()
+
 
 def _malformed(row: Row) -> str | None:
     seq, type_, recorded_at, body, prev_hash, hash_ = row
@@ -128,7 +141,9 @@ class ChainCheck:
     ``signed`` maps seqs to the hashes a checkpoint signed for them. After the last
     batch, :meth:`finish` reports a stream shorter than a signed head. With a
     ``grammar``, the rows the chain accepted are fed to it too; its first violation is
-    ``violation`` (a chain fault stops the chain check, a violation does not).
+    ``violation`` (a chain fault stops the chain check, a violation does not). With
+    ``references``, the digests the accepted rows reference are collected in
+    ``referenced`` (digest -> the first seq naming it).
     """
 
     def __init__(
@@ -136,10 +151,14 @@ class ChainCheck:
         stream: str,
         signed: dict[int, str] | None = None,
         grammar: StreamGrammar | None = None,
+        references: References | None = None,
     ) -> None:
         self.stream = stream
         self.signed = signed or {}
         self.grammar = grammar
+        self.references = references
+        self.referenced: dict[str, int] = {}
+        self._readers: dict[str, Any] = {}
         self.count = 0
         self.fault: Fault | None = None
         self.violation: Fault | None = None
@@ -163,19 +182,39 @@ class ChainCheck:
             if h != hash_ or prev_hash != prev or seq != expected:
                 self.count = expected
                 self.fault = self._classify(row, h, prev, expected)
-                self._check_grammar(rows[: expected - start])
+                self._accepted(rows[: expected - start])
                 return self.fault
             if signed and seq in signed and signed[seq] != h:
                 self.count = expected
                 detail = f"checkpoint signed {signed[seq]}, the log has {h}"
                 self.fault = Fault(kind="rewritten", stream=self.stream, seq=seq, detail=detail)
-                self._check_grammar(rows[: expected - start])
+                self._accepted(rows[: expected - start])
                 return self.fault
             prev = h
             expected += 1
         self.count, self._prev = expected, prev
-        self._check_grammar(rows)
+        self._accepted(rows)
         return None
+
+    def _accepted(self, rows: Sequence[Row]) -> None:
+        self._check_grammar(rows)
+        if self.references is not None and rows:
+            self._collect(rows)
+
+    def _collect(self, rows: Sequence[Row]) -> None:
+        references, readers, referenced = self.references, self._readers, self.referenced
+        assert references is not None
+        for row in rows:
+            read = readers.get(row[1], _UNSEEN)
+            if read is _UNSEEN:
+                read = readers[row[1]] = references(row[1])
+            if read is None:
+                continue
+            try:
+                for digest in read(row[3]):
+                    referenced.setdefault(digest, row[0])
+            except (msgspec.MsgspecError, TypeError, ValueError):
+                continue  # not this check's finding: the grammar names a malformed body
 
     def _check_grammar(self, rows: Sequence[Row]) -> None:
         if self.grammar is None or self.violation is not None or not rows:
@@ -239,8 +278,9 @@ async def _check_stream(
     signed: dict[int, str] | None,
     progress: Callable[[int], None] | None,
     grammar: Grammar | None,
+    references: References | None = None,
 ) -> ChainCheck:
-    check = ChainCheck(stream, signed, grammar(stream) if grammar is not None else None)
+    check = ChainCheck(stream, signed, grammar(stream) if grammar is not None else None, references)
     native = getattr(store, "check_chain", None)
     if native is not None:
         await native(check, progress)
@@ -277,16 +317,57 @@ def blob_fault(digest: object, data: object) -> Fault | None:
     return None
 
 
-async def verify_blobs(store: EventStore) -> tuple[int, Fault | None]:
-    """Rehash every stored blob; (blobs checked, the first fault)."""
+async def verify_blobs(
+    store: EventStore, referenced: dict[str, tuple[str, int]] | None = None
+) -> tuple[int, list[Fault]]:
+    """Rehash every stored blob and, with ``referenced`` (digest -> the stream and seq
+    of the first event naming it; consumed: struck off as stored blobs are read), find
+    the referenced ones that are not stored; (blobs checked, the first bad blob's fault,
+    then a fault per missing blob)."""
     count = 0
+    faults: list[Fault] = []
+    unseen = referenced if referenced is not None else {}
     async with closing(store.read_blobs()) as blobs:
         async for digest, data in blobs:
+            where = unseen.pop(digest, None) if isinstance(digest, str) else None
+            if faults:
+                continue
             fault = blob_fault(digest, data)
-            if fault is not None:
-                return count, fault
+            if fault is None:
+                count += 1
+            elif where is None:
+                faults.append(fault)
+            else:  # name the first event that references it
+                faults.append(msgspec.structs.replace(fault, stream=where[0], seq=where[1]))
+    faults += [missing_blob(digest, stream, seq) for digest, (stream, seq) in unseen.items()]
+    return count, faults
+
+
+async def verify_referenced(
+    store: EventStore, referenced: dict[str, tuple[str, int]]
+) -> tuple[int, list[Fault]]:
+    """Fetch and rehash the ``referenced`` blobs only (the scope of some streams):
+    (blobs intact, a fault per missing or altered one)."""
+    count = 0
+    faults: list[Fault] = []
+    for digest, (stream, seq) in referenced.items():
+        try:
+            data = await store.get_blob(digest)
+        except BlobNotFoundError:
+            faults.append(missing_blob(digest, stream, seq))
+            continue
+        fault = blob_fault(digest, data)
+        if fault is None:
             count += 1
-    return count, None
+        else:
+            faults.append(msgspec.structs.replace(fault, stream=stream, seq=seq))
+    return count, faults
+
+
+def missing_blob(digest: str, stream: str, seq: int) -> Fault:
+    """The fault of a referenced blob that is not stored (pure)."""
+    detail = f"stream {stream!r} references it at that seq: {KINDS['blob_missing']}"
+    return Fault(kind="blob_missing", stream=stream, seq=seq, detail=detail, blob=digest)
 
 
 def stray_fault(position: int, stream: object, seq: object) -> Fault:
@@ -308,18 +389,20 @@ def stray_fault(position: int, stream: object, seq: object) -> Fault:
     )
 
 
-async def verify_strays(store: EventStore, checked: int) -> tuple[list[Fault], int]:
-    """A fault for every row outside the log (the first :data:`MAX_LISTED`, and how many
-    more). Rows are counted first: when every row was ``checked`` in a chain there is
-    no stray, and the table is not scanned."""
+async def verify_strays(
+    store: EventStore, checked: int, stream: str | None = None
+) -> tuple[list[Fault], int]:
+    """A fault for every row outside the log (of ``stream``; the first
+    :data:`MAX_LISTED`, and how many more). Rows are counted first: when every row was
+    ``checked`` in a chain there is no stray, and the table is not scanned."""
     listed: list[Fault] = []
     more = 0
-    if await store.row_count() == checked:
+    if await store.row_count(stream) == checked:
         return listed, more
-    async with closing(store.read_strays()) as strays:
-        async for position, stream, seq in strays:
+    async with closing(store.read_strays(stream)) as strays:
+        async for position, name, seq in strays:
             if len(listed) < MAX_LISTED:
-                listed.append(stray_fault(position, stream, seq))
+                listed.append(stray_fault(position, name, seq))
             else:
                 more += 1
     return listed, more
@@ -328,13 +411,16 @@ async def verify_strays(store: EventStore, checked: int) -> tuple[list[Fault], i
 async def verify(
     store: EventStore,
     *,
+    streams: Collection[str] | None = None,
     checkpoints: list[Checkpoint] | None = None,
     keys: Collection[str] = (),
     tofu: bool = False,
     progress: Callable[[int], None] | None = None,
     grammar: Grammar | None = None,
+    references: References | None = None,
 ) -> VerifyReport:
-    """Verify every stream's chain and, with ``checkpoints``, the log against them.
+    """Verify every stream's chain (or only ``streams``) and, with ``checkpoints``, the
+    log against them.
 
     Without checkpoints this detects any in-place change, deletion, insertion or
     reordering inside a chain, and every stored row that is not part of the log (which
@@ -344,12 +430,20 @@ async def verify(
     the first checkpoint instead (trust on first use: the report's ``tofu_key`` says
     so); a checkpoint signed by any other key is a fault.
     Then every blob is rehashed against its digest (events reference blobs by digest,
-    so a changed blob is a changed record). Chains are checked in stream-id order, each
-    up to its first fault; ``progress(n)`` is called as events are done. With a
-    ``grammar`` (see :data:`Grammar`) each stream's events are also checked against the
-    writing program's rules, up to the first violation (a ``grammar`` fault).
+    so a changed blob is a changed record), and with ``references`` (see
+    :data:`References`) every blob an event references must be stored. Chains are
+    checked in stream-id order, each up to its first fault; ``progress(n)`` is called
+    as events are done. With a ``grammar`` (see :data:`Grammar`) each stream's events
+    are also checked against the writing program's rules, up to the first violation (a
+    ``grammar`` fault).
+
+    With ``streams`` the same checks are made within that scope, at a cost that
+    depends on those streams alone: their chains, their signed heads, the rows stored
+    under their ids outside the log, and the blobs their events reference (rehashed);
+    ``streams`` in the report counts the ones present.
     """
     cps = checkpoints or []
+    tofu_key = cps[0].key if cps and tofu else None
     signed: dict[str, dict[int, str]] = {}
     if cps:
         if tofu:
@@ -363,27 +457,43 @@ async def verify(
                 checkpoints=len(cps),
                 fault=fault,
                 faults=(fault,),
-                tofu_key=cps[0].key if tofu else None,
+                tofu_key=tofu_key,
             )
         for cp in cps:
             for h in cp.heads:
-                signed.setdefault(h.stream, {})[h.seq] = h.hash
-    present = {s.stream for s in await store.streams()}
+                if streams is None or h.stream in streams:
+                    signed.setdefault(h.stream, {})[h.seq] = h.hash
+    if streams is None:
+        present = {s.stream for s in await store.streams()}
+    else:
+        present = {s for s in streams if await store.head(s) is not None}
     total = 0
     faults: list[Fault] = []
+    strays: list[Fault] = []
+    unlisted = 0
+    referenced: dict[str, tuple[str, int]] = {}
     for stream in sorted(present | set(signed)):
         if stream not in present:
             detail = f"signed up to seq {max(signed[stream])} but absent from the log"
             faults.append(Fault(kind="stream_missing", stream=stream, seq=None, detail=detail))
             continue
-        check = await _check_stream(store, stream, signed.get(stream), progress, grammar)
+        check = await _check_stream(
+            store, stream, signed.get(stream), progress, grammar, references
+        )
         total += check.count
         faults += [f for f in (check.fault, check.violation) if f is not None]
-    strays, unlisted = await verify_strays(store, total)
-    faults += strays
-    blobs, found = await verify_blobs(store)
-    if found:
-        faults.append(found)
+        for digest, seq in check.referenced.items():
+            referenced.setdefault(digest, (stream, seq))
+        if streams is not None:
+            listed, more = await verify_strays(store, check.count, stream)
+            strays += listed
+            unlisted += more
+    if streams is None:
+        strays, unlisted = await verify_strays(store, total)
+        blobs, found = await verify_blobs(store, referenced)
+    else:
+        blobs, found = await verify_referenced(store, referenced)
+    faults += strays + found
     return VerifyReport(
         streams=len(present),
         events=total,
@@ -392,5 +502,5 @@ async def verify(
         blobs=blobs,
         faults=tuple(faults[:MAX_LISTED]),
         unlisted=unlisted + max(len(faults) - MAX_LISTED, 0),
-        tofu_key=cps[0].key if cps and tofu else None,
+        tofu_key=tofu_key,
     )

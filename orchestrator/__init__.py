@@ -112,6 +112,8 @@ from ._state import SessionState as SessionState
 from ._state import apply as apply
 from ._state import fold_events as fold_events
 from ._transcript import transcript as transcript
+from ._verdict import blob_references as blob_references
+from ._verdict import verdict as verdict
 from ._views import AUDIT_VIEWS as AUDIT_VIEWS
 
 __all__ = [
@@ -205,6 +207,7 @@ __all__ = [
     "UserMessage",
     "Violation",
     "apply",
+    "blob_references",
     "check_stream",
     "compose",
     "decide_approval",
@@ -224,4 +227,5 @@ __all__ = [
     "sandbox_available",
     "session_grammar",
     "transcript",
+    "verdict",
 ]

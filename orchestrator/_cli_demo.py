@@ -15,16 +15,16 @@ from typing import Literal
 
 import trio
 
-from eventlog import describe_db, open_store, verify, visible
+from eventlog import describe_db, open_store, visible
 
 from ._cli_session import add_db, read_bodies
 from ._events import PolicyConfig
-from ._grammar import session_grammar
 from ._host_tools import HostTool
 from ._loop import Agent
 from ._sandbox import sandbox_available
 from ._session import Clock
 from ._transcript import transcript
+from ._verdict import verdict
 from ._views import AUDIT_VIEWS
 from .skills import Tier, load_skill
 
@@ -76,7 +76,7 @@ async def _demo(args: argparse.Namespace) -> int:
         async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
             session = await agent.run(store, TASK)
             bodies = await read_bodies(store, session.id)
-            report = await verify(store, grammar=session_grammar)
+            report = await verdict(store)
     finally:
         agent.close()
     print(f"skillog demo: session {session.id} in {describe_db(args.db)}")

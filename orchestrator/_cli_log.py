@@ -2,8 +2,9 @@
 
 The commands live with the generic log (``eventlog._cli``), which knows no event types.
 Here, where the log meets the runtime, ``verify`` and ``checkpoint`` are given the
-grammar of skillog's streams (``_grammar``), so ``skillog log verify`` checks exactly
-what ``replay``, the service and the console check before they show a session.
+runtime's verdict (``_verdict``: the grammar of skillog's streams and the blobs its
+events reference), so ``skillog log verify`` decides exactly as ``replay``, the
+service and the console do before they show a session.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ import argparse
 
 from eventlog import _cli
 
-from ._grammar import session_grammar
+from ._verdict import verdict
 
 add_arguments = _cli.add_arguments
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the ``log`` subcommand in ``args`` with the session grammar."""
-    return _cli.run(args, grammar=session_grammar)
+    """Run the ``log`` subcommand in ``args`` with the runtime's verdict."""
+    return _cli.run(args, checker=verdict)

@@ -20,6 +20,7 @@ from ._cli_session import (
     agent_for,
     session_policy,
     stop_on_signals,
+    turn_bound,
 )
 from ._events import PolicyConfig
 from ._fleet import Worker
@@ -50,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "`skillog run`; without one, the bundled demo script and skills",
     )  # fmt: skip
     add_worker_arguments(parser)
-    parser.add_argument("--max-turns", type=int, default=50, help="turn bound of submissions")
+    parser.add_argument(
+        "--max-turns", type=turn_bound, default=50, help="turn bound of submissions"
+    )
     add_policy_arguments(parser)
     parser.add_argument(
         "--otel-endpoint", metavar="URL",

@@ -16,6 +16,7 @@ from eventlog import (
     DB_HELP,
     EventStore,
     SkillogError,
+    closing,
     default_db,
     describe_db,
     inert_json,
@@ -98,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="approve every approval request")
     decide.add_argument("--deny", action="store_true", help="deny every approval request")
-    parser.add_argument("--max-turns", type=int, default=50, help="turn bound (default: 50)")
+    parser.add_argument("--max-turns", type=turn_bound, default=50, help="turn bound (default: 50)")
     add_policy_arguments(parser)
     parser.add_argument(
         "--file-access",
@@ -124,6 +125,19 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         help="rescan the skill sources between turns and record what changed "
         "(default: skills.watch, off)",
     )
+
+
+def turn_bound(text: str) -> int:
+    """``--max-turns``: a whole number of turns, at least 1 (argparse makes a bad one exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of turns: give a whole number of at least 1, e.g. 50"
+        )
+    return value
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -180,6 +194,15 @@ async def _resume(args: argparse.Namespace) -> int:
                 f"session {args.session} was an MCP client's connection to `skillog mcp "
                 "serve`, whose server stopped before it ended; the client is gone, so it "
                 "cannot be resumed: its log stands as recorded (`skillog replay` works on it)"
+            )
+        ended = await _ended(store, args.session)
+        if ended is not None:
+            raise SkillogError(
+                f"session {args.session} has ended ({ended.reason}, after "
+                f"{ended.turns} turns) and cannot be resumed; start a new one with "
+                f"`skillog run`, or fork it to go on from an earlier point: `skillog replay "
+                f"{args.session} --fork-at SEQ` (SEQ from `skillog replay {args.session} "
+                "--timeline`), then `skillog resume` the new session"
             )
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
@@ -312,6 +335,18 @@ async def _started(store: EventStore, session_id: str) -> SessionStarted:
     if started is None:
         raise SkillogError(f"no session {session_id!r} in this database; `skillog sessions`")
     return started
+
+
+async def _ended(store: EventStore, session_id: str) -> SessionEnded | None:
+    """The session's ``session.ended``, which is its last event, or None."""
+    head = await store.head(session_id)
+    if head is None:
+        return None
+    async with closing(store.read(session_id, from_seq=head.seq)) as events:
+        async for event in events:
+            body = CODEC.decode(event)
+            return body if isinstance(body, SessionEnded) else None
+    return None
 
 
 def agent_for(

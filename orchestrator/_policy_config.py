@@ -68,7 +68,7 @@ def load_policy(
     for text in sets:
         merged = merge(merged, parse_set(text))
     try:
-        policy = msgspec.convert(merged, PolicyConfig, str_keys=True)
+        policy = msgspec.convert(enum_words(merged, _POLICY_INFO), PolicyConfig, str_keys=True)
     except msgspec.ValidationError as e:
         raise ConfigError(f"policy: {e} - see docs/policy.md") from e
     problem = check_policy(policy)
@@ -101,6 +101,44 @@ def parse_set(text: str) -> dict[str, Any]:
         data = {part: data}
     result: dict[str, Any] = data
     return result
+
+
+def enum_words(value: Any, info: mi.Type) -> Any:
+    """``value`` with the yes/no words people write read as the enum's own word.
+
+    YAML 1.1 reads ``off``, ``no``, ``on``, ``yes`` (and ``true``/``false``) as booleans,
+    so ``sandbox: off`` would be ``False`` where a string enum is expected. Wherever the
+    type ``info`` expects a string enum, such a boolean (or one of those words in any
+    case) becomes the enum's member that means it: the first of off/no/false/never for
+    false, of on/yes/true/required/always for true (``sandbox: on`` is ``required``).
+    Anything else is left for ``msgspec.convert`` to judge.
+    """
+    if isinstance(info, mi.UnionType):
+        for member in info.types:
+            value = enum_words(value, member)
+        return value
+    if isinstance(info, mi.LiteralType):
+        return _enum_word(value, info.values)
+    if isinstance(info, mi.StructType) and isinstance(value, Mapping):
+        fields = {f.encode_name: f.type for f in info.fields}
+        return {k: enum_words(v, fields[k]) if k in fields else v for k, v in value.items()}
+    if isinstance(info, mi.DictType) and isinstance(value, Mapping):
+        return {k: enum_words(v, info.value_type) for k, v in value.items()}
+    return value
+
+
+_TRUTH = {"on": True, "yes": True, "true": True, "off": False, "no": False, "false": False}
+_WORDS = {False: ("off", "no", "false", "never"), True: ("on", "yes", "true", "required", "always")}
+
+
+def _enum_word(value: Any, members: tuple[Any, ...]) -> Any:
+    if isinstance(value, bool):
+        truth = value
+    elif isinstance(value, str) and value not in members and value.lower() in _TRUTH:
+        truth = _TRUTH[value.lower()]
+    else:
+        return value
+    return next((word for word in _WORDS[truth] if word in members), value)
 
 
 def merge(below: Mapping[str, Any], above: Mapping[str, Any]) -> dict[str, Any]:

@@ -166,6 +166,24 @@ def build_bwrap_argv(
     return argv
 
 
+def options_through_fd(
+    argv: Sequence[str], command: Sequence[str], fd: int
+) -> tuple[list[str], bytes]:
+    """``argv`` (from :func:`build_bwrap_argv` for ``command``) with bubblewrap's options
+    moved into the NUL-separated bytes it reads from ``fd`` (``--args FD``) (pure).
+
+    A sandboxed process can read ``/proc/1/cmdline``, bubblewrap's own command line,
+    which names host paths (the skill's real directory); read from a descriptor that
+    bubblewrap closes before the script starts, they never reach the sandbox. Only
+    ``bwrap --args FD -- COMMAND`` stays visible, and the command holds inside paths.
+    """
+    split = len(argv) - len(command) - 1  # the "--" before the command
+    if split < 1 or argv[split] != "--" or list(argv[split + 1 :]) != list(command):
+        raise ValueError("argv does not end with '--' and the command")
+    data = b"".join(arg.encode() + b"\0" for arg in argv[1:split])
+    return [argv[0], "--args", str(fd), *argv[split:]], data
+
+
 def find_bwrap() -> str | None:
     """The bubblewrap binary on :data:`SYSTEM_PATH` (never the caller's own PATH)."""
     return shutil.which("bwrap", path=SYSTEM_PATH)

@@ -32,7 +32,14 @@ from ._limits import (
     rlimit_argv,
 )
 from ._paths import PathRefusedError, check_relative_path, is_inside, resolve_in_root, show_path
-from ._sandbox import SANDBOX_TMP, SKILL_MOUNT, SYSTEM_PATH, build_bwrap_argv, probe_sandbox
+from ._sandbox import (
+    SANDBOX_TMP,
+    SKILL_MOUNT,
+    SYSTEM_PATH,
+    build_bwrap_argv,
+    options_through_fd,
+    probe_sandbox,
+)
 from ._supervise import supervise
 
 SandboxPolicy = Literal["required", "preferred", "off"]
@@ -276,6 +283,7 @@ class _Plan:
     tmpdir: str | None
     cgroup: _cgroup.ScriptCgroup | None
     enforced: Enforcement
+    pass_fds: tuple[int, ...] = ()
 
 
 def _confine(
@@ -343,19 +351,32 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
         assert probe.bwrap is not None and probe.layout is not None
         script_in = _inside_path(root_real, str(script))
         workdir_in = _inside_path(root_real, str(workdir))
+        command = [*inner, *prefix, script_in, *request.args]
         argv = build_bwrap_argv(
             bwrap=probe.bwrap,
             layout=probe.layout,
             skill_root=root_real,
             chdir=workdir_in,
-            command=[*inner, *prefix, script_in, *request.args],
+            command=command,
             env=base_env(SANDBOX_TMP, request.env),
             network=request.network,
             disable_userns=probe.disable_userns,
             tmp_bytes=request.limits.file_bytes,
         )
+        # Nothing of the host's working directory reaches the sandbox: bubblewrap is
+        # the sandbox's PID 1 and its environment is /proc/1/environ there, so it (and
+        # the cgroup's sh, which sets PWD) starts in /; its options (host paths) go
+        # through a descriptor instead of its command line, /proc/1/cmdline.
+        fd = os.memfd_create("skillog-bwrap-args", os.MFD_CLOEXEC)
+        try:
+            argv, options = options_through_fd(argv, command, fd)
+            os.write(fd, options)  # an unlinked in-memory file: no size limit of a pipe
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
         env = {"PATH": SYSTEM_PATH}
-        return _Plan([*outer, *argv], env, None, None, group, enforced)
+        return _Plan([*outer, *argv], env, "/", None, group, enforced, (fd,))
     tmpdir = tempfile.mkdtemp(prefix="skillog-script-")
     # No sandbox to die with the runtime: the kernel kills the script when it goes.
     setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
@@ -365,6 +386,8 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
 
 
 def _cleanup(plan: _Plan) -> None:
+    for fd in plan.pass_fds:
+        os.close(fd)
     if plan.cgroup is not None:
         plan.cgroup.remove()
     if plan.tmpdir is not None:
@@ -416,6 +439,7 @@ async def run_script(request: ScriptRequest, *, bwrap: str | None = None) -> Scr
             max_output_bytes=request.max_output_bytes,
             # A cgroup's counters are in memory (cgroupfs): reading them does not block.
             check=group.exceeded if group is not None else None,
+            pass_fds=plan.pass_fds,
         )
         # A limit met in the last moments (an OOM kill that ended the script) shows in
         # the counters only now.

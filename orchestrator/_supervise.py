@@ -127,7 +127,7 @@ def _reap_exited(pid: int) -> tuple[int, int]:
 
 
 def _spawn(
-    argv: Sequence[str], env: Mapping[str, str], cwd: str | None
+    argv: Sequence[str], env: Mapping[str, str], cwd: str | None, pass_fds: Sequence[int] = ()
 ) -> tuple[subprocess.Popen[bytes], int, int, int]:
     """Start the child from the calling (trio) thread; return it and the read ends.
 
@@ -148,6 +148,7 @@ def _spawn(
             stderr=err_w,
             env=dict(env),
             cwd=cwd,
+            pass_fds=tuple(pass_fds),
             start_new_session=True,
         )
     except BaseException:
@@ -177,16 +178,18 @@ async def supervise(
     max_output_bytes: int,
     check: Callable[[], str | None] | None = None,
     clock: Callable[[], int] = time.perf_counter_ns,
+    pass_fds: Sequence[int] = (),
 ) -> Outcome:
     """Run ``argv`` to completion or death and report how it ended.
 
     ``check`` is polled while the child runs; a non-None answer names a limit the child
     broke, and it is killed (``killed`` says which). Never leaves a process of the
     child's group running when it returns or raises (cancellation included). Raises
-    ``OSError`` when the process cannot be started.
+    ``OSError`` when the process cannot be started. ``pass_fds`` are descriptors the
+    child inherits (besides its standard ones).
     """
     start = clock()
-    popen, out_fd, err_fd, pidfd = _spawn(argv, env, cwd)
+    popen, out_fd, err_fd, pidfd = _spawn(argv, env, cwd, pass_fds)
     group = _Group(popen.pid, pidfd)
     capture = _Capture(max_output_bytes, group.kill)
     out: list[bytes] = []

@@ -18,10 +18,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from eventlog import Event, EventStore, split_type, verify_stream
+from eventlog import Event, EventStore, split_type
+from orchestrator import verdict
 from orchestrator._events import CODEC, PromptRendered
 from orchestrator._fleet import LEASE_PREFIX
-from orchestrator._grammar import session_grammar
 from orchestrator._index_log import INDEX_STREAM
 
 from ._errors import BrokenChainError, ExportFailedError, OtelError, SessionNotEndedError
@@ -60,7 +60,7 @@ class ExportReport(msgspec.Struct, kw_only=True):
 
 
 async def _verified(store: EventStore, stream: str, refused: str) -> None:
-    _, fault = await verify_stream(store, stream, grammar=session_grammar)
+    fault = (await verdict(store, stream)).fault
     if fault is not None:
         raise BrokenChainError(
             f"{fault}; the log does not verify, so {refused}. Run `skillog log verify` for "

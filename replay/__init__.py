@@ -17,6 +17,7 @@ from ._effects import RecordedEffects as RecordedEffects
 from ._errors import BlobError as BlobError
 from ._errors import BrokenLogError as BrokenLogError
 from ._errors import ReplayError as ReplayError
+from ._errors import UnverifiedLogError as UnverifiedLogError
 from ._fork import ForkLink as ForkLink
 from ._fork import check_fork_link as check_fork_link
 from ._fork import fork_session as fork_session
@@ -64,6 +65,7 @@ __all__ = [
     "ReplayReport",
     "TimelineEntry",
     "TurnCheck",
+    "UnverifiedLogError",
     "audit_session",
     "check_fork_link",
     "drift",

@@ -1,8 +1,10 @@
 """The audit of one session: every check replay can make, and what the page shows.
 
-:func:`audit_session` runs replay's own checks (the chain, the checkpoint when given,
-a fork's link to its parent, the blobs, the prompt proof) and keeps each outcome as a
-named :class:`Check` row instead of stopping at the first failure, so a report can show
+:func:`audit_session` asks for the verdict every reader shows (``orchestrator.verdict``:
+the chain, rows outside it, the grammar, the blobs, the checkpoint when given), then
+makes replay's own checks (a fork's link to its parent, the prompt proof), and keeps
+each outcome as a named :class:`Check` row instead of stopping at the first failure,
+and the verdict's faults as they are, so a report can show
 a tampered log *and* say what is wrong with it. The timeline and the recorded prompts
 come from the same recording the checks ran on: what the report shows is what was
 checked. The HTML rendering is :mod:`replay._html`.
@@ -15,14 +17,14 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from eventlog import EventStore, verify_stream
+from eventlog import EventStore, Fault, VerifyReport, read_checkpoints
+from orchestrator import verdict
 from orchestrator._events import PromptRendered, SessionEnded, SessionStarted
-from orchestrator._grammar import session_grammar
 
-from ._errors import BlobError, BrokenLogError
+from ._errors import BrokenLogError
 from ._fork import check_fork_link
 from ._prove import ReplayReport, replay_session
-from ._recording import Recording, load_recording, verify_recording
+from ._recording import Recording, load_recording
 from ._redrive import redrive
 from ._request import RecordedRequests, request_diff
 from ._skills import Drift, drift
@@ -73,6 +75,7 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     divergence: str | None
     drift: list[Drift] | None
     summary: dict[str, str | int]
+    faults: list[Fault] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,10 +96,10 @@ async def audit_session(
     Raises :class:`BrokenLogError` only when there is nothing to
     report on (no such session, or events that do not decode); every other failure is
     a failed :class:`Check`."""
+    cps = None if checkpoint is None else read_checkpoints(checkpoint)
+    found = await verdict(store, session, checkpoints=cps, keys=keys, tofu=tofu)
     recording = await load_recording(store, session)
-    checks = await _chain_and_grammar(store, session, len(recording))
-    if checkpoint is not None:
-        checks.append(await _checkpoint(store, session, checkpoint, keys, tofu))
+    checks = verdict_checks(found, checkpoint)
     link = await check_fork_link(store, recording)
     if link is not None:
         checks.append(Check("fork", link.ok, link.detail))
@@ -118,48 +121,73 @@ async def audit_session(
         divergence=report.divergence.diff if report and report.divergence else None,
         drift=await drift(recording, against_disk) if against_disk else None,
         summary=summary(recording, entries),
+        faults=list(found.faults),
     )
 
 
-async def _chain_and_grammar(store: EventStore, session: str, events: int) -> list[Check]:
-    """Two rows from one pass: the hash chain, and the session grammar over the rows
-    the chain check accepted (not run past a broken chain)."""
-    _, fault = await verify_stream(store, session, grammar=session_grammar)
-    chain = Check("chain", True, f"{events} events re-hashed from their stored bytes, seq 0 on")
+#: The verdict's fault kinds by the row of the report that shows them.
+_ROWS = {
+    "grammar": ("grammar",),
+    "blobs": ("blob_modified", "blob_malformed", "blob_missing"),
+    "checkpoint": ("checkpoint", "truncated", "stream_missing", "rewritten"),
+}
+
+
+def verdict_checks(
+    report: VerifyReport, checkpoint: str | os.PathLike[str] | None = None
+) -> list[Check]:
+    """The verdict (:func:`orchestrator.verdict`) as rows: ``chain`` (every chain and
+    stray-row fault), ``grammar``, ``blobs`` and, with a ``checkpoint``, ``checkpoint``.
+    A row fails exactly when the verdict has a fault of its kinds."""
+    by_row: dict[str, list[Fault]] = {"chain": [], "grammar": [], "blobs": [], "checkpoint": []}
+    for fault in report.faults:
+        row = next((r for r, kinds in _ROWS.items() if fault.kind in kinds), "chain")
+        by_row[row].append(fault)
+
+    def failed(name: str) -> Check:
+        found = by_row[name]
+        return Check(name, False, "; ".join(str(f) for f in found))
+
+    chain = Check(
+        "chain",
+        True,
+        f"{report.events} events re-hashed from their stored bytes, seq 0 on; no row of "
+        "the session's stream outside its chain",
+    )
+    if by_row["chain"]:
+        chain = failed("chain")
     grammar = Check(
         "grammar", True, "every event is one the runtime can write at that point (RULES)"
     )
-    if fault is not None and fault.kind == "grammar":
-        grammar = Check("grammar", False, f"seq {fault.seq}: {fault.rule}: {fault.detail}")
-    elif fault is not None:
-        chain = Check("chain", False, str(fault))
+    if by_row["grammar"]:
+        grammar = failed("grammar")
+    elif by_row["chain"]:
         grammar = Check("grammar", None, "not checked past the broken chain")
-    return [chain, grammar]
-
-
-async def _checkpoint(
-    store: EventStore,
-    session: str,
-    checkpoint: str | os.PathLike[str],
-    keys: Collection[str],
-    tofu: bool,
-) -> Check:
-    try:
-        tofu_key = await verify_recording(
-            store, session, checkpoint=checkpoint, keys=keys, tofu=tofu
-        )
-    except BrokenLogError as e:
-        return Check("checkpoint", False, str(e))
-    trust = (
-        f"signed by {tofu_key}, trusted on first use (no trusted key was given)"
-        if tofu_key
-        else "signed by a trusted key"
-    )
-    return Check(
-        "checkpoint",
+    blobs = Check(
+        "blobs",
         True,
-        f"the whole log matches the signed heads of {os.fspath(checkpoint)}, {trust}",
+        f"every blob the session's events reference ({report.blobs}: skill snapshots, "
+        "script outputs, recorded requests) is in the log and matches its sha256",
     )
+    if by_row["blobs"]:
+        blobs = failed("blobs")
+    checks = [chain, grammar, blobs]
+    if checkpoint is not None:
+        if by_row["checkpoint"]:
+            checks.append(failed("checkpoint"))
+        else:
+            trust = (
+                f"signed by {report.tofu_key}, trusted on first use (no trusted key was given)"
+                if report.tofu_key
+                else "signed by a trusted key"
+            )
+            where = os.fspath(checkpoint)
+            checks.append(
+                Check(
+                    "checkpoint", True, f"the session matches the signed heads of {where}, {trust}"
+                )
+            )
+    return checks
 
 
 async def _prove(
@@ -174,21 +202,7 @@ async def _prove(
 def _proof_checks(report: ReplayReport | None, failure: BrokenLogError | None) -> list[Check]:
     if report is None:
         assert failure is not None
-        if isinstance(failure, BlobError):
-            return [
-                Check("blobs", False, str(failure)),
-                Check("prompts", None, "not proven: a blob the proof needs is missing or altered"),
-            ]
-        return [
-            Check("blobs", None, f"not all checked: the proof stopped at seq {failure.seq}"),
-            Check("prompts", False, str(failure)),
-        ]
-    blobs = Check(
-        "blobs",
-        True,
-        "every blob the proof reads (skill snapshots, script outputs, recorded requests) "
-        "is in the log and matches its sha256",
-    )
+        return [Check("prompts", False, str(failure))]
     proven = sum(t.ok for t in report.turns)
     details = (
         f"{proven} of {len(report.turns)} requests re-rendered from the log byte for byte "
@@ -197,7 +211,7 @@ def _proof_checks(report: ReplayReport | None, failure: BrokenLogError | None) -
     if report.divergence is not None:
         d = report.divergence
         details += f"; first divergence at turn {d.turn} (seq {d.seq})"
-    return [blobs, Check("prompts", report.ok, details)]
+    return [Check("prompts", report.ok, details)]
 
 
 async def _redrive(store: EventStore, recording: Recording, report: ReplayReport | None) -> Check:

@@ -17,12 +17,20 @@ import sys
 import msgspec
 import trio
 
-from eventlog import DB_HELP, EventStore, SkillogError, default_db, inert_json, visible
-from eventlog._cli import add_trust_arguments, tofu_notice, trusted_keys
+from eventlog import (
+    DB_HELP,
+    EventStore,
+    SkillogError,
+    VerifyReport,
+    default_db,
+    inert_json,
+    visible,
+)
+from eventlog._cli import add_trust_arguments, report_json, tofu_notice, trusted_keys
 from eventlog._progress import Progress
 
 from ._audit import audit_session
-from ._errors import BrokenLogError, ReplayError
+from ._errors import BrokenLogError, ReplayError, UnverifiedLogError
 from ._fork import check_fork_link, fork_session
 from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
@@ -62,8 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="one JSON document: the proof (session, events, ok, request_bytes, turns with "
-        "their hashes and ok, divergence, fork, drift, redrive), or with --timeline the "
-        "timeline (session, entries)",
+        "their hashes and ok, divergence, fork, drift, redrive, and verdict: what `log "
+        "verify --json` says of this session; only session, ok and verdict when it does "
+        "not verify), or with --timeline the timeline (session, entries)",
     )
     parser.add_argument(
         "--html",
@@ -120,11 +129,18 @@ async def _replay(args: argparse.Namespace) -> int:
     async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
         if args.html:
             return await _write_report(store, args, keys, tofu)
+        try:
+            verdict = await verify_recording(
+                store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
+            )
+        except UnverifiedLogError as e:
+            try:  # an event this code cannot read says more (upgrade skillog) than a rule
+                await load_recording(store, args.session)
+            except BrokenLogError as unreadable:
+                e.add_note(str(unreadable))
+            return _print_unverified(args, e)
         recording = await load_recording(store, args.session)
-        tofu_key = await verify_recording(
-            store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
-        )
-        (sys.stderr if args.json else sys.stdout).write(tofu_notice(tofu_key))
+        (sys.stderr if args.json else sys.stdout).write(tofu_notice(verdict.tofu_key))
         if args.timeline:
             entries = timeline(recording)
             if args.json:
@@ -168,6 +184,7 @@ async def _replay(args: argparse.Namespace) -> int:
             doc = {
                 **msgspec.to_builtins(report),
                 "ok": report.ok,
+                "verdict": report_json(verdict, grammar=True),
                 "turns": [{**msgspec.to_builtins(t), "ok": t.ok} for t in report.turns],
                 "fork": None if link is None else msgspec.to_builtins(link),
                 "drift": None if drifted is None else msgspec.to_builtins(drifted),
@@ -210,6 +227,21 @@ async def _write_report(
     size = f"{len(page.encode()):,} bytes"
     print(f"verdict: {verdict}; report written to {visible(str(args.html))} ({size})")
     return 0 if audit.ok else 1
+
+
+def _print_unverified(args: argparse.Namespace, error: UnverifiedLogError) -> int:
+    """The verdict does not hold: every fault (as ``log verify`` lists them), exit 2."""
+    report: VerifyReport = error.report
+    if args.json:
+        doc = {"session": args.session, "ok": False, "verdict": report_json(report, grammar=True)}
+        sys.stdout.write(inert_json(msgspec.json.encode(doc).decode()) + "\n")
+    else:
+        # Nothing proven, nothing on stdout: one line names the first fault and the
+        # kinds of the others (``log verify`` lists them all).
+        notes = "".join(f"; {note}" for note in getattr(error, "__notes__", ()))
+        line = visible(f"skillog replay: error: {error}{notes}")
+        sys.stderr.write(f"{tofu_notice(report.tofu_key)}{line}\n")
+    return 2
 
 
 def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:

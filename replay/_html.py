@@ -78,10 +78,16 @@ def _verdict(audit: Audit) -> str:
             "<details open><summary>First divergence: recorded vs re-rendered</summary>"
             f'<pre class="diff">{escape(audit.divergence)}</pre></details>'
         )
+    faults = "".join(
+        f'<li class="fault" data-kind="{escape(f.kind)}">{escape(str(f))}</li>'
+        for f in audit.faults
+    )
+    if faults:
+        faults = f'<ul id="faults">{faults}</ul>'
     return (
         f'<section id="verdict" class="{"ok" if audit.ok else "fail"}">'
         f"<h2>{head}</h2><p>{note}</p>"
-        f'<table id="checks"><tbody>{rows}</tbody></table>{divergence}</section>'
+        f'<table id="checks"><tbody>{rows}</tbody></table>{faults}{divergence}</section>'
     )
 
 

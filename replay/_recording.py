@@ -20,17 +20,16 @@ from eventlog import (
     ImportFormatError,
     MemoryStore,
     SkillogError,
+    VerifyReport,
     import_jsonl,
     open_store,
     read_checkpoints,
-    verify,
-    verify_stream,
 )
+from orchestrator import verdict
 from orchestrator._events import CODEC, PromptRendered
 from orchestrator._events import Event as Body
-from orchestrator._grammar import session_grammar
 
-from ._errors import BlobError, BrokenLogError
+from ._errors import BlobError, BrokenLogError, UnverifiedLogError
 
 
 @dataclass(frozen=True)
@@ -100,42 +99,25 @@ async def verify_recording(
     checkpoint: str | os.PathLike[str] | None = None,
     keys: Collection[str] = (),
     tofu: bool = False,
-) -> str | None:
-    """Check the session's hash chain (the stored bytes, from seq 0) and that its
-    events are a sequence the runtime can write (the session grammar).
-
-    With a ``checkpoint`` file the whole log is verified against its signed heads
-    (a checkpoint signs every session's head at once), which also reveals a truncated
-    tail or a consistently rewritten chain; the checkpoints must be signed by one of
-    ``keys`` (or, with ``tofu``, by the key the file names: that key is returned).
-    Raises :class:`BrokenLogError`."""
-    tofu_key = None
-    if checkpoint is not None:
-        report = await verify(
-            store,
-            checkpoints=read_checkpoints(checkpoint),
-            keys=keys,
-            tofu=tofu,
-            grammar=session_grammar,
-        )
-        fault, tofu_key = report.fault, report.tofu_key
-    else:
-        _, fault = await verify_stream(store, session, grammar=session_grammar)
-    if fault is not None:
-        raise BrokenLogError(
-            fault.stream or session,
-            fault.seq,
-            f"the log does not verify: {fault.kind}{f' {fault.rule}' if fault.rule else ''}: "
-            f"{fault.detail}; "
-            + (
-                "the runtime cannot have written this sequence of events (forged, or "
-                "written around skillog)"
-                if fault.kind == "grammar"
-                else "it was altered or damaged after it was written"
-            )
-            + " - replay proves nothing from it",
-        )
-    return tofu_key
+) -> VerifyReport:
+    """The verdict on ``session`` (:func:`orchestrator.verdict`, the one every reader
+    asks): its hash chain from the stored bytes, no row of its stream outside the
+    chain, the session grammar, every blob it references present and intact, and with
+    a ``checkpoint`` file its signed head (which reveals a truncated tail or a
+    consistently rewritten chain); the checkpoints must be signed by one of ``keys``
+    (or, with ``tofu``, by the key the file names: the report's ``tofu_key``).
+    Returns the report when it holds; raises :class:`UnverifiedLogError` (which
+    carries it) when it does not."""
+    report = await verdict(
+        store,
+        session,
+        checkpoints=None if checkpoint is None else read_checkpoints(checkpoint),
+        keys=keys,
+        tofu=tofu,
+    )
+    if not report.ok:
+        raise UnverifiedLogError(session, report)
+    return report
 
 
 async def get_checked_blob(

@@ -57,14 +57,16 @@ def timeline(recording: Recording) -> list[TimelineEntry]:
     need, such as ``catalog.snapshot``, are left out)."""
     turns = turn_at(recording.bodies)
     out: list[TimelineEntry] = []
-    for event, body in zip(recording.events, recording.bodies, strict=True):
+    # By index, not seq: a log that does not verify (a row after a gap in the seqs)
+    # is still shown, with the verdict saying what is wrong with it.
+    for i, (event, body) in enumerate(zip(recording.events, recording.bodies, strict=True)):
         for kind, what, details in _describe(body):
             out.append(
                 TimelineEntry(
                     seq=event.seq,
                     at=event.recorded_at,
                     time=iso_time(event.recorded_at),
-                    turn=turns[event.seq],
+                    turn=turns[i],
                     kind=kind,
                     what=what,
                     details=details,

@@ -12,15 +12,15 @@ import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from eventlog import EventStore, Head, closing, verify_stream
+from eventlog import EventStore, Head, closing
 
 from .._approvals import RememberError, decide_approval, pending_approvals
 from .._cli_session import session_rows, status_text
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
-from .._grammar import session_grammar
 from .._session import SessionNotFoundError
 from .._state import SessionState, apply
+from .._verdict import verdict
 from ..skills._config import Role
 from ._auth import Principal
 from ._context import ServiceContext
@@ -256,20 +256,28 @@ async def decide(request: Request) -> Response:
 
 
 async def verify_session(request: Request) -> Response:
-    """Verify the session's hash chain from the stored bytes and its events against the
-    session grammar (as ``skillog log verify``)."""
+    """The verdict on the session (``orchestrator.verdict``, as ``skillog log verify``
+    and ``replay`` give it): its chain from the stored bytes, rows of its stream outside
+    the chain, the session grammar, the blobs it references."""
     require(request, "viewer")
     sid = session_id(request)
     store = context(request).store
     if await session_config(store, sid) is None:
         raise SessionNotFoundError(f"no session {sid!r} in this log")
-    count, fault = await verify_stream(store, sid, grammar=session_grammar)
-    out = (
-        None
-        if fault is None
-        else FaultOut(kind=fault.kind, seq=fault.seq, detail=fault.detail, rule=fault.rule)
+    report = await verdict(store, sid)
+    faults = [
+        FaultOut(kind=f.kind, seq=f.seq, detail=f.detail, rule=f.rule, blob=f.blob)
+        for f in report.faults
+    ]
+    out = VerifyOut(
+        session_id=sid,
+        ok=report.ok,
+        events=report.events,
+        fault=faults[0] if faults else None,
+        faults=faults,
+        blobs=report.blobs,
     )
-    return json(VerifyOut(session_id=sid, ok=fault is None, events=count, fault=out))
+    return json(out)
 
 
 async def replay_proof(request: Request) -> Response:

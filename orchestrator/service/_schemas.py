@@ -136,19 +136,26 @@ class DecisionOut(_Out, frozen=True, kw_only=True):
 
 
 class FaultOut(_Out, frozen=True, kw_only=True):
-    """A fault as ``skillog log verify`` names it; ``rule`` for a ``grammar`` fault."""
+    """A fault as ``skillog log verify`` names it; ``rule`` for a ``grammar`` fault,
+    ``blob`` (the digest) for a blob's."""
 
     kind: str
     seq: int | None
     detail: str
     rule: str | None = None
+    blob: str | None = None
 
 
 class VerifyOut(_Out, frozen=True, kw_only=True):
+    """The verdict on the session (the one ``skillog log verify`` and ``replay`` give):
+    ``fault`` is the first of ``faults``; ``blobs`` the referenced blobs found intact."""
+
     session_id: str
     ok: bool
     events: int
     fault: FaultOut | None
+    faults: list[FaultOut] = msgspec.field(default_factory=list)
+    blobs: int = 0
 
 
 class TurnOut(_Out, frozen=True, kw_only=True):

@@ -8,7 +8,8 @@ validator's strictyaml does, except YAML's null (an empty plain value, ``~``, ``
 ``Null``, ``NULL``), which is ``None``: the author wrote "no value". Reading events
 rather than constructing objects is also what makes hostile YAML harmless: aliases
 (billion-laughs bombs, merge keys) and tags (``!!python/object``) are refused, nesting
-is bounded, duplicate keys are reported.
+is bounded, duplicate keys are reported. The nesting bound is also checked on the text
+before the parser runs (``_nesting``), so the rule holds whatever libyaml's own limits are.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import re
 from collections.abc import Iterator
 
 import yaml
+
+from ._nesting import nesting_bound
 
 try:  # libyaml's C parser is ~3x faster; the pure-Python one yields the same events.
     from yaml import CSafeLoader as _Loader
@@ -87,6 +90,8 @@ def load_frontmatter(yaml_text: str, *, first_line: int = 2) -> dict[str, object
     ``first_line`` is the file line the YAML starts on, so syntax errors point at the
     right line of ``SKILL.md``. Raises :class:`Finding` for invalid or refused YAML.
     """
+    if nesting_bound(yaml_text, MAX_DEPTH) > MAX_DEPTH:
+        raise _too_deep()
     loader = _Loader(yaml_text)
     events = _events(loader)
     try:
@@ -192,11 +197,7 @@ def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int, key: bool = 
             ) from None
         return ev.value
     if depth > MAX_DEPTH:
-        raise Finding(
-            "yaml-depth",
-            "frontmatter",
-            f"the frontmatter nests deeper than {MAX_DEPTH} levels; flatten it",
-        )
+        raise _too_deep()
     if isinstance(ev, yaml.SequenceStartEvent):
         items: list[object] = []
         while not isinstance(ev := next(events), yaml.SequenceEndEvent):
@@ -219,3 +220,11 @@ def _node(events: Iterator[yaml.Event], ev: yaml.Event, depth: int, key: bool = 
             )
         mapping[name] = _node(events, next(events), depth + 1)
     return mapping
+
+
+def _too_deep() -> Finding:
+    return Finding(
+        "yaml-depth",
+        "frontmatter",
+        f"the frontmatter nests deeper than {MAX_DEPTH} levels; flatten it",
+    )

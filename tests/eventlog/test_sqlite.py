@@ -315,3 +315,23 @@ async def test_a_burst_of_reads_leaves_few_reader_connections_open(tmp_path: Pat
         # while others in the process hold locks on the file, and reuses it.)
         assert len(store._idle) == MAX_IDLE_READERS
         assert [e.seq async for e in store.read("s")] == [0]
+
+
+async def test_a_new_log_and_its_wal_shm_and_snapshot_are_private(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    old = os.umask(0o022)  # the common default, under which sqlite3 would make 0644
+    try:
+        async with open_sqlite_store(db) as store:
+            await store.append("s", [ev(0)], expected_seq=0)
+            files = [db, db.with_name("x.db-wal"), db.with_name("x.db-shm")]
+            assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}
+            await store.snapshot_to(tmp_path / "copy.db")
+        assert (tmp_path / "copy.db").stat().st_mode & 0o777 == 0o600
+        other = tmp_path / "chosen.db"  # an existing file keeps the mode its owner chose
+        other.touch(mode=0o640)
+        other.chmod(0o640)
+        async with open_sqlite_store(other) as store:
+            await store.append("s", [ev(0)], expected_seq=0)
+        assert other.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)

@@ -300,3 +300,56 @@ async def test_a_grammar_hook_sees_exactly_the_rows_the_chain_accepted(
     else:
         assert found == [("grammar", "a", 3, "odd")]
     assert str(report.faults[0]) == "stream 'a' seq 3: grammar odd: odd one"
+
+
+def _names_blobs(type_: str):  # type: ignore[no-untyped-def]
+    """A ``references`` hook: an ``r.blob`` event's body is the digest it names."""
+    return (lambda body: [body.decode()]) if type_ == "r.blob" else None
+
+
+async def test_a_deleted_referenced_blob_is_found_and_an_unreferenced_one_is_not(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "log.db"
+    named, unnamed = b"named by an event", b"named by none"
+    async with open_sqlite_store(db) as store:
+        await store.append("a", events(2), expected_seq=0)
+        ref = NewEvent(type="r.blob", body=blob_digest(named).encode(), recorded_at=1)
+        await store.append("a", [ref], expected_seq=2, blobs=[named, unnamed])
+    sql(db, f"DELETE FROM blobs WHERE digest = '{blob_digest(unnamed)}'")
+    async with open_sqlite_store(db, readonly=True) as store:
+        for streams in (None, ["a"]):
+            report = await verify(store, streams=streams, references=_names_blobs)
+            assert report.ok, report.faults
+    sql(db, f"DELETE FROM blobs WHERE digest = '{blob_digest(named)}'")
+    async with open_sqlite_store(db, readonly=True) as store:
+        assert (await verify(store)).ok  # without the hook, nothing says the blob is needed
+        for streams in (None, ["a"]):
+            report = await verify(store, streams=streams, references=_names_blobs)
+            assert [(f.kind, f.stream, f.seq, f.blob) for f in report.faults] == [
+                ("blob_missing", "a", 2, blob_digest(named))
+            ]
+
+
+async def test_one_streams_scope_sees_its_own_strays_and_blobs_only(tmp_path: Path) -> None:
+    db = tmp_path / "log.db"
+    await build(db)
+    sql(
+        db,
+        "INSERT INTO events (stream, seq, type, recorded_at, body, prev_hash, hash) "
+        "SELECT stream, -1, type, recorded_at, body, prev_hash, hash FROM events "
+        "WHERE stream = 'b' AND seq = 0",
+        f"UPDATE blobs SET data = x'00' WHERE digest = '{blob_digest(BLOBS[0])}'",
+    )
+    async with open_sqlite_store(db, readonly=True) as store:
+        whole = await verify(store)
+        only_b = await verify(store, streams=["b"])
+        only_a = await verify(store, streams=["a"])
+        absent = await verify(store, streams=["nope"])
+    assert {f.kind for f in whole.faults} == {"stray", "blob_modified"}
+    assert [(f.kind, f.stream, f.seq) for f in only_b.faults] == [("stray", "b", -1)]
+    assert only_b.streams == 1 and only_b.events == 4
+    # No hook names a blob, so stream a's scope has no blob to check: only the whole
+    # log rehashes every stored blob.
+    assert only_a.ok and only_a.events == 6
+    assert absent.ok and absent.streams == 0 and absent.events == 0

@@ -43,7 +43,7 @@ from typing import Any
 import trio
 
 from eventlog import Event as StoredEvent
-from eventlog import EventStore, closing, open_sqlite_store, verify
+from eventlog import EventStore, closing, open_sqlite_store
 from orchestrator import (
     Agent,
     ApprovalDecision,
@@ -54,8 +54,8 @@ from orchestrator import (
 )
 from orchestrator._events import CODEC, Event, PromptRendered, ToolCalled, ToolInterrupted
 from orchestrator._fleet import Worker, lease_stream, queue_session
-from orchestrator._grammar import session_grammar
 from orchestrator._model import ModelRequest, ModelResponse
+from orchestrator._verdict import verdict
 from orchestrator.adapters import ScriptedModel
 from orchestrator.skills import Tier, load_skill
 from replay import load_recording, replay_session
@@ -419,7 +419,7 @@ def scenario(
 
 async def _check(db: Path, ledger: Ledger, ref: Reference, tally: Tally, name: str) -> None:
     async with open_sqlite_store(db, readonly=True) as store:
-        report = await verify(store, grammar=session_grammar)
+        report = await verdict(store)
         if not report.ok:
             tally.failures.append(f"{name}: the log does not verify: {report.faults}")
         bodies = [CODEC.decode(e) async for e in store.read(SESSION)]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from eventlog import verify
 from orchestrator import (
     Agent,
     ApprovalDecision,
@@ -30,7 +29,7 @@ from orchestrator._events import (
     ToolCalled,
     ToolCompleted,
 )
-from orchestrator._grammar import session_grammar
+from orchestrator._verdict import verdict
 from orchestrator.adapters import ScriptedModel
 
 SENT: list[str] = []
@@ -87,7 +86,7 @@ async def test_without_an_approver_the_session_suspends_and_any_process_decides(
     assert done.state.status == "ended" and [pending.call_id] == SENT
     bodies = await kit.bodies(store, "s")
     assert kit.of_type(bodies, ToolCompleted)[0].content == "sent to a@example.com"
-    assert (await verify(store, grammar=session_grammar)).ok
+    assert (await verdict(store)).ok
     with pytest.raises(ApprovalError, match="has ended"):
         await decide_approval(store, "s", pending.call_id, approved=True, decided_by="bob")
 

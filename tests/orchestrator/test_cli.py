@@ -122,3 +122,16 @@ def test_an_unknown_option_shows_the_usage_of_the_command_that_failed(
     assert exit.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(usage) and "unrecognized arguments: --bogus" in err
+
+
+@pytest.mark.parametrize("command", ["run --model demo x", "serve"])
+@pytest.mark.parametrize("value", ["-1", "0", "many"])
+def test_a_turn_bound_below_one_is_refused(
+    command: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main([*shlex.split(command), "--max-turns", value])
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --max-turns: '{value}' is not a number of turns" in err
+    assert "at least 1" in err

@@ -159,3 +159,15 @@ def test_a_forged_fork_link_is_refused(cli: Cli) -> None:
     assert main(["replay", fork, "--jsonl", str(export)]) == 0
     out = cli.capsys.readouterr().out
     assert f"fork of {parent}@9: the parent session {parent} is not in this log" in out
+
+
+def test_resuming_an_ended_session_says_it_ended_and_how_to_go_on(cli: Cli) -> None:
+    session = cli.run("--approve")
+    events = cli.rows()[0]["events"]
+    (cli.tmp / "turns.yaml").unlink()  # the model script is gone: not what matters here
+    code, out, err = cli("resume", session)
+    assert code == 2 and out == ""
+    assert f"session {session} has ended (completed, after 3 turns)" in err
+    assert f"`skillog replay {session} --fork-at SEQ`" in err
+    assert "model script" not in err
+    assert cli.rows()[0]["events"] == events  # nothing recorded

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from eventlog import EventStore, open_sqlite_store, open_store, verify
+from eventlog import EventStore, open_sqlite_store, open_store
 from orchestrator import Agent, HostTool, SessionStarted, ToolContext
 from orchestrator._events import CODEC, LeaseAcquired, SessionEnded, ToolCompleted
 from orchestrator._fleet import (
@@ -24,7 +24,7 @@ from orchestrator._fleet import (
     runnable_sessions,
     try_acquire,
 )
-from orchestrator._grammar import session_grammar
+from orchestrator._verdict import verdict
 from orchestrator.adapters import ScriptedModel
 
 TURNS = [
@@ -86,7 +86,7 @@ async def check_fleet(store: EventStore) -> None:
     # A worker that claimed a session another had just finished did nothing with it.
     assert {o for w in fleet for _, o in w.finished} <= {"ended", "already ended"}
     assert await runnable_sessions(store, time.time_ns()) == []
-    assert (await verify(store, grammar=session_grammar)).ok
+    assert (await verdict(store)).ok
 
 
 async def test_two_workers_share_the_queue_on_sqlite(tmp_path: Path) -> None:
@@ -187,7 +187,7 @@ def test_a_killed_workers_session_resumes_elsewhere_once(tmp_path: Path) -> None
             # Taken over after the kill (how soon, against lease + 1 s, is bench/fleet.py's
             # figure: a time bound would be flaky on a shared machine).
             assert took_over.until - 1_000_000_000 >= killed_at - 1_000_000_000
-            assert (await verify(store, grammar=session_grammar)).ok
+            assert (await verdict(store)).ok
 
     trio.run(rescue)
     assert ledger.read_text().count(sid) == 1  # the effect ran once
@@ -234,4 +234,4 @@ async def test_a_worker_whose_lease_is_taken_stops_and_says_so(
         assert "taken over; stopped acting on it" in caplog.text
         bodies = [CODEC.decode(e) async for e in store.read(sid)]
         assert not [b for b in bodies if isinstance(b, ToolCompleted)]  # it stopped mid-call
-        assert (await verify(store, grammar=session_grammar)).ok
+        assert (await verdict(store)).ok

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from eventlog import MemoryStore, open_sqlite_store, verify
+from eventlog import MemoryStore, open_sqlite_store
 from orchestrator._cli import main
 from orchestrator._events import CODEC, CatalogIndexed
-from orchestrator._grammar import session_grammar
 from orchestrator._index_log import INDEX_STREAM, record_index_run
+from orchestrator._verdict import verdict
 from orchestrator.skills import SkillSource, Tier, build_catalog
 
 
@@ -40,7 +40,7 @@ async def test_runs_chain_in_their_own_stream(tmp_path: Path) -> None:
     assert body.record.entries[0].hash == catalog.entries[0].hash
     (rejected,) = body.record.rejected
     assert rejected.path.endswith("Bad_Name") and rejected.problems
-    assert (await verify(store, grammar=session_grammar)).ok
+    assert (await verdict(store)).ok
 
 
 def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +64,7 @@ def test_cli_list_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_every_session_that_indexes_records_its_indexing_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`skillog run` and `skillog resume` index the sources: each records what it found
     when that differs from the last run recorded."""
@@ -82,17 +82,24 @@ def test_every_session_that_indexes_records_its_indexing_run(
     async def runs() -> tuple[str, int]:
         async with open_sqlite_store(db) as store:
             events = [CODEC.decode(e) async for e in store.read(INDEX_STREAM)]
-            (session,) = [s.stream for s in await store.streams() if s.stream != INDEX_STREAM]
+            sessions = [s for s in await store.streams() if s.stream != INDEX_STREAM]
         assert all(isinstance(b, CatalogIndexed) for b in events)
         assert [e.name for e in events[0].record.entries] == ["notes"]  # type: ignore[attr-defined]
-        return session, len(events)
+        return min(sessions, key=lambda s: s.first_recorded_at).stream, len(events)
+
+    def resume_a_fork(session: str) -> None:
+        # An ended session is not resumed (it says so); a fork of it, before its end, is.
+        capsys.readouterr()
+        assert main(["replay", session, "--fork-at", "1", "--db", db]) == 0
+        fork = capsys.readouterr().out.strip()
+        assert main(["resume", fork, "--db", db]) == 0
 
     session, count = trio.run(runs)
     assert count == 1
-    assert main(["resume", session, "--db", db]) == 0  # ended already: nothing to drive
+    resume_a_fork(session)
     assert trio.run(runs)[1] == 1  # the sources did not change: nothing new to record
     write(project / ".agents" / "skills", "more")
-    assert main(["resume", session, "--db", db]) == 0
+    resume_a_fork(session)
     assert trio.run(runs)[1] == 2
 
 

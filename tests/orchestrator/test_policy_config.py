@@ -519,3 +519,29 @@ def test_the_terminal_approver_offers_once_skill_and_pattern(
         monkeypatch.setattr("builtins.input", lambda prompt, a=answer: a)
         decision = trio.run(approver, asked)
         assert (decision.approved, decision.remember) == expected, answer
+
+
+@pytest.mark.parametrize(
+    ("text", "sets", "sandbox"),
+    [
+        ("policy: {sandbox: off}\n", [], "off"),  # YAML 1.1 reads `off` as false
+        ("policy:\n  sandbox: no\n", [], "off"),
+        ("policy:\n  sandbox: 'OFF'\n", [], "off"),
+        ("policy:\n  sandbox: on\n", [], "required"),
+        ("", ["sandbox=off"], "off"),
+        ("", ["sandbox=false"], "off"),
+        ("", ["sandbox=yes"], "required"),
+        ("", ["sandbox=preferred"], "preferred"),
+    ],
+)
+def test_the_yes_and_no_words_people_write_are_read_as_the_enum_means(
+    tmp_path: Path, text: str, sets: list[str], sandbox: str
+) -> None:
+    assert load_policy(write(tmp_path, text), sets=sets).sandbox == sandbox
+
+
+def test_an_override_sandbox_off_is_off_too(tmp_path: Path) -> None:
+    path = write(tmp_path, "policy:\n  skills:\n    pdf: {sandbox: off}\n")
+    policy = load_policy(path, sets=["tiers.user.sandbox=no"])
+    assert policy.skills["pdf"].sandbox == "off"
+    assert policy.tiers["user"].sandbox == "off"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from eventlog import open_sqlite_store, verify
+from eventlog import open_sqlite_store
 from orchestrator._events import CODEC, PromptRendered, SessionEnded
-from orchestrator._grammar import session_grammar
+from orchestrator._verdict import verdict
 
 WORKER = Path(__file__).with_name("resume_worker.py")
 
@@ -42,7 +42,7 @@ def skills_dir(tmp_path: Path) -> Path:
 async def recorded(db: Path, session: str) -> tuple[list[str], object]:
     async with open_sqlite_store(db) as store:
         bodies = [CODEC.decode(e) async for e in store.read(session)]
-        assert (await verify(store, grammar=session_grammar)).ok
+        assert (await verdict(store)).ok
     hashes = [b.request_hash for b in bodies if isinstance(b, PromptRendered)]
     return hashes, bodies[-1]
 

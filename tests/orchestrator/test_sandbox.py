@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import trio
 
+from orchestrator._limits import ScriptLimits
 from orchestrator._sandbox import (
     SANDBOX_HOSTNAME,
     HostLayout,
     build_bwrap_argv,
+    options_through_fd,
     probe_sandbox,
     sandbox_available,
 )
@@ -427,3 +429,47 @@ def test_private_tmp_is_mounted_before_the_binds() -> None:
     binds = [i for i, a in enumerate(args) if a == "--ro-bind"]
     assert all(i > tmpfs for i in binds)
     assert ("/tmp/ci/.venv", "/tmp/ci/.venv") in pairs(args, "--ro-bind")
+
+
+def test_options_go_through_a_descriptor_and_only_the_command_stays() -> None:
+    command = ["/usr/bin/python3", "/skill/scripts/x.py", "--"]
+    full = argv(command=command, env={"A": "--", "PATH": "/usr/bin"})
+    short, data = options_through_fd(full, command, 7)
+    assert short == ["/usr/bin/bwrap", "--args", "7", "--", *command]
+    assert data.split(b"\0")[:-1] == [a.encode() for a in full[1 : -len(command) - 1]]
+    assert b"/home/alice/skills/pdf\0/skill\0" in data and data.endswith(b"\0")
+    with pytest.raises(ValueError):
+        options_through_fd(full, ["/bin/other"], 7)
+
+
+WHAT_PID_1_SHOWS = """
+import json, os
+def read(path):
+    with open(path, "rb") as f:
+        return f.read().decode(errors="replace")
+print(json.dumps({
+    "environ": read("/proc/1/environ"),
+    "cmdline": read("/proc/1/cmdline"),
+    "env": dict(os.environ),
+    "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+}))
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("limits", [ScriptLimits(), ScriptLimits(pids=64, memory_bytes=1 << 29)])
+async def test_no_host_path_reaches_the_sandbox_through_pid_1_or_the_env(
+    tmp_path: Path, limits: ScriptLimits, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host's working directory was PWD in /proc/1/environ (bubblewrap's own, set by
+    # the cgroup's sh), and the skill's real path was in /proc/1/cmdline.
+    cwd = tmp_path / "host-working-dir"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    result = await sandboxed(tmp_path, WHAT_PID_1_SHOWS, limits=limits)
+    seen = json.loads(result.stdout)
+    assert str(tmp_path) not in result.stdout, seen
+    assert "PWD=/\0" in seen["environ"] or "PWD" not in seen["environ"]
+    assert seen["env"]["PWD"] == "/skill"
+    assert "/skill/scripts/probe.py" in seen["cmdline"]
+    assert seen["fds"] == [0, 1, 2, 3]  # 3: the listing's own; bwrap's options are not left open

@@ -186,6 +186,7 @@ def build_session(t0: int = T0, *, end: bool = True) -> tuple[list[NewEvent], li
     load = ToolCall(id="call_1", name="skills.load", arguments='{"names": ["pdf", "nope"]}')
     b.respond(TextPart(text="Loading the pdf skill."), load, stop="tool_use", tokens=(120, 30))
     b.tool("call_1", "skills.load", load.arguments)
+    b.blobs += [b"# pdf", b"guide", b"", b"boom"]  # every blob an event names is stored
     b.add(
         SkillActivated(
             name="pdf",

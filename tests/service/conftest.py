@@ -88,13 +88,15 @@ async def running_service(
     tokens: dict[str, str],
     *extra: str,
     policies: Mapping[str, PolicyConfig] | None = None,
+    db: Path | None = None,
 ) -> AsyncIterator[Service]:
     """The service as ``skillog serve`` wires it, with ``extra`` command-line options
-    (and ``policies`` as its policy presets, when given)."""
+    (and ``policies`` as its policy presets, when given), over ``db`` (default: a new
+    ``service.db`` in ``tmp_path``)."""
     skill = write_skill(tmp_path, HOSTILE)
     script = tmp_path / "turns.yaml"
     script.write_text(TURNS)
-    db = tmp_path / "service.db"
+    db = db or tmp_path / "service.db"
     args = _parser("serve")[0].parse_args(
         ["serve", "--db", str(db), "--model", f"scripted:{script}", "--skills", str(skill),
          "--tier", "user", "--poll-ms", "50", "--project", str(tmp_path), *extra]

@@ -283,7 +283,9 @@ async def test_a_forged_but_chained_event_is_reported_with_its_rule(service: Ser
         "seq": head.seq + 1,
         "rule": "event_before_call",
         "detail": "tool.completed for call 'ghost', never called",
+        "blob": None,
     }
+    assert verified["faults"] == [verified["fault"]]
     assert proof["ok"] is False and "grammar event_before_call" in proof["broken"]
     assert "NOT PROVEN" in audit and 'class="check fail" data-check="grammar"' in audit
     assert "event_before_call" in audit

@@ -1,0 +1,126 @@
+"""The verdict on a log or one session: the one function every reader asks.
+
+``skillog log verify``, ``log checkpoint``, ``replay`` (text, ``--json``, ``--html``),
+the service's verify and replay endpoints, its console audit page and the
+OpenTelemetry export all decide whether a log is intact with :func:`verdict`, so no
+two of them can disagree about the same file (DESIGN.md, invariant 8). It is
+eventlog's :func:`~eventlog.verify` with what only the runtime knows plugged in: the
+session grammar (which sequences of events it writes) and :func:`blob_references`
+(which blobs its events name, so a deleted blob is a fault, not a surprise at replay).
+
+The references are read with structs of the digest fields alone, built once per event
+type: collecting them costs a dict lookup per event and one small decode per event
+that names a blob.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+import msgspec
+
+from eventlog import BlobReader, Checkpoint, EventStore, VerifyReport, split_type, verify
+
+from ._grammar import session_grammar
+
+
+class _Prompt(msgspec.Struct):
+    new_message_digests: list[str]
+    tail_digest: str
+
+
+class _File(msgspec.Struct):
+    sha256: str
+
+
+class _Activated(msgspec.Struct):
+    body_digest: str
+    files: list[_File]
+
+
+class _Digest(msgspec.Struct):
+    digest: str
+
+
+class _Script(msgspec.Struct):
+    stdout_digest: str
+    stderr_digest: str
+
+
+def _prompt(decode: Callable[[bytes], _Prompt]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        p = decode(body)
+        return [*p.new_message_digests, p.tail_digest]
+
+    return read
+
+
+def _activated(decode: Callable[[bytes], _Activated]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        a = decode(body)
+        return [a.body_digest, *(f.sha256 for f in a.files)]
+
+    return read
+
+
+def _digest(decode: Callable[[bytes], _Digest]) -> BlobReader:
+    return lambda body: (decode(body).digest,)
+
+
+def _script(decode: Callable[[bytes], _Script]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        s = decode(body)
+        return (s.stdout_digest, s.stderr_digest)
+
+    return read
+
+
+def _reader(cls: type[Any], wrap: Callable[[Any], BlobReader]) -> BlobReader:
+    return wrap(msgspec.json.Decoder(cls).decode)
+
+
+#: The event types that name blobs, by tag, and how to read the digests they name.
+BLOB_FIELDS: dict[str, BlobReader] = {
+    "prompt.rendered": _reader(_Prompt, _prompt),
+    "skill.activated": _reader(_Activated, _activated),
+    "resource.read": _reader(_Digest, _digest),
+    "mcp.result": _reader(_Digest, _digest),
+    "script.executed": _reader(_Script, _script),
+}
+
+
+def blob_references(type_: str) -> BlobReader | None:
+    """The hook :func:`eventlog.verify` takes as ``references``: for an event type (a
+    versioned ``tag@N`` too), the function listing the blob digests its body names."""
+    return BLOB_FIELDS.get(split_type(type_)[0] if "@" in type_ else type_)
+
+
+async def verdict(
+    store: EventStore,
+    session: str | None = None,
+    *,
+    checkpoints: list[Checkpoint] | None = None,
+    keys: Collection[str] = (),
+    tofu: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyReport:
+    """Whether the log (or one ``session``) is intact, and every fault if not.
+
+    The whole log: every chain, every row outside the log, every blob rehashed, every
+    blob an event references present, the session grammar, and with ``checkpoints``
+    (signed by one of ``keys``, or the file's own key with ``tofu``) the signed heads.
+    One session: the same checks within its scope (its chain, its rows outside the
+    chain, its signed head, the blobs it references), at a cost that depends on that
+    session alone. Every reader shows this report; none decides on its own.
+    """
+    return await verify(
+        store,
+        streams=None if session is None else (session,),
+        checkpoints=checkpoints,
+        keys=keys,
+        tofu=tofu,
+        progress=progress,
+        grammar=session_grammar,
+        references=blob_references,
+    )
