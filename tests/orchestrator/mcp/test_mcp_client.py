@@ -8,6 +8,7 @@ import base64
 import importlib.metadata
 import json
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,17 @@ async def test_an_image_reaches_the_model_as_an_image_and_the_request_stays_repr
             [str(skillog), *command], capture_stdout=True, capture_stderr=True, check=False
         )
         assert done_.returncode == 0, (done_.stdout + done_.stderr).decode()
+
+    # the image is a blob the log needs: deleted, verify says so
+    with sqlite3.connect(db) as raw:
+        raw.execute("DELETE FROM blobs WHERE digest = ?", (image.digest,))
+    verify = await trio.run_process(
+        [str(skillog), "log", "verify", "--db", str(db)],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert verify.returncode == 1 and image.digest[:12] in (verify.stdout + verify.stderr).decode()
 
 
 async def test_progress_and_log_messages_of_a_call_are_kept_with_its_result(
