@@ -42,21 +42,18 @@ from ._images import file_image_type, record_images
 from ._mcp_calls import call_mcp_tool, check_arguments
 from ._model import encode_canonical
 from ._output import model_view
-from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
+    Decision,
+    SkillSettings,
     allowlist,
-    granted_by,
-    host_tool_needs_approval,
+    allowlist_reason,
+    decide,
     offered,
-    permits,
-    preapproved_by,
-    restricting_skills,
-    script_gate,
     settings_of,
 )
 from ._receipt import receipt
-from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
 from ._state import ActiveSkill, ViewChange
+from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -382,14 +379,15 @@ async def _sizes(ctx: CallContext, names: Collection[str]) -> dict[str, int]:
 def _plan_read(ctx: CallContext, args: ReadArgs) -> Plan:
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    if rel.count("/") > 1 and not settings_of(ctx.view.config.policy, skill).nested_paths:
+    decision = _decide(ctx, ctx.call.name, skill=skill, path=rel)
+    if rel.count("/") > 1 and not _settings(decision).nested_paths:
         raise ToolError(
             f"{rel} is nested more than one level deep; this session's policy only reads "
             "files like references/guide.md (PolicyConfig.nested_paths enables deeper ones)",
             error_type="path_refused",
         )
-    if not permits(allowlist(ctx.view.active), "skills.read", path=rel):
-        raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, "skills.read", rel), skill)
+    if decision.verdict == "denied":
+        raise _refused(ctx, decision, skill)
     return Plan("pure", functools.partial(read, skill, rel))
 
 
@@ -433,16 +431,14 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
 
 
 def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
-    view = ctx.view
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    if not permits(allowlist(view.active), "skills.run_script", path=rel, args=args.args):
-        raise _deny(ctx, "allowed-tools", _allowlist_reason(view, "skills.run_script", rel), skill)
+    decision = _decide(ctx, ctx.call.name, skill=skill, path=rel, args=tuple(args.args))
+    if decision.verdict == "denied":
+        raise _refused(ctx, decision, skill)
     if skill.file(rel) is None:
         raise ToolError(f"skill {skill.name!r} has no script {rel!r}", error_type="not_found")
-    policy = view.config.policy
-    settings = settings_of(policy, skill)
-    gate = script_gate(policy, skill.tier, source=skill.source, name=skill.name)
+    settings = _settings(decision)
     request = ScriptRequest(
         root="",
         path=rel,
@@ -451,8 +447,8 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
         workdir=args.workdir,
         timeout_ms=settings.script_timeout_ms,
         max_output_bytes=settings.script_limits.stored_output_bytes,
-        sandbox=gate.sandbox,
-        network=gate.network,
+        sandbox=settings.sandbox,
+        network=settings.network,
         limits=settings.script_limits,
     )
     started = ScriptStarted(
@@ -460,21 +456,17 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
         skill=skill.name,
         path=rel,
         args=request.args,
-        sandbox=gate.sandbox,
-        network=gate.network,
+        sandbox=settings.sandbox,
+        network=settings.network,
         timeout_ms=request.timeout_ms,
     )
     # Only a script that can run nowhere but in the sandbox, without network, is known
     # to leave nothing behind outside its private copy: that one may run again.
-    rerunnable = gate.sandbox == "required" and not gate.network
+    rerunnable = settings.sandbox == "required" and not settings.network
     action = f"run {rel} {' '.join(args.args)}".strip()
     approval = None
-    if gate.needs_approval:
-        tool, call_args = "skills.run_script", request.args
-        by = preapproved_by(
-            view.active, policy, tool, skill=skill, path=rel, args=call_args
-        ) or granted_by(view.grants, tool, skill=skill, path=rel, args=call_args)
-        approval = Approval(action, skill, by, path=rel, args=request.args)
+    if decision.verdict == "needs_approval":
+        approval = Approval(action, skill, decision.preapproved_by, path=rel, args=request.args)
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
@@ -538,13 +530,11 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
     # tool is offered exactly when the allowlist permits it (no patterns apply).
     name = ctx.call.name
     definition = host_tool_def(ctx.view, name)
-    policy = ctx.view.config.policy
+    decision = _decide(ctx, name)
     approval = None
-    if host_tool_needs_approval(policy, name):
-        by = preapproved_by(ctx.view.active, policy, name) or granted_by(
-            ctx.view.grants, name, skill=None
-        )
-        approval = Approval(f"call {name} with {ctx.call.arguments}", None, by)
+    if decision.verdict == "needs_approval":
+        action = f"call {name} with {ctx.call.arguments}"
+        approval = Approval(action, None, decision.preapproved_by)
     return Plan(
         definition.effect if definition is not None else "at-most-once",
         host_tool,
@@ -557,14 +547,11 @@ def _plan_mcp_tool(ctx: CallContext, tool: McpToolDef) -> Plan:
     ``policy.approve_host_tools`` or ``policy.mcp.approve`` names the tool or its server
     (``mcp__github``), unless pre-approved or covered by a remembered grant."""
     check_arguments(ctx)
-    policy = ctx.view.config.policy
+    decision = _decide(ctx, tool.name)
     approval = None
-    if host_tool_needs_approval(policy, tool.name):
-        by = preapproved_by(ctx.view.active, policy, tool.name) or granted_by(
-            ctx.view.grants, tool.name, skill=None
-        )
+    if decision.verdict == "needs_approval":
         action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
-        approval = Approval(action, None, by)
+        approval = Approval(action, None, decision.preapproved_by)
     return Plan(tool.effect, functools.partial(call_mcp_tool, tool), approval=approval)
 
 
@@ -628,12 +615,33 @@ def _deny(
     )
 
 
-def _allowlist_reason(view: View, tool: str, path: str = "") -> str:
-    target = f"{tool} {path}".strip()
-    return (
-        f"{target} is not in the allowed-tools of the active skill(s) "
-        f"{restricting_skills(allowlist(view.active))}; unload them to use other tools"
+def _decide(
+    ctx: CallContext,
+    tool: str,
+    *,
+    skill: ActiveSkill | None = None,
+    path: str | None = None,
+    args: tuple[str, ...] = (),
+) -> Decision:
+    """The one question a plan asks policy about its call (``_policy.decide``)."""
+    view = ctx.view
+    return decide(
+        view.config.policy, view.active, view.grants, tool, skill=skill, path=path, args=args
     )
+
+
+def _settings(decision: Decision) -> SkillSettings:
+    if decision.settings is None:  # pragma: no cover - decide() sets it for a skill's call
+        raise AssertionError("a skill's call was decided without the skill's settings")
+    return decision.settings
+
+
+def _refused(ctx: CallContext, decision: Decision, skill: ActiveSkill) -> PolicyError:
+    return _deny(ctx, decision.rule or "policy", decision.reason, skill)
+
+
+def _allowlist_reason(view: View, tool: str) -> str:
+    return allowlist_reason(allowlist(view.active), tool)
 
 
 def _target_skill(ctx: CallContext, name: str | None) -> ActiveSkill:

@@ -12,15 +12,8 @@ from typing import Any
 
 import msgspec
 
-from orchestrator._model import (
-    Message,
-    ModelResponse,
-    Part,
-    StopReason,
-    TextPart,
-    ToolCall,
-    ToolImage,
-)
+from orchestrator import Message, ModelResponse, TextPart, ToolCall, ToolImage, ToolResult
+from orchestrator.runtime import StopReason
 
 #: skillog stop reasons -> the conventions' FinishReason values (output-messages schema).
 FINISH_REASONS: dict[StopReason, str] = {
@@ -46,7 +39,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-def _part(part: Part) -> dict[str, Any]:
+def _part(part: TextPart | ToolCall | ToolResult | ToolImage) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "content": part.text}
     if isinstance(part, ToolImage):

@@ -32,7 +32,7 @@ from .._effects import McpOutcome, McpStatus, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from .._model import encode_canonical
-from ..skills._config import McpServerConfig
+from ..skills import McpServerConfig
 from ._listing import tools_listed
 from ._results import failure, outcome_of
 

@@ -17,23 +17,31 @@ import msgspec
 from eventlog import default_db, inert_json, is_postgres_url, open_store, sqlite_path, visible
 from eventlog._progress import Progress
 
-from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
-from ._config import (
+from ..skills import (
+    Catalog,
+    Rejected,
+    SkillIndex,
+    SkillNotFoundError,
     SkillsConfig,
+    SkillValidationError,
+    Status,
+    Tier,
+    build_catalog,
+    check_signature,
     config_path,
+    default_sources,
+    filter_reason,
+    install,
     load_config,
     load_mcp_servers,
+    load_skill,
+    materialize,
+    remove,
     save_config,
+    sign_skill,
     trusted_signers,
+    update,
 )
-from ._discover import default_sources
-from ._errors import SkillNotFoundError, SkillValidationError
-from ._index import SkillIndex
-from ._install import install, remove, update
-from ._materialize import materialize
-from ._model import Tier
-from ._parse import load_skill
-from ._sign import check_signature, sign_skill
 
 _SYMBOL = {Status.ENABLED: "✓", Status.DISABLED: "○", Status.UNAVAILABLE: "✗"}
 

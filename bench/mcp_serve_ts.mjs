@@ -1,8 +1,8 @@
 // `skillog mcp serve` as a client skillog did not write sees it: the TypeScript SDK
 // (pinned in .ci/npm) times N pings and N recorded skills.read calls over stdio and
-// prints their medians as JSON. Run by bench/mcp_serve.py.
+// prints their medians as JSON. Run by bench/mcp_serve_ts.py.
 //
-//   node bench/mcp_serve.mjs NODE_MODULES N '<json [command, ...args]>'
+//   node bench/mcp_serve_ts.mjs NODE_MODULES N '<json [command, ...args]>'
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
 
