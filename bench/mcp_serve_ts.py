@@ -48,7 +48,7 @@ def main(calls: int) -> None:
         (skill / "references").mkdir(parents=True)
         (skill / "SKILL.md").write_text("---\nname: notes\ndescription: Notes.\n---\nBrief.\n")
         (skill / "references" / "style.md").write_text("Short lines.\n")
-        skillog = [sys.executable, "-m", "orchestrator._cli"]
+        skillog = [sys.executable, "-m", "orchestrator.cli"]
         command = [*skillog, "mcp", "serve", "--skills", str(root / "skills"), "--tier", "org"]
         env = {
             **os.environ,

@@ -19,7 +19,7 @@ from ..test_mcp_serve import skills as skills  # the fixture: a skill with a scr
 from ..test_mcp_serve_http import env_for, server
 from .foreign import NODE_MODULES, inspector, node, package_file
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 CLIENT = Path(__file__).with_name("ts_client.mjs")
 
 
