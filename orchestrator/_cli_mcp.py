@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print("skillog mcp serve: --max-calls must be 1 or more", file=sys.stderr)
         return 2
     log_to_stderr()
-    found = discover(args.skills, Tier(args.tier), project=args.project)
+    found = discover(args.skills, Tier(args.tier), project=args.project, db=args.db)
     config = ServeConfig(
         skills=tuple(found.skills), hidden=tuple(found.hidden), max_calls=args.max_calls
     )

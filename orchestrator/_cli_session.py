@@ -20,7 +20,9 @@ from eventlog import (
     default_db,
     describe_db,
     inert_json,
+    is_postgres_url,
     open_store,
+    sqlite_path,
     visible,
 )
 
@@ -43,6 +45,7 @@ from ._views import AUDIT_VIEWS
 from .skills import (
     Catalog,
     Skill,
+    SkillIndex,
     SkillsConfig,
     SkillSource,
     SkillWatcher,
@@ -117,6 +120,13 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="list skills one line each when there are more than N "
         "(default: skills.compact_catalog_over, 50)",
+    )
+    parser.add_argument(
+        "--catalog-mode",
+        choices=["full", "compact", "names", "search"],
+        help="how the model sees the catalog: full descriptions, compact one-liners, names "
+        "only, or search (no list); any of them offers skills.search and skills.list "
+        "(default: skills.catalog_mode, else full and compact over --compact-catalog-over)",
     )
     parser.add_argument(
         "--watch",
@@ -355,7 +365,7 @@ def agent_for(
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()
     config = load_config(cfg_file)
-    found = discover(args.skills, Tier(args.tier), project=args.project, config=config)
+    found = discover(args.skills, Tier(args.tier), project=args.project, config=config, db=args.db)
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
     return Agent(
@@ -368,6 +378,7 @@ def agent_for(
         file_access=args.file_access,
         policy=policy or PolicyConfig(),
         compact_catalog_over=config.compact_catalog_over if compact is None else compact,
+        catalog_mode=getattr(args, "catalog_mode", None) or config.catalog_mode or "",
         watch=found.watcher() if (config.watch if watch is None else watch) else None,
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
@@ -393,20 +404,33 @@ class Discovered:
 
 
 def discover(
-    dirs: Sequence[str], tier: Tier, *, project: str, config: SkillsConfig | None = None
+    dirs: Sequence[str],
+    tier: Tier,
+    *,
+    project: str,
+    config: SkillsConfig | None = None,
+    db: str | None = None,
 ) -> Discovered:
-    """The configured and conventional sources plus ``dirs``, indexed."""
+    """The configured and conventional sources plus ``dirs``, indexed: with a SQLite
+    ``db``, through its persistent skills index, so a warm start stats the skills'
+    files instead of reading and hashing them (a PostgreSQL log keeps no index)."""
     config = config if config is not None else load_config(config_path())
     refs, folders = split_skill_dirs(dirs, tier)
     sources = [*folders, *default_sources(config, project=project)]
-    catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier)
+    index = SkillIndex(sqlite_path(db)) if db and not is_postgres_url(db) else None
+    try:
+        catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier, index=index)
+    finally:
+        if index is not None:
+            index.close()
     for rejected in catalog.rejected:
         skipped = f"skipped {rejected.path}: {rejected.problems[0]}"
         print(visible(skipped), file=sys.stderr)
     shown = catalog.visible()
     hidden = [(e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in shown]
     return Discovered(
-        skills=[catalog.get(e.name) for e in shown],
+        # From the index: a skill is read and hashed again when a session loads it.
+        skills=[catalog.indexed(e.name) for e in shown],
         hidden=hidden,
         catalog=catalog,
         sources=sources,

@@ -9,6 +9,7 @@ runs both.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import tempfile
@@ -32,10 +33,12 @@ from .skills import (
     InlineSkill,
     Skill,
     SkillManifest,
+    SkillSearch,
     SkillWatcher,
     Status,
     check_signature,
     load_skill,
+    search_doc,
     snapshot_skill,
 )
 
@@ -179,6 +182,13 @@ class Effects(Protocol):
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
     async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
+
+    async def search_skills(
+        self, query: str, limit: int, among: Collection[str], call_id: str
+    ) -> str:
+        """``skills.search``: the ranked matches among ``among`` as JSON text."""
+        ...
+
     async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
         """What the MCP servers offer now that the log (``recorded``) does not say yet:
         a listing per server that connected or changed its tools, a failure per server
@@ -276,6 +286,28 @@ class LiveEffects:
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
         self._workdir: str | None = None
+        self._search: tuple[object, SkillSearch] | None = None  # (skills it indexed, index)
+
+    async def search_skills(
+        self, query: str, limit: int, among: Collection[str], call_id: str
+    ) -> str:
+        index = await trio.to_thread.run_sync(self._search_index)
+        hits = await trio.to_thread.run_sync(
+            functools.partial(index.search, query, limit=limit, among=among)
+        )
+        rows = [{"name": h.name, "description": h.description} for h in hits]
+        return msgspec.json.encode({"query": query, "results": rows}).decode()
+
+    def _search_index(self) -> SkillSearch:
+        """The search table of the current sources, built on first use and again after
+        a rescan replaced them."""
+        if self._search is None or self._search[0] is not self.skills:
+            docs = [
+                search_doc(s.name, s.description, s.properties.metadata, s.headings)
+                for s in map(_as_skill, self.skills.values())
+            ]
+            self._search = (self.skills, SkillSearch(docs))
+        return self._search[1]
 
     async def load_skill(self, name: str) -> LoadedSkill:
         source = self.skills.get(name)

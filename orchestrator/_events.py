@@ -162,6 +162,14 @@ class McpToolDef(ToolDef, frozen=True, kw_only=True):
     annotations: str = ""
 
 
+CatalogMode = Literal["", "full", "compact", "names", "search"]
+"""How ``<available_skills>`` shows the catalog: ``full`` descriptions, ``compact``
+one-liners, ``names`` only, or ``search`` (no list: the model asks ``skills.search``).
+Any mode but ``""`` also offers ``skills.search`` and ``skills.list``; ``""`` (every
+session recorded before modes existed) is full up to ``compact_catalog_over`` skills,
+compact above, without those tools."""
+
+
 class SessionStarted(Event, frozen=True, kw_only=True):
     """The session's fixed configuration. Everything the composer needs besides the
     events that follow is here, so replay needs nothing but the log. ``params`` are
@@ -185,6 +193,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     version: str = ""
     params: dict[str, str] = msgspec.field(default_factory=dict)
     instructions_in_results: bool = False
+    catalog_mode: CatalogMode = ""
 
 
 class SessionForked(Event, frozen=True, kw_only=True):

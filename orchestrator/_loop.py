@@ -28,7 +28,7 @@ import trio
 from eventlog import EventStore, SkillogError
 
 from ._effects import Approver, LiveEffects, Reconciler
-from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
+from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
@@ -91,6 +91,7 @@ class Agent:
     clock: Clock = time.time_ns
     bwrap: str | None = None
     compact_catalog_over: int = 50
+    catalog_mode: CatalogMode = ""
     params: Mapping[str, str] = field(default_factory=dict)
     enabled: Mapping[str, Predicate] = field(default_factory=dict)
     watch: SkillWatcher | None = None
@@ -146,6 +147,7 @@ class Agent:
             policy=self.policy,
             host_tools=tuple(t.definition() for t in self.host_tools),
             compact_catalog_over=self.compact_catalog_over,
+            catalog_mode=self.catalog_mode,
             version=VERSION,
             params=dict(self.params),
             instructions_in_results=self.instructions_in_results,

@@ -59,6 +59,9 @@ from ._state import ActiveSkill, ViewChange
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
+SEARCH_TOOLS = ("skills.search", "skills.list")
+"""Offered when the session has a catalog mode (``SessionStarted.catalog_mode``)."""
+MAX_SEARCH_RESULTS = 20
 FILE_READ_TOOLS = frozenset({"Read", "read_file", "read"})
 """Host tools whose reading a listed SKILL.md counts as activating that skill."""
 
@@ -95,6 +98,15 @@ class RunArgs(msgspec.Struct, forbid_unknown_fields=True):
     args: list[str] = []
     env: dict[str, str] = {}
     workdir: str = "."
+
+
+class SearchArgs(msgspec.Struct, forbid_unknown_fields=True):
+    query: str
+    limit: int = 5
+
+
+class ListArgs(msgspec.Struct, forbid_unknown_fields=True):
+    pass
 
 
 Act = Callable[[CallContext], Awaitable[str]]
@@ -150,6 +162,11 @@ def plan_call(ctx: CallContext) -> Plan:
             return _plan_read(ctx, _args(ctx, ReadArgs))
         if name == "skills.run_script":
             return _plan_run(ctx, _args(ctx, RunArgs))
+        if name == "skills.search":
+            return Plan("pure", functools.partial(search, _args(ctx, SearchArgs)))
+        if name == "skills.list":
+            _args(ctx, ListArgs)
+            return Plan("pure", list_skills)
         if name in ctx.view.mcp:
             return _plan_mcp_tool(ctx, ctx.view.mcp[name])
         return _plan_host_tool(ctx)
@@ -164,6 +181,8 @@ def all_tools(view: View) -> set[str]:
     names.update(view.mcp)
     if view.catalog or view.active:
         names.update(SKILL_TOOLS)
+        if view.config.catalog_mode:
+            names.update(SEARCH_TOOLS)
     return names
 
 
@@ -189,6 +208,35 @@ def _args(ctx: CallContext, kind: type[A]) -> A:
         raise ToolError(
             f"invalid arguments for {ctx.call.name}: {e}", error_type="invalid_arguments"
         ) from None
+
+
+# -- skills.search / skills.list ------------------------------------------------------
+
+
+async def search(args: SearchArgs, ctx: CallContext) -> str:
+    """Ranked matches among the skills the session can see now; the result is the
+    record (replay reads it from the log; re-drive gets the recorded one back)."""
+    if not args.query.strip():
+        raise ToolError(
+            "query is empty; say what the skill should do", error_type="invalid_arguments"
+        )
+    if not 1 <= args.limit <= MAX_SEARCH_RESULTS:
+        raise ToolError(
+            f"limit must be 1 to {MAX_SEARCH_RESULTS}, not {args.limit}",
+            error_type="invalid_arguments",
+        )
+    return await ctx.effects.search_skills(
+        args.query, args.limit, frozenset(ctx.view.catalog), ctx.call.id
+    )
+
+
+async def list_skills(ctx: CallContext) -> str:
+    """The visible catalog as data (a pure function of the view)."""
+    rows = [
+        {"name": s.name, "description": s.description, "version": s.version, "tier": s.tier}
+        for s in ctx.view.catalog.values()
+    ]
+    return msgspec.json.encode({"skills": rows}).decode()
 
 
 # -- skills.load / skills.unload ------------------------------------------------------

@@ -58,6 +58,10 @@ from ._parse import ParsedSkillMd as ParsedSkillMd
 from ._parse import load_skill as load_skill
 from ._parse import parse_skill_md as parse_skill_md
 from ._requires import CommandChecker as CommandChecker
+from ._search import SearchDoc as SearchDoc
+from ._search import SearchHit as SearchHit
+from ._search import SkillSearch as SkillSearch
+from ._search import search_doc as search_doc
 from ._sign import SignatureCheck as SignatureCheck
 from ._sign import SignatureError as SignatureError
 from ._sign import check_signature as check_signature
@@ -87,6 +91,8 @@ __all__ = [
     "Problem",
     "Provenance",
     "Rejected",
+    "SearchDoc",
+    "SearchHit",
     "Shadowed",
     "SignatureCheck",
     "SignatureError",
@@ -98,6 +104,7 @@ __all__ = [
     "SkillManifest",
     "SkillNotFoundError",
     "SkillProperties",
+    "SkillSearch",
     "SkillSource",
     "SkillTreeError",
     "SkillValidationError",
@@ -125,6 +132,7 @@ __all__ = [
     "read_manifest_file",
     "remove",
     "save_config",
+    "search_doc",
     "sign_skill",
     "signature_path",
     "skill_from_manifest",

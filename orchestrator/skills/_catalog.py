@@ -102,11 +102,18 @@ class CatalogRecord(msgspec.Struct, frozen=True, kw_only=True):
 class Catalog:
     """The resolved skills: entries by name, plus what was rejected and shadowed."""
 
-    def __init__(self, record: CatalogRecord, inline: dict[str, InlineSkill], strict: bool) -> None:
+    def __init__(
+        self,
+        record: CatalogRecord,
+        inline: dict[str, InlineSkill],
+        strict: bool,
+        headings: dict[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self.record = record
         self._inline = inline
         self._strict = strict
         self._by_name = {e.name: e for e in record.entries}
+        self._headings = headings or {}  # by skill directory
 
     @property
     def entries(self) -> tuple[CatalogEntry, ...]:
@@ -165,6 +172,30 @@ class Catalog:
             )
         return skill
 
+    def indexed(self, name: str) -> Skill:
+        """The visible skill ``name`` as the index holds it, reading nothing: its
+        ``body`` is empty (loading it in a session reads and re-hashes it then). What a
+        runtime starts from, so a warm start costs the index's stats, not a hash of
+        every skill (:meth:`get` reads and hashes now)."""
+        e = self.entry(name)
+        if e.status is not Status.ENABLED:
+            raise SkillNotFoundError(f"skill {name!r} is {e.status}: {e.reason}")
+        if name in self._inline:
+            return self._inline[name].to_skill()
+        return Skill(
+            name=e.name,
+            description=e.description,
+            body="",
+            properties=e.properties,
+            hash=e.hash,
+            tier=e.tier,
+            source=e.source,
+            root=e.path,
+            location=e.location,
+            warnings=e.warnings,
+            headings=self._headings.get(e.path or "", ()),
+        )
+
     async def get_async(self, name: str) -> Skill:
         """:meth:`get` on a worker thread, for use inside trio."""
         return await trio.to_thread.run_sync(self.get, name)
@@ -195,8 +226,14 @@ def build_catalog(
     now = clock()
     changed: list[tuple[str, str, bool, IndexedSkill, tuple[list[str], list[str]]]] = []
     seen: set[str] = set()
+    heads: dict[str, tuple[str, ...]] = {}
 
     def scan(root: str) -> IndexedSkill:
+        rec = _scan(root)
+        heads[root] = rec.headings
+        return rec
+
+    def _scan(root: str) -> IndexedSkill:
         seen.add(root)
         hit = cache.get(root)
         if hit is not None and not hit[1]:
@@ -267,7 +304,7 @@ def build_catalog(
     record = CatalogRecord(
         entries=entries, rejected=tuple(rejected), shadowed=tuple(shadowed), notes=tuple(notes)
     )
-    return Catalog(record, {s.name: s for s in inline}, strict)
+    return Catalog(record, {s.name: s for s in inline}, strict, heads)
 
 
 async def build_catalog_async(sources: Sequence[SkillSource], **kwargs: object) -> Catalog:
@@ -332,6 +369,7 @@ def _load(root: str, files: list[TreeFile], problems: list[Problem], strict: boo
         hash=skill.hash,
         last_modified=max((f.mtime_ns for f in files), default=0),
         warnings=skill.warnings,
+        headings=skill.headings,
     )
 
 

@@ -33,6 +33,7 @@ from ._install import install, remove, update
 from ._materialize import materialize
 from ._model import Tier
 from ._parse import load_skill
+from ._search import SkillSearch, search_doc
 from ._sign import check_signature, sign_skill
 
 _SYMBOL = {Status.ENABLED: "✓", Status.DISABLED: "○", Status.UNAVAILABLE: "✗"}
@@ -65,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also record this indexing run in the event log (stream skills-index of --db)",
     )
+    p = sub.add_parser(
+        "search", help="rank the visible skills for a query (what skills.search answers)"
+    )
+    p.add_argument("query", nargs="+")
+    p.add_argument("--limit", type=int, default=5, help="how many results (default: 5)")
+    _json_flag(p, '{"query", "results": [{"name", "description"}]}')
     p = sub.add_parser("show", help="show one skill's entry and SKILL.md body")
     p.add_argument("name")
     _json_flag(p, "the catalog entry with its body, or {name, rejected: [...]}")
@@ -193,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         if args.record:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
+    if action == "search":
+        return _search(catalog, " ".join(args.query), args.limit, as_json=args.json)
     if action == "show":
         trusted = trusted_signers(config, cfg_file)
         return _show(catalog, args.name, trusted, cfg_file, as_json=args.json)
@@ -306,6 +315,37 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         print(f"note: {visible(n)}")
     if not (catalog.entries or catalog.rejected):
         print("no skills found")
+    elif catalog.visible():
+        tokens = "  ".join(f"{m} {n}" for m, n in catalog_tokens(catalog).items())
+        shown = len(catalog.visible())
+        print(f"catalog tokens by catalog_mode ({shown} visible skills): {tokens}")
+    return 0
+
+
+def catalog_tokens(catalog: Catalog) -> dict[str, int]:
+    """The estimated tokens of ``<available_skills>`` in each catalog mode, for the
+    visible skills (what a session started now would show, before predicates)."""
+    # Imported here: the runtime's composer imports this package.
+    from .._effects import skill_info
+    from .._prompt import catalog_block, estimate_tokens
+
+    infos = tuple(skill_info(catalog.indexed(e.name), False) for e in catalog.visible())
+    modes = ("full", "compact", "names", "search")
+    return {m: estimate_tokens(catalog_block(infos, False, m)) for m in modes}
+
+
+def _search(catalog: Catalog, query: str, limit: int, *, as_json: bool) -> int:
+    if not 1 <= limit <= 100:
+        print(f"skillog skills search: --limit must be 1 to 100, not {limit}", file=sys.stderr)
+        return 2
+    skills = [catalog.indexed(e.name) for e in catalog.visible()]
+    index = SkillSearch(
+        search_doc(s.name, s.description, s.properties.metadata, s.headings) for s in skills
+    )
+    hits = index.search(query, limit=limit)
+    rows = [{"name": h.name, "description": h.description} for h in hits]
+    lines = [f"{h.rank}. {h.name}\n    {h.description[:100]}" for h in hits]
+    _out(as_json, {"query": query, "results": rows}, "\n".join(lines) or "no matching skills")
     return 0
 
 

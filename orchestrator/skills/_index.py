@@ -20,7 +20,9 @@ Tables (prefixed ``skills_``, next to the event log's tables, never touching the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import sqlite3
 from collections.abc import Iterable
 
@@ -30,7 +32,7 @@ import sqlite_utils
 from ._errors import Problem, SkillIndexError
 from ._model import SkillProperties
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RACY_NS = 2_000_000_000  # FAT's 2 s timestamps are the coarsest in common use
 
 
@@ -44,6 +46,7 @@ class IndexedSkill(msgspec.Struct, frozen=True, kw_only=True):
     last_modified: int = 0  # newest file mtime, ns
     warnings: tuple[Problem, ...] = ()
     problems: tuple[Problem, ...] = ()
+    headings: tuple[str, ...] = ()
 
 
 _encoder = msgspec.json.Encoder()
@@ -69,6 +72,11 @@ class SkillIndex:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        if path != ":memory:":
+            # The index may create the log's file (a runtime indexes before it opens
+            # the log): made owner-only, like the log makes it (eventlog.create_private).
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         try:
             conn = sqlite3.connect(path, timeout=10.0, check_same_thread=False)
             self._db = sqlite_utils.Database(conn)
