@@ -26,6 +26,11 @@ WEIGHTS = (8.0, 4.0, 2.0, 1.0)
 """bm25 column weights: name, description, metadata, headings (bench/search.py)."""
 
 MAX_QUERY_WORDS = 32
+_STOP = """a an and are as at be by can do does for from get give how i in into is it me my
+of on or out please should so some that the this to use want what when which with you your"""
+STOPWORDS = frozenset(_STOP.split())
+"""Words too common to say what a skill does: matching them only adds noise and time
+(a query of nothing but these searches them after all)."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 
@@ -70,8 +75,9 @@ def headings(body: str, limit: int = 64) -> tuple[str, ...]:
 
 def query_words(query: str) -> list[str]:
     """The words of ``query`` (NFKC, lowercased, at most ``MAX_QUERY_WORDS``)."""
-    words = _WORD.findall(unicodedata.normalize("NFKC", query).lower())
-    return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
+    words = list(dict.fromkeys(_WORD.findall(unicodedata.normalize("NFKC", query).lower())))
+    content = [w for w in words if w not in STOPWORDS]
+    return (content or words)[:MAX_QUERY_WORDS]
 
 
 class SkillSearch:
