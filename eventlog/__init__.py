@@ -48,6 +48,10 @@ from ._open import is_postgres_url as is_postgres_url
 from ._open import open_postgres_store as open_postgres_store
 from ._open import open_store as open_store
 from ._open import sqlite_path as sqlite_path
+from ._output import OutputError as OutputError
+from ._output import os_error_message as os_error_message
+from ._output import output_file as output_file
+from ._output import write_file as write_file
 from ._snapshot import Snapshot as Snapshot
 from ._snapshot import SnapshotStore as SnapshotStore
 from ._sqlite import SqliteStore as SqliteStore
@@ -95,6 +99,7 @@ __all__ = [
     "InvalidEventError",
     "MemoryStore",
     "NewEvent",
+    "OutputError",
     "ReadOnlyDatabaseError",
     "References",
     "SkillogError",
@@ -129,10 +134,13 @@ __all__ = [
     "open_postgres_store",
     "open_sqlite_store",
     "open_store",
+    "os_error_message",
+    "output_file",
     "read_checkpoints",
     "split_type",
     "sqlite_path",
     "verify",
     "verify_stream",
     "visible",
+    "write_file",
 ]

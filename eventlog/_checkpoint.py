@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from ._errors import CheckpointError
 from ._hashchain import GENESIS_HASH
+from ._output import OutputError, os_error_message, write_file
 from ._types import EventStore
 
 CHECKPOINT_VERSION = 1
@@ -84,15 +85,12 @@ def generate_key(path: str | os.PathLike[str]) -> Path:
     pub = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+    write_file(priv_path, pem, what="key file", option="--out", mode=0o600, exclusive=True)
     try:
-        fd = os.open(priv_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(pem)
-        pub_path.write_bytes(pub)
-    except FileExistsError as e:
-        raise CheckpointError(f"key file {priv_path} already exists; refusing to overwrite") from e
-    except OSError as e:
-        raise CheckpointError(f"cannot write key file {e.filename}: {e.strerror}") from e
+        write_file(pub_path, pub, what="public key file", option="--out")
+    except OutputError:
+        priv_path.unlink(missing_ok=True)  # a key pair, or nothing
+        raise
     return pub_path
 
 
@@ -243,12 +241,16 @@ async def make_checkpoint(
 
 
 def append_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> None:
-    """Append ``checkpoint`` as one line to the file (created if absent), fsynced."""
+    """Append ``checkpoint`` as one line to the file (created if absent): the file is
+    replaced, complete and fsynced, or left as it was."""
     p = Path(path)
     try:
-        with p.open("ab") as f:
-            f.write(_ENCODER.encode(checkpoint) + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
+        before = p.read_bytes()
+    except FileNotFoundError:
+        before = b""
     except OSError as e:
-        raise CheckpointError(f"checkpoint file {p}: cannot write: {e.strerror}") from e
+        raise CheckpointError(f"checkpoint file {p}: cannot read: {os_error_message(e)}") from e
+    # Rewritten whole and renamed into place: a full disk or a crash leaves the chain
+    # as it was, never a torn last line.
+    line = _ENCODER.encode(checkpoint) + b"\n"
+    write_file(p, before + line, what="checkpoint file", option="--out")

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import msgspec
 import trio
@@ -29,6 +29,7 @@ from ._checkpoint import make_checkpoint as _make_checkpoint
 from ._errors import CheckpointError, StoreError
 from ._jsonl import encode_line, export_jsonl, import_jsonl
 from ._open import DB_HELP, default_db, describe_db, open_store
+from ._output import output_file
 from ._progress import Progress
 from ._terminal import inert_json, visible
 from ._types import EventStore
@@ -82,7 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = cmd("export", "write streams as JSON Lines (all events in position order)")
     p.add_argument("streams", nargs="*", metavar="STREAM", help="only these streams")
     p.add_argument(
-        "--out", type=Path, help="output file (default: stdout, which must not be a terminal)"
+        "--out",
+        type=Path,
+        help="output file, - for stdout (the default; it must not be a terminal)",
     )
     p = cmd(
         "snapshot",
@@ -261,6 +264,11 @@ def report_json(report: VerifyReport, *, grammar: bool) -> dict[str, Any]:
 async def _checkpoint(args: argparse.Namespace) -> int:
     key = load_private_key(args.key)
     own = public_hex(key.public_key())
+    if args.out.exists() and not args.out.is_file():
+        raise CheckpointError(
+            f"checkpoint file {args.out}: not a regular file; the chain in it is read back "
+            "and extended, so --out must name a regular file"
+        )
     chain = read_checkpoints(args.out) if args.out.exists() else []
     if chain and chain[-1].key != own:
         raise CheckpointError(
@@ -301,7 +309,7 @@ async def _keygen(args: argparse.Namespace) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    if args.out is None and sys.stdout.isatty():
+    if str(args.out or "-") == "-" and sys.stdout.isatty():
         # The export is the stored bytes, byte for byte: text a model or a script wrote
         # would reach the terminal raw (docs/security.md, "Terminal output").
         raise StoreError(
@@ -313,21 +321,11 @@ async def _export(args: argparse.Namespace) -> int:
             if await store.head(s) is None:
                 raise StoreError(f"database {describe_db(args.db)}: no stream {s!r}")
         progress = Progress("exported", await _last_position(store))
-        out: BinaryIO
         try:
-            if args.out is None:
+            with output_file(args.out or "-", what="export file", option="--out") as out:
                 count = await export_jsonl(
-                    store, sys.stdout.buffer, streams=args.streams or None, progress=progress
+                    store, out, streams=args.streams or None, progress=progress
                 )
-            else:
-                try:
-                    out = open(args.out, "wb")  # noqa: SIM115, ASYNC230 - small, local
-                except OSError as e:
-                    raise StoreError(f"{args.out}: cannot write: {e.strerror}") from e
-                with out:
-                    count = await export_jsonl(
-                        store, out, streams=args.streams or None, progress=progress
-                    )
         finally:
             progress.close()
     print(f"exported {count} events", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
@@ -24,6 +25,7 @@ from ._hashchain import (
     in_log,
 )
 from ._jsonl import ImportReport, import_lines
+from ._output import OutputError, os_error_message
 from ._snapshot import Snapshot
 from ._sqlite_db import (
     IN_LOG,
@@ -34,6 +36,7 @@ from ._sqlite_db import (
     connect,
     create_private,
     migrate,
+    remove_if_empty,
     translate,
 )
 from ._sqlite_writer import HEAD, INSERT_BLOB, INSERT_EVENT, Writer
@@ -390,6 +393,7 @@ class SqliteStore:
             if target.exists():
                 raise StoreError(f"{target}: already exists; choose a new file name")
             tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            fail = f"snapshot {target}: cannot write"
             try:
                 create_private(tmp)  # a copy of the log is as private as the log
                 dest = sqlite3.connect(tmp, isolation_level=None)
@@ -400,10 +404,18 @@ class SqliteStore:
                 finally:
                     dest.close()
                 os.link(tmp, target)  # fails if target appeared meanwhile
+            except FileExistsError as e:
+                raise StoreError(f"{target}: already exists; choose a new file name") from e
             except OSError as e:
-                raise StoreError(f"{target}: cannot write the snapshot: {e.strerror}") from e
+                raise OutputError(f"{fail}: {os_error_message(e, where='OUT.db')}") from e
+            except sqlite3.Error as e:
+                if e.sqlite_errorcode & 0xFF != 13:  # SQLITE_FULL: the copy's disk is full
+                    raise
+                full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                raise OutputError(f"{fail}: {os_error_message(full, where='OUT.db')}") from e
             finally:
                 tmp.unlink(missing_ok=True)
+                tmp.with_name(tmp.name + "-journal").unlink(missing_ok=True)
 
         await self._read(copy, f"copying the log to {target}")
 
@@ -511,18 +523,23 @@ class SqliteStore:
             task_status.started()
 
         def body() -> None:
-            conn = connect(
-                self.path,
-                readonly=False,
-                synchronous=synchronous,
-                busy_timeout=self._busy_timeout,
-            )
+            fresh = not self.path.exists()
+            conn: sqlite3.Connection | None = None
             try:
+                conn = connect(
+                    self.path,
+                    readonly=False,
+                    synchronous=synchronous,
+                    busy_timeout=self._busy_timeout,
+                )
                 if max_pages is not None:
                     conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
                 migrate(conn, self.path, domain)
             except BaseException:
-                conn.close()
+                if conn is not None:
+                    conn.close()
+                if fresh:  # e.g. a full disk: no empty database file is left behind
+                    remove_if_empty(self.path)
                 raise
             writer = Writer(conn, self.path, token, self._committed)
             trio.from_thread.run_sync(started, writer)

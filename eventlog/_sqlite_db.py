@@ -116,6 +116,12 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> Sto
             f"{where}: the disk or the database size limit is full; nothing of this "
             "transaction was written - free space and retry"
         )
+    if code == 10 and _full(path):  # SQLITE_IOERR: e.g. no room for the -shm file
+        return DatabaseFullError(
+            f"{where}: the disk holding the database is full ({e}: no room for SQLite's "
+            "-wal, -shm or journal file, which even a reader needs); free space on that "
+            "disk (to read the log now, copy it with its -wal to another disk)"
+        )
     if code == 8:  # SQLITE_READONLY
         return ReadOnlyDatabaseError(
             f"{where}: the database is read-only (file or directory not writable); "
@@ -132,6 +138,35 @@ def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> Sto
             "exists and is writable"
         )
     return StoreError(f"{where}: {type(e).__name__}: {e}")
+
+
+def _full(path: str | os.PathLike[str]) -> bool:
+    """Whether the file system holding database ``path`` lacks room for a -shm file."""
+    try:
+        stats = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 64 * 1024
+
+
+def remove_if_empty(path: Path) -> None:
+    """Remove a database file this process just created and could not set up (a full
+    disk), if it holds nothing: an empty -wal (no commit) and a main file of at most
+    one page (every table needs a page of its own beyond the first)."""
+    wal, shm = (path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))
+    try:
+        if wal.exists() and wal.stat().st_size:
+            return
+        with path.open("rb") as f:
+            header = f.read(100)
+            size = os.fstat(f.fileno()).st_size
+        page = int.from_bytes(header[16:18], "big") if len(header) == 100 else 0
+        if size > (65536 if page == 1 else page):
+            return
+        for p in (path, wal, shm):
+            p.unlink(missing_ok=True)
+    except OSError:
+        pass  # best effort: the error that got us here is the one to report
 
 
 def check_file(path: Path, *, must_exist: bool) -> None:

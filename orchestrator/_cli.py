@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eventlog import SkillogError, visible
+from eventlog import SkillogError, os_error_message, visible
 
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -146,18 +146,43 @@ def main(argv: Sequence[str] | None = None) -> int:
             default = trusted_keys_default()
             args.trusted_key = None if default is None else Path(default)
         code: int = module.run(args)
-    except SkillogError as e:
-        print(f"skillog {args.command}: error: {visible(str(e), lines=True)}", file=sys.stderr)
+    except BaseExceptionGroup as group:  # a nursery's wrapping: report what is inside it
+        errors = _leaves(group)
+        if not all(isinstance(e, _REPORTED) for e in errors):
+            raise
+        return _failed(args.command, errors[0])
+    except _REPORTED as e:
+        return _failed(args.command, e)
+    return code
+
+
+_REPORTED = (SkillogError, KeyboardInterrupt, OSError)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for error in group.exceptions:
+        out += _leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
+    return out
+
+
+def _failed(command: str, e: BaseException) -> int:
+    """Report ``e`` in one line on stderr; returns the exit code."""
+    if isinstance(e, SkillogError):
+        print(f"skillog {command}: error: {visible(str(e), lines=True)}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print(f"skillog {args.command}: interrupted", file=sys.stderr)
+    if isinstance(e, KeyboardInterrupt):
+        print(f"skillog {command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    if isinstance(e, BrokenPipeError):
         # The reader went away (`skillog ... | head`): stop quietly, as Unix tools do, and
         # keep Python from complaining again while flushing stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    return code
+    assert isinstance(e, OSError)  # one not wrapped where it happened: still one line
+    where = "" if e.filename is None else f"{os.fsdecode(e.filename)}: "
+    print(f"skillog {command}: error: {where}{os_error_message(e)}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

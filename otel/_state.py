@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from eventlog import describe_db, is_postgres_url, sqlite_path
+from eventlog import describe_db, is_postgres_url, sqlite_path, write_file
 
 from ._errors import OtelError
 
@@ -66,15 +66,9 @@ def load_state(path: Path) -> ExportState:
 
 def save_state(path: Path, state: ExportState) -> None:
     """Write ``state`` atomically (a crash leaves the old or the new file, never half)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(msgspec.json.encode(state, order="sorted"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        raise OtelError(
-            f"export state {path}: cannot be written ({e}); pass --state PATH in a writable "
-            "directory"
-        ) from e
+    write_file(
+        path,
+        msgspec.json.encode(state, order="sorted"),
+        what="export state",
+        option="--state PATH (in a writable directory)",
+    )

@@ -11,6 +11,7 @@ holds, 1 it does not, 2 nothing to report on (no such session, an unwritable pat
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import sys
 
@@ -25,12 +26,13 @@ from eventlog import (
     default_db,
     inert_json,
     visible,
+    write_file,
 )
 from eventlog._cli import add_trust_arguments, report_json, tofu_notice, trusted_keys
 from eventlog._progress import Progress
 
 from ._audit import audit_session
-from ._errors import BrokenLogError, ReplayError, UnverifiedLogError
+from ._errors import BrokenLogError, UnverifiedLogError
 from ._fork import check_fork_link, fork_session
 from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
@@ -215,17 +217,14 @@ async def _write_report(
     )
     version = importlib.metadata.version("skillog")
     page = render_html(audit, generator=f"skillog {version}")
-    try:
-        await trio.Path(args.html).write_text(page, encoding="utf-8")
-    except OSError as e:
-        raise ReplayError(
-            f"cannot write the report to {args.html}: {e.strerror or e}; give a writable path"
-        ) from e
+    data = page.encode()
+    await trio.to_thread.run_sync(
+        functools.partial(write_file, args.html, data, what="report", option="--html")
+    )
     for check in audit.checks:
         print(f"{check.mark} {check.name:<10} {visible(check.details)}")
     verdict = "proven" if audit.ok else "NOT PROVEN"
-    size = f"{len(page.encode()):,} bytes"
-    print(f"verdict: {verdict}; report written to {visible(str(args.html))} ({size})")
+    print(f"verdict: {verdict}; report written to {visible(str(args.html))} ({len(data):,} bytes)")
     return 0 if audit.ok else 1
 
 

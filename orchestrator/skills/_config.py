@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import difflib
 import os
-import tempfile
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import msgspec
 import msgspec.inspect as mi
 import yaml
+
+from eventlog import os_error_message, write_file
 
 from ._config_edit import set_skills_keys
 from ._errors import ConfigError
@@ -265,21 +266,12 @@ def save_config(path: str, config: SkillsConfig) -> None:
 
 
 def _write_atomic(path: str, text: str, what: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
+    # 0600: the file holds service token hashes; a new directory is created first.
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".config-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"{path}: cannot write the {what} ({e.strerror})") from e
+        raise ConfigError(f"{path}: cannot write the {what}: {os_error_message(e)}") from e
+    write_file(path, text.encode(), what=what, mode=0o600)
 
 
 def _plain(config: SkillsConfig) -> dict[str, object]:

@@ -86,6 +86,12 @@ class SkillIndex:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.Error as e:
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF in (10, 13):  # IOERR, FULL
+                raise SkillIndexError(
+                    f"{path}: cannot use the skills index ({e}); the disk holding it is "
+                    "likely full: free space there, point --db at another disk, or pass "
+                    "--no-index"
+                ) from e
             raise SkillIndexError(
                 f"{path}: cannot use the skills index ({e}); is it a skillog SQLite database? "
                 "Point --db at another file or delete the damaged one"

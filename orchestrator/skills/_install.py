@@ -10,6 +10,7 @@ configuration exactly as they were.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -19,6 +20,8 @@ import time
 from collections.abc import Callable
 
 import msgspec
+
+from eventlog import os_error_message
 
 from ._archive import extract_skill_zip
 from ._config import InstalledSkill, SkillsConfig, save_config
@@ -79,12 +82,20 @@ def install(
         root = _stage(kind, origin, ref, name, staging, progress)
         return _install(kind, origin, root, config, config_file, ref, name, tier, clock, staging)
     except OSError as e:
-        # A file that vanished or changed under the copy, an unreadable one, a full disk.
+        if e.errno in _NO_ROOM:
+            where = f"skills.install_dir in the configuration (now {target_dir})"
+            raise InstallError(
+                f"could not install {origin}: {os_error_message(e, where=where)}"
+            ) from e
+        # A file that vanished or changed under the copy, an unreadable one.
         raise InstallError(
             f"could not install {origin}: {e}; if the source was being changed, try again"
         ) from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def _install(

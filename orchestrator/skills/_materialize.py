@@ -13,6 +13,8 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 
+from eventlog import os_error_message
+
 from ._errors import DuplicateSkillError, InstallError, SkillChangedError
 from ._hash import manifest_of
 from ._inline import InlineSkill
@@ -73,7 +75,12 @@ def materialize(
                 raise InstallError(
                     f"{final} exists with other content; pass overwrite (--force) to replace it"
                 )
-        staging = tempfile.mkdtemp(dir=dest, prefix=f".{skill.name}.")
+        try:
+            staging = tempfile.mkdtemp(dir=dest, prefix=f".{skill.name}.")
+        except OSError as e:
+            raise InstallError(
+                f"cannot write the skill to {final}: {os_error_message(e, where='directory')}"
+            ) from e
         try:
             tree = os.path.join(staging, skill.name)
             if isinstance(s, InlineSkill):
@@ -93,6 +100,10 @@ def materialize(
             if os.path.lexists(final):
                 _remove(final)
             os.replace(tree, final)
+        except OSError as e:
+            raise InstallError(
+                f"cannot write the skill to {final}: {os_error_message(e, where='directory')}"
+            ) from e
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         written.append(final)

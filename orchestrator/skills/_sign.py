@@ -22,7 +22,7 @@ import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from eventlog import load_private_key
+from eventlog import load_private_key, write_file
 from eventlog._checkpoint import public_hex
 
 from ._errors import SkillError
@@ -77,12 +77,7 @@ def sign_skill(root: str | os.PathLike[str], name: str, hash_: str, key_file: st
     path = signature_path(root)
     kept = [s for s in _read(path) if s.key != entry.key]
     text = b"".join(_ENCODER.encode(s) + b"\n" for s in [*kept, entry])
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_bytes(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise SignatureError(f"cannot write the signature file {path}: {e.strerror}") from e
+    write_file(path, text, what="signature file")
     return path
 
 

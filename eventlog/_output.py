@@ -1,0 +1,164 @@
+"""Writing output files: whole or not at all.
+
+Every file skillog writes as output (exports, checkpoints, reports, keys, signatures,
+configuration, export state) goes through :func:`output_file`. The bytes go to a
+temporary file in the target's directory, are fsynced, and the file is renamed into
+place only when complete; on any failure the temporary file is removed. A full disk, a
+crash or an interrupt therefore leaves the old file or none, never a partial or empty
+one. ``-`` is standard output; a path naming something that is not a regular file
+(``/dev/full``, a FIFO, a terminal) is written directly, as it cannot be renamed over.
+Either way an :class:`OSError` comes out as an :class:`OutputError` whose message says
+what failed, where, and what to do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ._errors import EventLogError
+
+
+class OutputError(EventLogError):
+    """An output file could not be written; nothing partial was left in its place."""
+
+
+_ADVICE = {
+    errno.ENOSPC: "no space left on device: free space or choose another {where}",
+    errno.EDQUOT: "disk quota exceeded: free space or choose another {where}",
+    errno.EFBIG: "file too large for that file system: choose another {where}",
+    errno.EACCES: "permission denied: choose a writable {where}",
+    errno.EPERM: "operation not permitted: choose a writable {where}",
+    errno.EROFS: "read-only file system: choose another {where}",
+    errno.ENOENT: "no such directory: create it or choose another {where}",
+    errno.ENOTDIR: "a parent is not a directory: choose another {where}",
+    errno.EISDIR: "is a directory: name a file",
+    errno.EIO: "input/output error on the device: check the disk or choose another {where}",
+    errno.EADDRINUSE: "address already in use: stop what listens there or choose another",
+    errno.EADDRNOTAVAIL: "address not available on this host: choose another",
+}
+
+
+def os_error_message(e: OSError, *, where: str = "path") -> str:
+    """What ``e`` means and what to do about it, in one line (``where`` names what the
+    user can change, e.g. ``--out``)."""
+    advice = _ADVICE.get(e.errno or 0)
+    if advice is None:
+        return f"{e.strerror or e}: check the {where}"
+    return advice.format(where=where)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the kernel says it."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _direct(path: Path) -> bool:
+    """Whether ``path`` exists and is not a regular file (a device, FIFO or socket)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def output_file(
+    path: str | os.PathLike[str],
+    *,
+    what: str = "output file",
+    option: str = "path",
+    mode: int = 0o644,
+    exclusive: bool = False,
+) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new content to; the content replaces ``path``
+    only if the ``with`` block completes (see the module docstring).
+
+    ``what`` and ``option`` word the error (``"export file"``, ``"--out"``); ``mode``
+    (less the umask) is the new file's; ``exclusive`` refuses to replace an existing
+    file. Raises :class:`OutputError`; other exceptions of the block pass unchanged
+    (and nothing is written)."""
+    if os.fspath(path) == "-":
+        try:
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            advice = os_error_message(e, where="destination")
+            raise OutputError(f"{what} (standard output): cannot write: {advice}") from e
+        return
+    target = Path(path)
+    fail = f"{what} {target}: cannot write"
+    if _direct(target):
+        if exclusive:
+            raise OutputError(f"{what} {target}: already exists; choose a new file name")
+        try:
+            with open(target, "wb") as f:
+                yield f
+        except OSError as e:
+            raise OutputError(f"{fail}: {os_error_message(e, where=option)}") from e
+        return
+    # Through a symlink (a dotfiles-managed config, say) to the file it names: replacing
+    # the link itself would cut it.
+    real = target.resolve() if target.is_symlink() else target
+    try:
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name[:64]}.", suffix=".tmp")
+    except OSError as e:
+        raise OutputError(f"{fail}: {os_error_message(e, where=option)}") from e
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode & ~_umask())
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            os.link(tmp, real)  # fails if the target exists, even if it just appeared
+        else:
+            os.replace(tmp, real)
+        _sync_directory(real.parent)
+    except FileExistsError as e:
+        raise OutputError(
+            f"{what} {target}: already exists; refusing to replace it - choose a new file name"
+        ) from e
+    except OSError as e:
+        raise OutputError(f"{fail}: {os_error_message(e, where=option)}") from e
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # gone already after a rename; after a link it is the extra name
+
+
+def write_file(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    what: str = "output file",
+    option: str = "path",
+    mode: int = 0o644,
+    exclusive: bool = False,
+) -> None:
+    """Write ``data`` as the whole content of ``path`` through :func:`output_file`."""
+    with output_file(path, what=what, option=option, mode=mode, exclusive=exclusive) as f:
+        f.write(data)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (best effort: not every file system can)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
