@@ -46,6 +46,7 @@ from .skills import (
     Catalog,
     Skill,
     SkillIndex,
+    SkillIndexError,
     SkillsConfig,
     SkillSource,
     SkillWatcher,
@@ -417,7 +418,7 @@ def discover(
     config = config if config is not None else load_config(config_path())
     refs, folders = split_skill_dirs(dirs, tier)
     sources = [*folders, *default_sources(config, project=project)]
-    index = SkillIndex(sqlite_path(db)) if db and not is_postgres_url(db) else None
+    index = _skill_index(db)
     try:
         catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier, index=index)
     finally:
@@ -440,6 +441,18 @@ def discover(
     )
 
 
+def _skill_index(db: str | None) -> SkillIndex | None:
+    """The skills index in the log's SQLite file; None (scan everything, as without
+    one) for a PostgreSQL log or an index that cannot be used, which is only a cache."""
+    if not db or is_postgres_url(db):
+        return None
+    try:
+        return SkillIndex(sqlite_path(db))
+    except SkillIndexError as e:
+        print(visible(f"skills index not used: {e}"), file=sys.stderr)
+        return None
+
+
 def cli_approver(approve: bool, deny: bool) -> Approver | None:
     """--approve / --deny, else ask on the terminal, else nobody: the session suspends
     until `skillog approve`/`deny` decide from any process."""
@@ -455,10 +468,11 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
         asked = f"approve {request.tool} for {request.skill or 'host'}: {request.action}?"
         prompt = (
             f"{visible(asked)}\n"
-            f"  y: once   s: always for this skill   p: always for {visible(rule)}   [y/s/p/N] "
+            f"  y: once   s: always for this skill   p: always for {visible(rule)}   "
+            f"x: never for {visible(rule)}   [y/s/p/x/N] "
         )
         answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
-        remember = {"s": "skill", "p": f"pattern:{rule}"}.get(answer)
+        remember = {"s": "skill", "p": f"pattern:{rule}", "x": f"pattern:{rule}"}.get(answer)
         if remember == "skill" and request.skill is None:
             remember = f"pattern:{rule}"
         return ApprovalDecision(

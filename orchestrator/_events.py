@@ -100,7 +100,13 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     matching calls of every tier but third-party, as a Claude Code settings file's
     ``permissions.allow`` does. ``tiers``, ``sources``, ``skills``: per-tier, per-source
     and per-skill overrides, applied in that order (the most specific last). Every key
-    is in docs/policy.md.
+    is in docs/policy.md. ``scripts`` ``off`` refuses every script run. What an action
+    does asks whatever the tier (issue 29): with ``ask_destructive``, destructive tools
+    (an MCP tool annotated ``destructiveHint`` and not ``readOnlyHint``, a host tool
+    declared ``destructive``) and scripts given network; ``approve_effects`` names
+    effect classes whose host and MCP tools ask (``at-most-once``). Only an ``allow``
+    rule or a remembered decision answers those without asking, never a skill's own
+    ``allowed-tools``.
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -121,6 +127,9 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     sources: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
     skills: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
     mcp: McpToolRules = McpToolRules()
+    scripts: Literal["on", "off"] = "on"
+    ask_destructive: bool = True
+    approve_effects: tuple[EffectClass, ...] = ()
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,6 +158,7 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
     description: str
     input_schema: str
     effect: EffectClass = "at-most-once"
+    destructive: bool = False
 
 
 class McpToolDef(ToolDef, frozen=True, kw_only=True):
@@ -194,6 +204,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     params: dict[str, str] = msgspec.field(default_factory=dict)
     instructions_in_results: bool = False
     catalog_mode: CatalogMode = ""
+    warnings: tuple[str, ...] = ()
 
 
 class SessionForked(Event, frozen=True, kw_only=True):
@@ -329,9 +340,11 @@ class ApprovalResolved(Event, frozen=True, kw_only=True):
 class ApprovalRemembered(Event, frozen=True, kw_only=True):
     """The approver said "always": later calls of this session that the grant covers
     are approved without asking (``decided_by`` ``remembered: ...``), on resume and
-    replay too. ``scope`` ``skill``: every call of the skill ``skill`` with the content
-    hash ``skill_hash``; ``pattern``: the calls that ``pattern`` (one ``allowed-tools``
-    rule) matches, of that same skill, or of host tools when ``skill`` is None.
+    replay too; with ``approved`` false it said "never", and they are denied without
+    asking (``remembered denial: ...``). ``scope`` ``skill``: every call of the skill
+    ``skill`` with the content hash ``skill_hash``; ``pattern``: the calls that
+    ``pattern`` (one ``allowed-tools`` rule) matches, of that same skill, or of host
+    tools when ``skill`` is None.
     Recorded with the ``approval.resolved`` of ``call_id`` (docs/policy.md)."""
 
     event_type: ClassVar[str] = "approval.remembered"
@@ -341,6 +354,7 @@ class ApprovalRemembered(Event, frozen=True, kw_only=True):
     skill_hash: str | None = None
     pattern: str | None = None
     decided_by: str = ""
+    approved: bool = True  # False: a remembered denial (refuses what it covers)
 
 
 ActivationTrigger = Literal["tool", "user", "file-read"]

@@ -32,7 +32,7 @@ from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, Ses
 from ._host_tools import HostTool
 from ._index_log import record_index_run
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
-from ._policy import over_budget
+from ._policy import over_budget, policy_warnings
 from ._session import Clock, Observer, Session, refresh_context
 from ._visibility import Predicate
 from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
@@ -148,6 +148,7 @@ class Agent:
             host_tools=tuple(t.definition() for t in self.host_tools),
             compact_catalog_over=self.compact_catalog_over,
             catalog_mode=self.catalog_mode,
+            warnings=policy_warnings(self.policy),
             version=VERSION,
             params=dict(self.params),
             instructions_in_results=self.instructions_in_results,

@@ -30,7 +30,15 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from ._events import ApprovalRemembered, ApprovalRequested, Budget, PolicyConfig, Sandbox
+from ._events import (
+    ApprovalRemembered,
+    ApprovalRequested,
+    Budget,
+    McpToolDef,
+    PolicyConfig,
+    Sandbox,
+    ToolDef,
+)
 from ._limits import ScriptLimits
 from ._state import ActiveSkill
 
@@ -257,7 +265,11 @@ def skill_settings(
                 value = msgspec.structs.replace(values["script_limits"], **changed)  # type: ignore[type-var]
             values[key] = value
     if third_party:
-        values.update(approve=True, network=False, sandbox="required", preapprove=False)
+        # Network only by an entry naming this very skill (recorded with a warning in
+        # session.started; its runs still ask): never by tier or source.
+        named = config.skills.get(name)
+        network = named is not None and named.network is True
+        values.update(approve=True, network=network, sandbox="required", preapprove=False)
     return SkillSettings(tier=tier, **values)  # type: ignore[arg-type]
 
 
@@ -312,17 +324,106 @@ def granted_by(
 ) -> str | None:
     """The remembered grant that approves a call, as ``approval.resolved`` records it
     (``remembered: ...``), or None (pure)."""
+    return _remembered(grants, True, tool, skill=skill, path=path, args=args)
+
+
+def denied_by(
+    grants: Sequence[ApprovalRemembered],
+    tool: str,
+    *,
+    skill: ActiveSkill | None,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> str | None:
+    """The remembered denial that refuses a call without asking (``remembered denial:
+    ...``), or None (pure). A denial wins over a grant covering the same call."""
+    return _remembered(grants, False, tool, skill=skill, path=path, args=args)
+
+
+def _remembered(
+    grants: Sequence[ApprovalRemembered],
+    approved: bool,
+    tool: str,
+    *,
+    skill: ActiveSkill | None,
+    path: str,
+    args: Sequence[str],
+) -> str | None:
     name, hash_ = (skill.name, skill.hash) if skill is not None else (None, None)
     for grant in grants:
-        if grant_covers(grant, tool, skill=name, skill_hash=hash_, path=path, args=args):
+        if grant.approved is approved and grant_covers(
+            grant, tool, skill=name, skill_hash=hash_, path=path, args=args
+        ):
             return grant_label(grant)
     return None
 
 
 def grant_label(grant: ApprovalRemembered) -> str:
-    """The ``decided_by`` of a call a grant approved: ``remembered: RULE (by NAME)``."""
+    """The ``decided_by`` of a call a grant decided: ``remembered: RULE (by NAME)``, or
+    ``remembered denial: ...``."""
     what = f"every call of {grant.skill}" if grant.scope == "skill" else grant.pattern
-    return f"remembered: {what} (by {grant.decided_by})"
+    kind = "remembered" if grant.approved else "remembered denial"
+    return f"{kind}: {what} (by {grant.decided_by})"
+
+
+def destructive_mcp(annotations: str) -> bool:
+    """Whether an MCP tool's annotations (canonical JSON text, empty for none) say it
+    is destructive: ``destructiveHint`` true and ``readOnlyHint`` not true. Hints are
+    the server's word, not a guarantee: they only ever add a question."""
+    if not annotations:
+        return False
+    try:
+        hints = msgspec.json.decode(annotations)
+    except msgspec.DecodeError:
+        return False
+    return (
+        isinstance(hints, dict)
+        and hints.get("destructiveHint") is True
+        and hints.get("readOnlyHint") is not True
+    )
+
+
+def policy_warnings(config: PolicyConfig) -> tuple[str, ...]:
+    """What ``session.started`` warns about the policy (pure): per-skill entries that
+    give network, the one way a third-party skill's scripts reach it."""
+    return tuple(
+        f"policy gives network to the scripts of skill {name!r}, even if it is "
+        "third-party (each run still asks)"
+        for name, override in sorted(config.skills.items())
+        if override.network is True
+    )
+
+
+def asks_for_what_it_does(config: PolicyConfig, definition: ToolDef | None) -> str | None:
+    """Why a host or MCP tool call asks whatever the tier (pure): it is destructive, or
+    its effect class is one ``approve_effects`` names; None otherwise."""
+    if definition is None:
+        return None
+    if config.ask_destructive:
+        if definition.destructive:
+            return "declared destructive"
+        if isinstance(definition, McpToolDef) and destructive_mcp(definition.annotations):
+            return "annotated destructiveHint"
+    if definition.effect in config.approve_effects:
+        return f"its effect class is {definition.effect}"
+    return None
+
+
+def allowed_by_rule(
+    config: PolicyConfig,
+    tool: str,
+    *,
+    skill: ActiveSkill | None = None,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> str | None:
+    """The policy ``allow`` rule that pre-approves a call, ignoring every skill's own
+    ``allowed-tools`` (what an action does is not the skill's to approve)."""
+    allow = settings_of(config, skill).allow if skill is not None else config.allow
+    for text in allow:
+        if rule_matches(text, tool, path=path, args=args):
+            return f"policy allow {text}"
+    return None
 
 
 def grant_covers(

@@ -43,7 +43,10 @@ from ._model import encode_canonical
 from ._output import model_view
 from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
+    allowed_by_rule,
     allowlist,
+    asks_for_what_it_does,
+    denied_by,
     granted_by,
     host_tool_needs_approval,
     offered,
@@ -124,6 +127,7 @@ class Approval:
     preapproved_by: str | None = None
     path: str | None = None
     args: tuple[str, ...] = ()
+    denied_by: str | None = None  # a remembered denial: refused, nobody asked
 
 
 @dataclass(frozen=True)
@@ -478,6 +482,14 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     if skill.file(rel) is None:
         raise ToolError(f"skill {skill.name!r} has no script {rel!r}", error_type="not_found")
     policy = view.config.policy
+    if policy.scripts == "off":
+        raise _deny(
+            ctx,
+            "scripts: off",
+            "this session's policy turns script execution off (policy scripts: off); "
+            "do the task without running scripts, or ask the user to allow them",
+            skill,
+        )
     settings = settings_of(policy, skill)
     gate = script_gate(policy, skill.tier, source=skill.source, name=skill.name)
     request = ScriptRequest(
@@ -506,12 +518,20 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     rerunnable = gate.sandbox == "required" and not gate.network
     action = f"run {rel} {' '.join(args.args)}".strip()
     approval = None
-    if gate.needs_approval:
-        tool, call_args = "skills.run_script", request.args
-        by = preapproved_by(
-            view.active, policy, tool, skill=skill, path=rel, args=call_args
+    tool, call_args = "skills.run_script", request.args
+    # A script given network asks whatever the tier: only a policy allow rule or a
+    # remembered decision answers for it, never the skill's own allowed-tools.
+    networked = gate.network and policy.ask_destructive
+    if gate.needs_approval or networked:
+        by = (
+            allowed_by_rule(policy, tool, skill=skill, path=rel, args=call_args)
+            if networked
+            else preapproved_by(view.active, policy, tool, skill=skill, path=rel, args=call_args)
         ) or granted_by(view.grants, tool, skill=skill, path=rel, args=call_args)
-        approval = Approval(action, skill, by, path=rel, args=request.args)
+        if networked:
+            action += " (with network)"
+        denied = denied_by(view.grants, tool, skill=skill, path=rel, args=call_args)
+        approval = Approval(action, skill, by, path=rel, args=request.args, denied_by=denied)
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
@@ -575,13 +595,7 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
     # tool is offered exactly when the allowlist permits it (no patterns apply).
     name = ctx.call.name
     definition = host_tool_def(ctx.view, name)
-    policy = ctx.view.config.policy
-    approval = None
-    if host_tool_needs_approval(policy, name):
-        by = preapproved_by(ctx.view.active, policy, name) or granted_by(
-            ctx.view.grants, name, skill=None
-        )
-        approval = Approval(f"call {name} with {ctx.call.arguments}", None, by)
+    approval = _host_approval(ctx, definition, f"call {name} with {ctx.call.arguments}")
     return Plan(
         definition.effect if definition is not None else "at-most-once",
         host_tool,
@@ -594,15 +608,24 @@ def _plan_mcp_tool(ctx: CallContext, tool: McpToolDef) -> Plan:
     ``policy.approve_host_tools`` or ``policy.mcp.approve`` names the tool or its server
     (``mcp__github``), unless pre-approved or covered by a remembered grant."""
     check_arguments(ctx)
-    policy = ctx.view.config.policy
-    approval = None
-    if host_tool_needs_approval(policy, tool.name):
-        by = preapproved_by(ctx.view.active, policy, tool.name) or granted_by(
-            ctx.view.grants, tool.name, skill=None
-        )
-        action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
-        approval = Approval(action, None, by)
+    action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
+    approval = _host_approval(ctx, tool, action)
     return Plan(tool.effect, functools.partial(call_mcp_tool, tool), approval=approval)
+
+
+def _host_approval(ctx: CallContext, definition: ToolDef | None, action: str) -> Approval | None:
+    """The approval a host or MCP tool call needs: when policy names the tool, or
+    whatever the tier when what it does asks (destructive, an effect class policy
+    names; then only a policy allow rule or a remembered decision answers)."""
+    name, policy = ctx.call.name, ctx.view.config.policy
+    why = asks_for_what_it_does(policy, definition)
+    if why is None and not host_tool_needs_approval(policy, name):
+        return None
+    by = (
+        allowed_by_rule(policy, name) if why else preapproved_by(ctx.view.active, policy, name)
+    ) or granted_by(ctx.view.grants, name, skill=None)
+    denied = denied_by(ctx.view.grants, name, skill=None)
+    return Approval(f"{action} ({why})" if why else action, None, by, denied_by=denied)
 
 
 async def host_tool(ctx: CallContext) -> str:
