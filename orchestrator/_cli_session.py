@@ -420,7 +420,10 @@ def discover(
     sources = [*folders, *default_sources(config, project=project)]
     index = _skill_index(db)
     try:
-        catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier, index=index)
+        servers = [s.name for s in load_mcp_servers(config_path())]
+        catalog = build_catalog(
+            sources, config=config, refs=refs, ref_tier=tier, index=index, mcp_servers=servers
+        )
     finally:
         if index is not None:
             index.close()

@@ -36,8 +36,11 @@ from .skills import (
     SkillSearch,
     SkillWatcher,
     Status,
+    check_env,
     check_signature,
+    env_state,
     load_skill,
+    python_requirements,
     search_doc,
     snapshot_skill,
 )
@@ -418,7 +421,23 @@ class LiveEffects:
             root = await self._materialize(skill, get_blob)
         except WorkdirError as e:
             return ScriptResult.refusal(request.path, str(e))
-        return await run_script(msgspec.structs.replace(request, root=root), bwrap=self.bwrap)
+        python = python_requirements(skill.properties.metadata) if skill.properties else ()
+        if not python:
+            return await run_script(msgspec.structs.replace(request, root=root), bwrap=self.bwrap)
+        # The skill's own environment, checked like a changed skill is: by its hash.
+        state = await trio.to_thread.run_sync(env_state, python)
+        problem = await trio.to_thread.run_sync(check_env, state)
+        if problem is not None:
+            reason = (
+                f"{problem}: skill {skill.name!r} needs {' '.join(python)}; install them "
+                f"with skillog skills deps {skill.name} --install"
+            )
+            return msgspec.structs.replace(
+                ScriptResult.refusal(request.path, reason), env=state.key
+            )
+        request = msgspec.structs.replace(request, root=root, python_env=state.path)
+        result = await run_script(request, bwrap=self.bwrap)
+        return msgspec.structs.replace(result, env=state.key)
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
         return await self.tools[name].invoke(arguments, context)

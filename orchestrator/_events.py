@@ -445,6 +445,7 @@ class ScriptExecuted(Event, frozen=True, kw_only=True):
     refused: str | None = None
     killed: str | None = None
     enforced: Enforcement | None = None
+    env: str | None = None  # the key of the skill's own environment it ran with
 
 
 class SkillChanged(Event, frozen=True, kw_only=True):
@@ -472,6 +473,21 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
 
     event_type: ClassVar[str] = "catalog.indexed"
     record: CatalogRecord
+
+
+class SkillEnvBuilt(Event, frozen=True, kw_only=True):
+    """A skill's own Python environment was built (stream ``skills-index``): the key
+    (sha256 of requirements, interpreter, platform), what was asked for, the exact
+    versions installed (the lock) and the tree hash scripts are checked against."""
+
+    event_type: ClassVar[str] = "skill.env_built"
+    skill: str
+    key: str
+    requirements: tuple[str, ...]
+    interpreter: str
+    platform: str
+    lock: tuple[str, ...]
+    tree_hash: str
 
 
 class McpToolsListed(Event, frozen=True, kw_only=True):
@@ -588,6 +604,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ScriptExecuted,
     SkillChanged,
     CatalogIndexed,
+    SkillEnvBuilt,
     SessionSuspended,
     McpToolsListed,
     McpServerFailed,

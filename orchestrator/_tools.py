@@ -561,6 +561,7 @@ async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> s
             refused=result.refused,
             killed=result.killed,
             enforced=enforced,
+            env=result.env,
         )
     )
     if result.refused is not None:

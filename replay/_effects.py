@@ -167,6 +167,7 @@ class RecordedEffects:
                     refused=body.refused,
                     killed=body.killed,
                     enforced=body.enforced,
+                    env=body.env,
                 )
         return ScriptResult.refusal(
             request.path, f"{NO_RECORDING} run of {skill.name}/{request.path} at seq {start}"

@@ -22,6 +22,15 @@ from ._config import load_config as load_config
 from ._config import load_mcp_servers as load_mcp_servers
 from ._config import save_config as save_config
 from ._config import trusted_signers as trusted_signers
+from ._deps import DependencyError as DependencyError
+from ._deps import EnvRecord as EnvRecord
+from ._deps import EnvState as EnvState
+from ._deps import Need as Need
+from ._deps import build_env as build_env
+from ._deps import check_env as check_env
+from ._deps import env_state as env_state
+from ._deps import parse_requires as parse_requires
+from ._deps import python_requirements as python_requirements
 from ._discover import SkillSource as SkillSource
 from ._discover import default_sources as default_sources
 from ._discover import find_skill_dirs as find_skill_dirs
@@ -80,13 +89,17 @@ __all__ = [
     "CatalogRecord",
     "CommandChecker",
     "ConfigError",
+    "DependencyError",
     "DuplicateSkillError",
+    "EnvRecord",
+    "EnvState",
     "InlineSkill",
     "InstallError",
     "InstalledSkill",
     "ManifestEntry",
     "ManifestError",
     "McpServerConfig",
+    "Need",
     "ParsedSkillMd",
     "Problem",
     "Provenance",
@@ -115,9 +128,12 @@ __all__ = [
     "Tier",
     "build_catalog",
     "build_catalog_async",
+    "build_env",
+    "check_env",
     "check_signature",
     "config_path",
     "default_sources",
+    "env_state",
     "find_skill_dirs",
     "hash_manifest",
     "install",
@@ -128,7 +144,9 @@ __all__ = [
     "make_manifest",
     "manifest_of",
     "materialize",
+    "parse_requires",
     "parse_skill_md",
+    "python_requirements",
     "read_manifest_file",
     "remove",
     "save_config",

@@ -12,13 +12,14 @@ import enum
 import fnmatch
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 
 import msgspec
 import trio
 
 from ._config import SkillsConfig
+from ._deps import DependencyError, missing_needs, parse_requires
 from ._discover import SkillSource, find_skill_dirs
 from ._errors import (
     DuplicateSkillError,
@@ -31,7 +32,7 @@ from ._index import RACY_NS, IndexedSkill, SkillIndex, fingerprint
 from ._inline import InlineSkill
 from ._model import Skill, SkillProperties, Tier
 from ._parse import dir_problem, load_skill, skill_from_tree
-from ._requires import CommandChecker, required_commands
+from ._requires import CommandChecker
 from ._tree import TreeDir, TreeFile, stamps, stat_known, walk_tree
 
 
@@ -211,6 +212,7 @@ def build_catalog(
     index: SkillIndex | None = None,
     checker: CommandChecker | None = None,
     clock: Callable[[], int] = time.time_ns,
+    mcp_servers: Collection[str] | None = None,
 ) -> Catalog:
     """Discover, load (or reuse from ``index``) and resolve every skill.
 
@@ -218,6 +220,7 @@ def build_catalog(
     code), then ``sources`` in order; within a source, by relative path. Two inline
     skills, two refs, or an inline skill and a ref with one name raise
     :class:`DuplicateSkillError` naming both; any other collision shadows.
+    ``mcp_servers`` are the configured MCP servers' names (``mcp:`` requirements).
     """
     config = config or SkillsConfig()
     strict = not config.lenient
@@ -300,7 +303,9 @@ def build_catalog(
     if index is not None:
         index.save(changed, keep=seen, now=now)
     winners, shadowed = resolve(candidates)
-    entries = tuple(sorted((_status(e, config, checker) for e in winners), key=lambda e: e.name))
+    entries = tuple(
+        sorted((_status(e, config, checker, mcp_servers) for e in winners), key=lambda e: e.name)
+    )
     record = CatalogRecord(
         entries=entries, rejected=tuple(rejected), shadowed=tuple(shadowed), notes=tuple(notes)
     )
@@ -339,13 +344,25 @@ def filter_reason(name: str, config: SkillsConfig) -> str | None:
     return None
 
 
-def _status(e: CatalogEntry, config: SkillsConfig, checker: CommandChecker) -> CatalogEntry:
+def _status(
+    e: CatalogEntry,
+    config: SkillsConfig,
+    checker: CommandChecker,
+    mcp_servers: Collection[str] | None = None,
+) -> CatalogEntry:
     reason = filter_reason(e.name, config)
     if reason is not None:
         return msgspec.structs.replace(e, status=Status.DISABLED, reason=reason)
-    missing = checker.missing(required_commands(e.properties.metadata))
-    if missing is not None:
-        return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason=missing)
+    try:
+        needs = parse_requires(e.properties.metadata.get("requires", ""))
+    except DependencyError as err:
+        return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason=str(err))
+    commands = [n.spec for n in needs if n.kind == "command"]
+    missing = checker.missing(commands) if commands else None
+    unmet = missing_needs(needs, name=e.name, mcp_servers=mcp_servers)
+    if missing is not None or unmet:
+        reasons = [*([missing] if missing else []), *(f"needs {u}" for u in unmet)]
+        return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason="; ".join(reasons))
     return e
 
 

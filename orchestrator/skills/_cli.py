@@ -26,6 +26,7 @@ from ._config import (
     save_config,
     trusted_signers,
 )
+from ._deps import EnvRecord, build_env, check_env, env_state, parse_requires, python_requirements
 from ._discover import default_sources
 from ._errors import SkillNotFoundError, SkillValidationError
 from ._index import SkillIndex
@@ -72,6 +73,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="+")
     p.add_argument("--limit", type=int, default=5, help="how many results (default: 5)")
     _json_flag(p, '{"query", "results": [{"name", "description"}]}')
+    p = sub.add_parser(
+        "deps",
+        help="show a skill's metadata.requires and their state; --install builds its own "
+        "Python environment (pip, network for that step only) and records the lock",
+    )
+    p.add_argument("name")
+    p.add_argument(
+        "--install", action="store_true", help="build the skill's environment (asks for user "
+        "and third-party skills unless --yes)",
+    )  # fmt: skip
+    p.add_argument("--yes", action="store_true", help="install without asking")
+    _json_flag(p, '{"name", "needs": [{"kind", "spec"}], "env": {key, path, built, lock}}')
     p = sub.add_parser("show", help="show one skill's entry and SKILL.md body")
     p.add_argument("name")
     _json_flag(p, "the catalog entry with its body, or {name, rejected: [...]}")
@@ -200,6 +213,8 @@ def run(args: argparse.Namespace) -> int:
         if args.record:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
+    if action == "deps":
+        return _deps(catalog, args)
     if action == "search":
         return _search(catalog, " ".join(args.query), args.limit, as_json=args.json)
     if action == "show":
@@ -217,15 +232,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
     sources = default_sources(config, project=args.project)
+    servers = [s.name for s in load_mcp_servers(args.config or config_path())]
     if args.no_index:
-        return build_catalog(sources, config=config)
+        return build_catalog(sources, config=config, mcp_servers=servers)
     db = args.db or default_db()
     if is_postgres_url(db):
         # The index is a local cache in the SQLite file; a PostgreSQL log has none.
-        return build_catalog(sources, config=config)
+        return build_catalog(sources, config=config, mcp_servers=servers)
     index = SkillIndex(sqlite_path(db))
     try:
-        return build_catalog(sources, config=config, index=index)
+        return build_catalog(sources, config=config, index=index, mcp_servers=servers)
     finally:
         index.close()
 
@@ -332,6 +348,62 @@ def catalog_tokens(catalog: Catalog) -> dict[str, int]:
     infos = tuple(skill_info(catalog.indexed(e.name), False) for e in catalog.visible())
     modes = ("full", "compact", "names", "search")
     return {m: estimate_tokens(catalog_block(infos, False, m)) for m in modes}
+
+
+def _deps(catalog: Catalog, args: argparse.Namespace) -> int:
+    e = catalog.entry(args.name)
+    needs = parse_requires(e.properties.metadata.get("requires", ""))
+    python = python_requirements(e.properties.metadata)
+    state = env_state(python) if python else None
+    if args.install and state is not None:
+        if e.tier in (Tier.USER, Tier.THIRD_PARTY) and not args.yes:
+            question = (
+                f"install {' '.join(python)} for {e.name} ({e.tier}) from the package index "
+                "(network for pip only)?"
+            )
+            if not sys.stdin.isatty():
+                print(
+                    visible(f"skillog skills deps: {question} needs an answer: pass --yes"),
+                    file=sys.stderr,
+                )
+                return 2
+            if input(visible(question) + " [y/N] ").strip().lower() not in ("y", "yes"):
+                print("not installed", file=sys.stderr)
+                return 1
+        with _progress("installing", args.json):
+            record = build_env(python)
+        _record_env(e.name, record, args.db or default_db())
+        state = env_state(python)
+    env: dict[str, object] | None = None
+    lines = [f"{e.name}: {e.status}" + (f" ({e.reason})" if e.reason else "")]
+    lines += [f"  {n.kind}: {n.spec}" for n in needs] or ["  no requirements"]
+    if state is not None:
+        problem = check_env(state) if state.record is not None else None
+        lock = list(state.record.lock) if state.record is not None else []
+        built = state.record is not None and problem is None
+        env = {"key": state.key, "path": state.path, "built": built, "problem": problem}
+        env["lock"] = lock
+        said = "built" if built else (problem or "not built")
+        lines.append(f"  environment {state.key[:12]}: {said}")
+        lines += [f"    {pin}" for pin in lock]
+    data = {"name": e.name, "needs": [{"kind": n.kind, "spec": n.spec} for n in needs], "env": env}
+    _out(args.json, data, "\n".join(lines))
+    return 0
+
+
+def _record_env(name: str, record: EnvRecord, db: str) -> None:
+    # Imported here: the runtime's event catalog imports this package.
+    import trio
+
+    from .._index_log import record_env_built
+    from .._views import AUDIT_VIEWS
+
+    async def append() -> None:
+        async with open_store(db, migrations=[AUDIT_VIEWS]) as store:
+            event = await record_env_built(store, name, record)
+        print(f"recorded the lock as {event.stream} seq {event.seq}", file=sys.stderr)
+
+    trio.run(append)
 
 
 def _search(catalog: Catalog, query: str, limit: int, *, as_json: bool) -> int:
