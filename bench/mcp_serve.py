@@ -98,7 +98,7 @@ def main() -> None:
         env = {"SKILLOG_CONFIG": str(Path(tmp) / "config.yaml"), "HOME": tmp}
         served = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "orchestrator._cli", "mcp", "serve", "--skills", str(skill.parent)],
+            args=["-m", "orchestrator.cli", "mcp", "serve", "--skills", str(skill.parent)],
             env={**env, "SKILLOG_DB": str(Path(tmp) / "bench.db"), "PATH": "/usr/bin:/bin"},
             cwd=tmp,
         )

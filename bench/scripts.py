@@ -32,14 +32,14 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from orchestrator._sandbox import SKILL_MOUNT, SYSTEM_PATH, build_bwrap_argv, probe_sandbox
-from orchestrator._scripts import (
+from orchestrator.scripts._run import (
     SandboxPolicy,
     ScriptRequest,
     base_env,
     interpreter_command,
     run_script,
 )
+from orchestrator.scripts._sandbox import SKILL_MOUNT, SYSTEM_PATH, build_bwrap_argv, probe_sandbox
 
 SCRIPTS = {"noop.sh": "exit 0\n", "noop.py": "pass\n"}
 Way = Callable[[], Awaitable[object]]

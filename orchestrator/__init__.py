@@ -2,6 +2,29 @@
 
 Start with :class:`Agent` (docs/runtime.md). Skills as packages live in
 :mod:`orchestrator.skills`; model adapters in :mod:`orchestrator.adapters`.
+
+A reading order for the implementation (the layers: docs/architecture.md). The core is
+flat private modules behind this face; read them roughly bottom-up:
+
+- ``_model`` (the canonical request/response), ``_events`` (the event catalog) and
+  ``_streams`` (stream names) are vocabulary;
+- ``_state`` folds a session's events (``apply``), ``_grammar`` checks a stream's
+  order, ``_verdict`` is the one verdict every reader asks,
+  ``_transcript``/``_views``/``_session_list`` are read models over the log;
+- ``_policy`` (``decide``: one decision per call), ``_policy_config`` and
+  ``_visibility`` are pure decisions;
+- ``_prompt`` composes the request from state;
+- ``_loop`` (``Agent``, ``drive``) runs turns on a ``_session``; each tool call takes
+  ``_pipeline.run_call`` (resolve, decide, approve, intent, effect, outcome), planned
+  by ``_tools.plan_call`` (MCP calls: ``_mcp_calls``);
+- ``_effects`` is the one door to the world (live and recorded); ``_host_tools``,
+  ``_approvals``, ``_receipt`` and ``_output`` serve it; ``_fleet`` drives sessions
+  across workers with leases.
+
+Walled-off parts have a face each: ``skills/`` (the domain), ``adapters/`` (models),
+``scripts/`` (running a script), ``mcp/`` (MCP servers as tool sources); ``runtime``
+is the surface ``replay`` and ``otel`` re-derive with. The edges, ``cli/``,
+``service/`` and ``mcp_server/``, sit on top; nothing here imports them.
 """
 
 from ._approvals import ApprovalError as ApprovalError
@@ -68,9 +91,7 @@ from ._host_tools import HostTool as HostTool
 from ._host_tools import HostToolError as HostToolError
 from ._host_tools import ToolContext as ToolContext
 from ._host_tools import ToolOutcome as ToolOutcome
-from ._index_log import INDEX_STREAM as INDEX_STREAM
 from ._index_log import record_index_run as record_index_run
-from ._limits import LimitsOverride as LimitsOverride
 from ._loop import Agent as Agent
 from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
@@ -85,9 +106,6 @@ from ._model import ToolCall as ToolCall
 from ._model import ToolResult as ToolResult
 from ._model import ToolSpec as ToolSpec
 from ._model import Usage as Usage
-from ._paths import PathRefusedError as PathRefusedError
-from ._paths import read_skill_file as read_skill_file
-from ._paths import resolve_in_root as resolve_in_root
 from ._pipeline import ApproverError as ApproverError
 from ._policy import ToolRule as ToolRule
 from ._policy import parse_allowed_tools as parse_allowed_tools
@@ -95,11 +113,6 @@ from ._policy_config import load_policy as load_policy
 from ._prompt import compose as compose
 from ._prompt import request_bytes as request_bytes
 from ._prompt import request_hash as request_hash
-from ._sandbox import sandbox_available as sandbox_available
-from ._scripts import ScriptRefusedError as ScriptRefusedError
-from ._scripts import ScriptRequest as ScriptRequest
-from ._scripts import ScriptResult as ScriptResult
-from ._scripts import run_script as run_script
 from ._session import Clock as Clock
 from ._session import Observer as Observer
 from ._session import Session as Session
@@ -109,10 +122,20 @@ from ._state import ActiveSkill as ActiveSkill
 from ._state import SessionState as SessionState
 from ._state import apply as apply
 from ._state import fold_events as fold_events
+from ._streams import INDEX_STREAM as INDEX_STREAM
 from ._transcript import transcript as transcript
 from ._verdict import blob_references as blob_references
 from ._verdict import verdict as verdict
 from ._views import AUDIT_VIEWS as AUDIT_VIEWS
+from .scripts import LimitsOverride as LimitsOverride
+from .scripts import PathRefusedError as PathRefusedError
+from .scripts import ScriptRefusedError as ScriptRefusedError
+from .scripts import ScriptRequest as ScriptRequest
+from .scripts import ScriptResult as ScriptResult
+from .scripts import read_skill_file as read_skill_file
+from .scripts import resolve_in_root as resolve_in_root
+from .scripts import run_script as run_script
+from .scripts import sandbox_available as sandbox_available
 
 __all__ = [
     "AUDIT_VIEWS",

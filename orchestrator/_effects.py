@@ -25,10 +25,9 @@ from eventlog import SkillogError
 
 from ._events import McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
-from ._scripts import ScriptRequest, ScriptResult, run_script
 from ._state import ActiveSkill
 from ._visibility import Predicate, RefreshContext, catalog_changes, visible
-from ._workdir import WorkdirError, materialize
+from .scripts import ScriptRequest, ScriptResult, WorkdirError, materialize, run_script
 from .skills import (
     InlineSkill,
     Skill,

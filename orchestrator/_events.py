@@ -17,8 +17,8 @@ import msgspec
 
 from eventlog import Codec
 
-from ._limits import Enforcement, LimitsOverride, ScriptLimits
 from ._model import ModelResponse
+from .scripts import Enforcement, LimitsOverride, ScriptLimits
 from .skills import CatalogRecord, ManifestEntry, SkillProperties
 
 

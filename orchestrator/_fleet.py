@@ -48,17 +48,13 @@ from ._events import (
 )
 from ._loop import Agent
 from ._state import SessionState, apply
+from ._streams import LEASE_PREFIX, QUEUED, lease_stream
 
-LEASE_PREFIX = "lease/"
 log = logging.getLogger("skillog.worker")
 
 AgentFactory = Callable[[SessionStarted], Agent]
 """Builds the agent that drives a session, from its recorded configuration (model,
 policy); the worker's own skills and host tools come from the factory."""
-
-
-def lease_stream(session_id: str) -> str:
-    return f"{LEASE_PREFIX}{session_id}"
 
 
 def worker_name() -> str:
@@ -111,10 +107,6 @@ async def lease_history(store: EventStore, session_id: str) -> list[str]:
         if isinstance(body, LeaseAcquired) and (not workers or workers[-1] != body.worker):
             workers.append(body.worker)
     return workers
-
-
-QUEUED = "queued"
-"""The outcome of the lease stream's first event, written by :func:`queue_session`."""
 
 
 async def queue_session(

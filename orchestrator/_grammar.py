@@ -46,8 +46,7 @@ import msgspec
 from eventlog import split_type
 
 from ._events import EVENT_TYPES
-from ._fleet import LEASE_PREFIX, QUEUED
-from ._index_log import INDEX_STREAM
+from ._streams import INDEX_STREAM, LEASE_PREFIX, QUEUED
 
 RULES: dict[str, str] = {
     "unknown_type": "an event type the runtime does not write",

@@ -8,10 +8,8 @@ from collections.abc import Callable
 from eventlog import ConcurrencyError, Event, EventStore, NewEvent
 
 from ._events import CODEC, CatalogIndexed, SkillEnvBuilt
+from ._streams import INDEX_STREAM
 from .skills import Catalog, CatalogRecord, EnvRecord
-
-INDEX_STREAM = "skills-index"
-"""The stream of ``catalog.indexed`` events; sessions are the other streams."""
 
 
 async def record_index_run(

@@ -27,6 +27,7 @@ import fnmatch
 import re
 import shlex
 from collections.abc import Collection, Sequence
+from typing import Literal, TypeVar
 
 import msgspec
 
@@ -36,11 +37,12 @@ from ._events import (
     Budget,
     McpToolDef,
     PolicyConfig,
+    PolicyOverride,
     Sandbox,
     ToolDef,
 )
-from ._limits import ScriptLimits
 from ._state import ActiveSkill
+from .scripts import LimitsOverride, ScriptLimits
 
 ALWAYS_ALLOWED = frozenset({"skills.load", "skills.unload"})
 READ_TOOLS = frozenset({"Read", "skills.read"})
@@ -235,42 +237,72 @@ def skill_settings(
     An unknown tier is treated as third-party."""
     tier = tier if tier in TIERS else "third-party"
     third_party = tier == "third-party"
-    values: dict[str, object] = {
-        "approve": tier in config.approve,
-        "network": tier in config.network,
-        "sandbox": config.sandbox,
-        "script_timeout_ms": config.script_timeout_ms,
-        "output_cap_bytes": config.output_cap_bytes,
-        "read_max_bytes": config.read_max_bytes,
-        "nested_paths": config.nested_paths,
-        "preapprove": tier in config.preapprove_tiers,
-        "allow": () if third_party else config.allow,
-        "script_limits": config.script_limits,
-    }
+    settings = SkillSettings(
+        tier=tier,
+        approve=tier in config.approve,
+        network=tier in config.network,
+        sandbox=config.sandbox,
+        script_timeout_ms=config.script_timeout_ms,
+        output_cap_bytes=config.output_cap_bytes,
+        read_max_bytes=config.read_max_bytes,
+        nested_paths=config.nested_paths,
+        preapprove=tier in config.preapprove_tiers,
+        allow=() if third_party else config.allow,
+        script_limits=config.script_limits,
+    )
     for override in (config.tiers.get(tier), config.sources.get(source), config.skills.get(name)):
-        if override is None:
-            continue
-        for key in override.__struct_fields__:
-            value = getattr(override, key)
-            if value is msgspec.UNSET:
-                continue
-            if key == "allow":
-                value = (*values["allow"], *value)  # type: ignore[misc]
-            elif key == "script_limits":
-                changed = {
-                    k: v
-                    for k in value.__struct_fields__
-                    if (v := getattr(value, k)) is not msgspec.UNSET
-                }
-                value = msgspec.structs.replace(values["script_limits"], **changed)  # type: ignore[type-var]
-            values[key] = value
+        if override is not None:
+            settings = _overridden(settings, override)
     if third_party:
         # Network only by an entry naming this very skill (recorded with a warning in
         # session.started; its runs still ask): never by tier or source.
         named = config.skills.get(name)
         network = named is not None and named.network is True
-        values.update(approve=True, network=network, sandbox="required", preapprove=False)
-    return SkillSettings(tier=tier, **values)  # type: ignore[arg-type]
+        settings = msgspec.structs.replace(
+            settings, approve=True, network=network, sandbox="required", preapprove=False
+        )
+    return settings
+
+
+T = TypeVar("T")
+
+
+def _or(value: T | msgspec.UnsetType, inherited: T) -> T:
+    return inherited if isinstance(value, msgspec.UnsetType) else value
+
+
+def _overridden(settings: SkillSettings, override: PolicyOverride) -> SkillSettings:
+    """``settings`` with what ``override`` sets, field by field and typed, so a field
+    renamed on one side and not the other is a type error, not an override silently
+    dropped (tests/orchestrator/test_policy.py checks both have the same fields)."""
+    o = override
+    return SkillSettings(
+        tier=settings.tier,
+        approve=_or(o.approve, settings.approve),
+        network=_or(o.network, settings.network),
+        sandbox=_or(o.sandbox, settings.sandbox),
+        script_timeout_ms=_or(o.script_timeout_ms, settings.script_timeout_ms),
+        output_cap_bytes=_or(o.output_cap_bytes, settings.output_cap_bytes),
+        read_max_bytes=_or(o.read_max_bytes, settings.read_max_bytes),
+        nested_paths=_or(o.nested_paths, settings.nested_paths),
+        preapprove=_or(o.preapprove, settings.preapprove),
+        allow=(*settings.allow, *_or(o.allow, ())),  # allow rules add up
+        script_limits=_limits(settings.script_limits, o.script_limits),
+    )
+
+
+def _limits(limits: ScriptLimits, override: LimitsOverride | msgspec.UnsetType) -> ScriptLimits:
+    if isinstance(override, msgspec.UnsetType):
+        return limits
+    o = override
+    return ScriptLimits(
+        cpu_s=_or(o.cpu_s, limits.cpu_s),
+        memory_bytes=_or(o.memory_bytes, limits.memory_bytes),
+        pids=_or(o.pids, limits.pids),
+        file_bytes=_or(o.file_bytes, limits.file_bytes),
+        open_files=_or(o.open_files, limits.open_files),
+        stored_output_bytes=_or(o.stored_output_bytes, limits.stored_output_bytes),
+    )
 
 
 def settings_of(config: PolicyConfig, skill: ActiveSkill) -> SkillSettings:
@@ -525,7 +557,114 @@ def host_tool_needs_approval(config: PolicyConfig, tool: str) -> bool:
     names = config.approve_host_tools
     if tool.startswith(MCP_PREFIX):
         names = (*names, *config.mcp.approve)
+    return _named_in(names, tool)
+
+
+def _named_in(names: Sequence[str], tool: str) -> bool:
     return "*" in names or any(names_tool(name, tool) for name in names)
+
+
+Verdict = Literal["allowed", "denied", "needs_approval"]
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True):
+    """Policy's one answer about one call (:func:`decide`): why it may run, or not.
+
+    ``denied``: ``rule`` refused it (``allowed-tools``) and ``reason`` says why, as the
+    model reads it. ``needs_approval``: ``rule`` asks for one (``approve`` of the
+    skill's tier or override, ``approve_host_tools``, ``mcp.approve``) and
+    ``preapproved_by`` names what already allows the call (an active skill's
+    ``allowed-tools``, a policy ``allow`` rule, a remembered grant), None when someone
+    must be asked. ``settings`` is the policy of the skill whose file or script the call
+    uses (limits, sandbox, network), None for other tools. ``because`` says what the
+    action does that asks whatever the tier (``declared destructive``, ``with
+    network``); ``denied_by`` names a remembered denial that refuses it unasked."""
+
+    verdict: Verdict
+    rule: str | None = None
+    reason: str = ""
+    preapproved_by: str | None = None
+    settings: SkillSettings | None = None
+    because: str | None = None
+    denied_by: str | None = None
+
+
+def decide(
+    config: PolicyConfig,
+    active: Sequence[ActiveSkill],
+    grants: Sequence[ApprovalRemembered],
+    tool: str,
+    *,
+    skill: ActiveSkill | None = None,
+    path: str | None = None,
+    args: Sequence[str] = (),
+    definition: ToolDef | None = None,
+) -> Decision:
+    """Everything policy says about one call of ``tool``, in one record (pure).
+
+    ``skill``, ``path`` and ``args`` are the skill whose file (``skills.read``) or script
+    (``skills.run_script``) the call names, and the script's arguments: the allowlist's
+    patterns apply to them. A host or MCP tool reaches here only when the allowlist
+    offers it (the tool list the model is shown), where no pattern applies; its recorded
+    ``definition`` says what it does (destructive, its effect class).
+
+    What an action does asks whatever the tier (issue 29): a script given network, a
+    destructive tool, a tool of an effect class ``approve_effects`` names. Then only a
+    policy ``allow`` rule or a remembered grant answers unasked, never a skill's own
+    ``allowed-tools``. A remembered denial covering the call is named in ``denied_by``."""
+    settings = settings_of(config, skill) if skill is not None else None
+    if path is not None:
+        rules = allowlist(active)
+        if not permits(rules, tool, path=path, args=args):
+            why = allowlist_reason(rules, tool, path)
+            return Decision(verdict="denied", rule="allowed-tools", reason=why, settings=settings)
+    because: str | None = None
+    if tool == "skills.run_script":
+        if config.scripts == "off":
+            reason = (
+                "this session's policy turns script execution off (policy scripts: off); "
+                "do the task without running scripts, or ask the user to allow them"
+            )
+            return Decision(verdict="denied", rule="scripts: off", reason=reason, settings=settings)
+        rule = "approve" if settings is not None and settings.approve else None
+        if settings is not None and settings.network and config.ask_destructive:
+            because = "with network"
+            rule = rule or "network"
+    elif tool == "skills.read":
+        rule = None
+    else:
+        because = asks_for_what_it_does(config, definition)
+        if host_tool_needs_approval(config, tool):
+            in_mcp = tool.startswith(MCP_PREFIX) and not _named_in(config.approve_host_tools, tool)
+            rule = "mcp.approve" if in_mcp else "approve_host_tools"
+        else:
+            rule = "destructive" if because else None
+    if rule is None:
+        return Decision(verdict="allowed", settings=settings)
+    at = path or ""
+    trusted = (
+        allowed_by_rule(config, tool, skill=skill, path=at, args=args)
+        if because
+        else preapproved_by(active, config, tool, skill=skill, path=at, args=args)
+    )
+    by = trusted or granted_by(grants, tool, skill=skill, path=at, args=args)
+    return Decision(
+        verdict="needs_approval",
+        rule=rule,
+        preapproved_by=by,
+        settings=settings,
+        because=because,
+        denied_by=denied_by(grants, tool, skill=skill, path=at, args=args),
+    )
+
+
+def allowlist_reason(rules: Allowlist, tool: str, path: str = "") -> str:
+    """Why the allowlist refuses ``tool`` (on ``path``), as the model reads it."""
+    target = f"{tool} {path}".strip()
+    return (
+        f"{target} is not in the allowed-tools of the active skill(s) "
+        f"{restricting_skills(rules)}; unload them to use other tools"
+    )
 
 
 def over_budget(

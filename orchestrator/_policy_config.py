@@ -24,10 +24,9 @@ import msgspec.inspect as mi
 import yaml
 
 from ._events import PolicyConfig, PolicyOverride
-from ._limits import LimitsOverride, check_limits
 from ._policy import TIERS, parse_allowed_tools
-from .skills import ConfigError
-from .skills._config import load_policy_section, unknown_key
+from .scripts import LimitsOverride, check_limits
+from .skills import ConfigError, load_policy_section, unknown_key
 
 PROFILE_KEYS = ("profile", "profiles")
 """Keys of the ``policy:`` section that choose a layer rather than set a value."""

@@ -41,24 +41,18 @@ from ._host_tools import ToolContext
 from ._mcp_calls import call_mcp_tool, check_arguments
 from ._model import encode_canonical
 from ._output import model_view
-from ._paths import PathRefusedError, check_relative_path
 from ._policy import (
-    allowed_by_rule,
+    Decision,
+    SkillSettings,
     allowlist,
-    asks_for_what_it_does,
-    denied_by,
-    granted_by,
-    host_tool_needs_approval,
+    allowlist_reason,
+    decide,
     offered,
-    permits,
-    preapproved_by,
-    restricting_skills,
-    script_gate,
     settings_of,
 )
 from ._receipt import receipt
-from ._scripts import SANDBOX_UNAVAILABLE, ScriptRequest
 from ._state import ActiveSkill, ViewChange
+from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -426,14 +420,15 @@ async def _sizes(ctx: CallContext, names: Collection[str]) -> dict[str, int]:
 def _plan_read(ctx: CallContext, args: ReadArgs) -> Plan:
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    if rel.count("/") > 1 and not settings_of(ctx.view.config.policy, skill).nested_paths:
+    decision = _decide(ctx, ctx.call.name, skill=skill, path=rel)
+    if rel.count("/") > 1 and not _settings(decision).nested_paths:
         raise ToolError(
             f"{rel} is nested more than one level deep; this session's policy only reads "
             "files like references/guide.md (PolicyConfig.nested_paths enables deeper ones)",
             error_type="path_refused",
         )
-    if not permits(allowlist(ctx.view.active), "skills.read", path=rel):
-        raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, "skills.read", rel), skill)
+    if decision.verdict == "denied":
+        raise _refused(ctx, decision, skill)
     return Plan("pure", functools.partial(read, skill, rel))
 
 
@@ -474,24 +469,14 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
 
 
 def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
-    view = ctx.view
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    if not permits(allowlist(view.active), "skills.run_script", path=rel, args=args.args):
-        raise _deny(ctx, "allowed-tools", _allowlist_reason(view, "skills.run_script", rel), skill)
+    decision = _decide(ctx, ctx.call.name, skill=skill, path=rel, args=tuple(args.args))
+    if decision.verdict == "denied":
+        raise _refused(ctx, decision, skill)
     if skill.file(rel) is None:
         raise ToolError(f"skill {skill.name!r} has no script {rel!r}", error_type="not_found")
-    policy = view.config.policy
-    if policy.scripts == "off":
-        raise _deny(
-            ctx,
-            "scripts: off",
-            "this session's policy turns script execution off (policy scripts: off); "
-            "do the task without running scripts, or ask the user to allow them",
-            skill,
-        )
-    settings = settings_of(policy, skill)
-    gate = script_gate(policy, skill.tier, source=skill.source, name=skill.name)
+    settings = _settings(decision)
     request = ScriptRequest(
         root="",
         path=rel,
@@ -500,8 +485,8 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
         workdir=args.workdir,
         timeout_ms=settings.script_timeout_ms,
         max_output_bytes=settings.script_limits.stored_output_bytes,
-        sandbox=gate.sandbox,
-        network=gate.network,
+        sandbox=settings.sandbox,
+        network=settings.network,
         limits=settings.script_limits,
     )
     started = ScriptStarted(
@@ -509,29 +494,26 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
         skill=skill.name,
         path=rel,
         args=request.args,
-        sandbox=gate.sandbox,
-        network=gate.network,
+        sandbox=settings.sandbox,
+        network=settings.network,
         timeout_ms=request.timeout_ms,
     )
     # Only a script that can run nowhere but in the sandbox, without network, is known
     # to leave nothing behind outside its private copy: that one may run again.
-    rerunnable = gate.sandbox == "required" and not gate.network
+    rerunnable = settings.sandbox == "required" and not settings.network
     action = f"run {rel} {' '.join(args.args)}".strip()
     approval = None
-    tool, call_args = "skills.run_script", request.args
-    # A script given network asks whatever the tier: only a policy allow rule or a
-    # remembered decision answers for it, never the skill's own allowed-tools.
-    networked = gate.network and policy.ask_destructive
-    if gate.needs_approval or networked:
-        by = (
-            allowed_by_rule(policy, tool, skill=skill, path=rel, args=call_args)
-            if networked
-            else preapproved_by(view.active, policy, tool, skill=skill, path=rel, args=call_args)
-        ) or granted_by(view.grants, tool, skill=skill, path=rel, args=call_args)
-        if networked:
-            action += " (with network)"
-        denied = denied_by(view.grants, tool, skill=skill, path=rel, args=call_args)
-        approval = Approval(action, skill, by, path=rel, args=request.args, denied_by=denied)
+    if decision.verdict == "needs_approval":
+        if decision.because:
+            action += f" ({decision.because})"
+        approval = Approval(
+            action,
+            skill,
+            decision.preapproved_by,
+            path=rel,
+            args=request.args,
+            denied_by=decision.denied_by,
+        )
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
@@ -596,7 +578,8 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
     # tool is offered exactly when the allowlist permits it (no patterns apply).
     name = ctx.call.name
     definition = host_tool_def(ctx.view, name)
-    approval = _host_approval(ctx, definition, f"call {name} with {ctx.call.arguments}")
+    decision = _decide(ctx, name, definition=definition)
+    approval = _host_approval(decision, f"call {name} with {ctx.call.arguments}")
     return Plan(
         definition.effect if definition is not None else "at-most-once",
         host_tool,
@@ -609,24 +592,20 @@ def _plan_mcp_tool(ctx: CallContext, tool: McpToolDef) -> Plan:
     ``policy.approve_host_tools`` or ``policy.mcp.approve`` names the tool or its server
     (``mcp__github``), unless pre-approved or covered by a remembered grant."""
     check_arguments(ctx)
+    decision = _decide(ctx, tool.name, definition=tool)
     action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
-    approval = _host_approval(ctx, tool, action)
+    approval = _host_approval(decision, action)
     return Plan(tool.effect, functools.partial(call_mcp_tool, tool), approval=approval)
 
 
-def _host_approval(ctx: CallContext, definition: ToolDef | None, action: str) -> Approval | None:
-    """The approval a host or MCP tool call needs: when policy names the tool, or
-    whatever the tier when what it does asks (destructive, an effect class policy
-    names; then only a policy allow rule or a remembered decision answers)."""
-    name, policy = ctx.call.name, ctx.view.config.policy
-    why = asks_for_what_it_does(policy, definition)
-    if why is None and not host_tool_needs_approval(policy, name):
+def _host_approval(decision: Decision, action: str) -> Approval | None:
+    """The approval a host or MCP tool call needs, as policy decided it; the action says
+    what it does when that is why it asks (destructive, an effect class)."""
+    if decision.verdict != "needs_approval":
         return None
-    by = (
-        allowed_by_rule(policy, name) if why else preapproved_by(ctx.view.active, policy, name)
-    ) or granted_by(ctx.view.grants, name, skill=None)
-    denied = denied_by(ctx.view.grants, name, skill=None)
-    return Approval(f"{action} ({why})" if why else action, None, by, denied_by=denied)
+    if decision.because:
+        action += f" ({decision.because})"
+    return Approval(action, None, decision.preapproved_by, denied_by=decision.denied_by)
 
 
 async def host_tool(ctx: CallContext) -> str:
@@ -689,12 +668,41 @@ def _deny(
     )
 
 
-def _allowlist_reason(view: View, tool: str, path: str = "") -> str:
-    target = f"{tool} {path}".strip()
-    return (
-        f"{target} is not in the allowed-tools of the active skill(s) "
-        f"{restricting_skills(allowlist(view.active))}; unload them to use other tools"
+def _decide(
+    ctx: CallContext,
+    tool: str,
+    *,
+    skill: ActiveSkill | None = None,
+    path: str | None = None,
+    args: tuple[str, ...] = (),
+    definition: ToolDef | None = None,
+) -> Decision:
+    """The one question a plan asks policy about its call (``_policy.decide``)."""
+    view = ctx.view
+    return decide(
+        view.config.policy,
+        view.active,
+        view.grants,
+        tool,
+        skill=skill,
+        path=path,
+        args=args,
+        definition=definition,
     )
+
+
+def _settings(decision: Decision) -> SkillSettings:
+    if decision.settings is None:  # pragma: no cover - decide() sets it for a skill's call
+        raise AssertionError("a skill's call was decided without the skill's settings")
+    return decision.settings
+
+
+def _refused(ctx: CallContext, decision: Decision, skill: ActiveSkill) -> PolicyError:
+    return _deny(ctx, decision.rule or "policy", decision.reason, skill)
+
+
+def _allowlist_reason(view: View, tool: str) -> str:
+    return allowlist_reason(allowlist(view.active), tool)
 
 
 def _target_skill(ctx: CallContext, name: str | None) -> ActiveSkill:

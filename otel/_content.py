@@ -12,14 +12,8 @@ from typing import Any
 
 import msgspec
 
-from orchestrator._model import (
-    Message,
-    ModelResponse,
-    StopReason,
-    TextPart,
-    ToolCall,
-    ToolResult,
-)
+from orchestrator import Message, ModelResponse, TextPart, ToolCall, ToolResult
+from orchestrator.runtime import StopReason
 
 #: skillog stop reasons -> the conventions' FinishReason values (output-messages schema).
 FINISH_REASONS: dict[StopReason, str] = {

@@ -19,10 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from eventlog import Event, EventStore, split_type
-from orchestrator import verdict
-from orchestrator._events import CODEC, PromptRendered
-from orchestrator._fleet import LEASE_PREFIX
-from orchestrator._index_log import INDEX_STREAM
+from orchestrator import CODEC, PromptRendered, verdict
+from orchestrator.runtime import is_session_stream
 
 from ._errors import BrokenChainError, ExportFailedError, OtelError, SessionNotEndedError
 from ._mapping import map_session
@@ -145,7 +143,7 @@ async def export_sessions(
     options = options or ExportOptions()
     state = state if state is not None else ExportState()
     resource = resource or default_resource()
-    heads = {i.stream: i.head_hash for i in await store.streams() if _is_session(i.stream)}
+    heads = {i.stream: i.head_hash for i in await store.streams() if is_session_stream(i.stream)}
     if sessions is None:
         selected = list(heads)
     else:
@@ -236,7 +234,7 @@ async def follow_export(
 
 async def summarize_log(store: EventStore, sessions: Sequence[str] | None = None) -> Summary:
     """The metrics summary of the named sessions (None: all), from the verified log."""
-    known = [info.stream for info in await store.streams() if _is_session(info.stream)]
+    known = [info.stream for info in await store.streams() if is_session_stream(info.stream)]
     selected = known if sessions is None else list(dict.fromkeys(sessions))
     missing = [s for s in selected if s not in known]
     if missing:
@@ -247,8 +245,3 @@ async def summarize_log(store: EventStore, sessions: Sequence[str] | None = None
         _, measurements = map_session([e async for e in store.read(stream)])
         summaries.append(summarize_session(stream, measurements))
     return summarize(summaries)
-
-
-def _is_session(stream: str) -> bool:
-    """Sessions are every stream but the fleet's leases and the indexing runs."""
-    return stream != INDEX_STREAM and not stream.startswith(LEASE_PREFIX)

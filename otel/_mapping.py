@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from eventlog import Event, UnknownEventTypeError
-from orchestrator._events import (
+from orchestrator import (
     CODEC,
     ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     CatalogSnapshot,
+    Message,
     ModelFailed,
     ModelResponded,
     PolicyDenied,
@@ -41,7 +42,6 @@ from orchestrator._events import (
     ToolCompleted,
     ToolInterrupted,
 )
-from orchestrator._model import Message
 
 from . import _content
 from . import _semconv as sc

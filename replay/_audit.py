@@ -18,8 +18,7 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from eventlog import EventStore, Fault, VerifyReport, read_checkpoints
-from orchestrator import verdict
-from orchestrator._events import PromptRendered, SessionEnded, SessionStarted
+from orchestrator import PromptRendered, SessionEnded, SessionStarted, verdict
 
 from ._errors import BrokenLogError
 from ._fork import check_fork_link

@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 
 from eventlog import Event
-from orchestrator._events import Event as Body
-from orchestrator._events import (
+from orchestrator import Event as Body
+from orchestrator import (
     ModelFailed,
     ModelResponded,
     PromptRendered,

@@ -22,18 +22,14 @@ from typing import cast
 import msgspec
 
 from eventlog import EventStore
-from orchestrator._effects import (
+from orchestrator import (
+    ActiveSkill,
     ApprovalDecision,
+    ApprovalRemembered,
     ApprovalRequest,
-    GetBlob,
+    ApprovalResolved,
     LoadedSkill,
     McpOutcome,
-    McpStatus,
-    SkillUnavailableError,
-)
-from orchestrator._events import (
-    ApprovalRemembered,
-    ApprovalResolved,
     McpResult,
     McpServerFailed,
     McpToolsListed,
@@ -44,12 +40,13 @@ from orchestrator._events import (
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
+    SkillUnavailableError,
     ToolCompleted,
+    ToolContext,
+    ToolOutcome,
 )
-from orchestrator._host_tools import ToolContext, ToolOutcome
-from orchestrator._scripts import SandboxUsed, ScriptRequest, ScriptResult
-from orchestrator._state import ActiveSkill
-from orchestrator._visibility import RefreshContext
+from orchestrator.runtime import GetBlob, McpStatus, RefreshContext
+from orchestrator.scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator.skills import SkillManifest
 
 from ._recording import Recording

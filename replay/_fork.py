@@ -9,7 +9,7 @@ from collections.abc import Callable
 import msgspec
 
 from eventlog import EventStore, NewEvent, closing, verify_stream
-from orchestrator._events import CODEC, SessionForked
+from orchestrator import CODEC, SessionForked
 
 from ._errors import BrokenLogError
 from ._recording import Recording

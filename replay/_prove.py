@@ -13,9 +13,8 @@ from collections.abc import Callable
 import msgspec
 
 from eventlog import EventStore
-from orchestrator import _prompt
-from orchestrator._events import PromptRendered, ScriptExecuted, SkillActivated
-from orchestrator._state import SessionState, apply
+from orchestrator import PromptRendered, ScriptExecuted, SessionState, SkillActivated, apply
+from orchestrator.runtime import composer as _prompt
 
 from ._errors import BrokenLogError
 from ._recording import Recording, get_checked_blob

@@ -25,9 +25,8 @@ from eventlog import (
     open_store,
     read_checkpoints,
 )
-from orchestrator import verdict
-from orchestrator._events import CODEC, PromptRendered
-from orchestrator._events import Event as Body
+from orchestrator import CODEC, PromptRendered, verdict
+from orchestrator import Event as Body
 
 from ._errors import BlobError, BrokenLogError, UnverifiedLogError
 

@@ -25,32 +25,31 @@ import trio
 
 from eventlog import Event as StoredEvent
 from eventlog import EventStore, MemoryStore, NewEvent, SkillogError
-from orchestrator._events import (
+from orchestrator import (
     CODEC,
     ApprovalRemembered,
     ApprovalResolved,
     CatalogSnapshot,
+    ModelError,
     ModelFailed,
+    ModelRequest,
     ModelResponded,
+    ModelResponse,
     PromptRendered,
+    RetryPolicy,
+    Session,
     SessionEnded,
     SessionForked,
     SessionStarted,
     SkillActivated,
-    UserMessage,
-)
-from orchestrator._events import Event as Body
-from orchestrator._loop import MAX_RESPONSE_CHARS, RetryPolicy, drive
-from orchestrator._model import (
-    ModelError,
-    ModelErrorKind,
-    ModelRequest,
-    ModelResponse,
     TextPart,
     ToolCall,
+    UserMessage,
+    drive,
 )
-from orchestrator._session import Session
+from orchestrator import Event as Body
 from orchestrator.adapters import RecordedModel
+from orchestrator.runtime import MAX_RESPONSE_CHARS, ModelErrorKind
 
 from ._compare import EventDivergence, compare_events
 from ._effects import RecordedEffects

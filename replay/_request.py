@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from orchestrator import _prompt
-from orchestrator._model import Message, ModelRequest
+from orchestrator import Message, ModelRequest
+from orchestrator.runtime import composer as _prompt
 
 
 class RenderedRequests:

@@ -16,7 +16,7 @@ import msgspec
 import trio
 
 from eventlog import EventStore, SkillogError
-from orchestrator._events import SkillActivated
+from orchestrator import SkillActivated
 from orchestrator.skills import (
     ManifestEntry,
     Skill,

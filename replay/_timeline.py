@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from orchestrator._events import (
+from orchestrator import (
     ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
@@ -25,13 +25,14 @@ from orchestrator._events import (
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
+    TextPart,
+    ToolCall,
     ToolCalled,
     ToolCompleted,
     ToolInterrupted,
     UserMessage,
 )
-from orchestrator._events import Event as Body
-from orchestrator._model import TextPart, ToolCall
+from orchestrator import Event as Body
 
 from ._recording import Recording, turn_at
 

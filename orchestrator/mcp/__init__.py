@@ -7,8 +7,8 @@ connect them for the session's run and stop them after. Their tools are offered 
 Needs the ``mcp`` extra (``pip install 'skillog[mcp]'``).
 """
 
+from ..skills import McpServerConfig as McpServerConfig
 from ..skills import load_mcp_servers as load_mcp_servers
-from ..skills._config import McpServerConfig as McpServerConfig
 from ._client import CONTEXT_META as CONTEXT_META
 from ._client import McpConfigError as McpConfigError
 from ._client import McpServers as McpServers

@@ -30,7 +30,7 @@ from eventlog import SkillogError
 from .._effects import McpOutcome, McpStatus, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
-from ..skills._config import McpServerConfig
+from ..skills import McpServerConfig
 from ._listing import tools_listed
 from ._results import failure, outcome_of
 

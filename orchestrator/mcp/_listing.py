@@ -24,7 +24,7 @@ import jsonschema.validators
 from .._events import EffectClass, McpToolDef, McpToolsListed
 from .._model import encode_canonical
 from .._policy import MCP_PREFIX
-from ..skills._config import McpServerConfig
+from ..skills import McpServerConfig
 
 MAX_NAME = 64
 """Model providers' limit on a tool name (Anthropic and OpenAI alike)."""

@@ -15,6 +15,7 @@ from ._auth import token_digest as token_digest
 from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ServiceContext as ServiceContext
 from ._context import default_presets as default_presets
+from ._serve import hypercorn_config as hypercorn_config
 from ._serve import is_loopback as is_loopback
 from ._serve import serve as serve
 from ._sse import session_events as session_events
@@ -28,6 +29,7 @@ __all__ = [
     "create_app",
     "default_presets",
     "ensure_token",
+    "hypercorn_config",
     "is_loopback",
     "new_token",
     "serve",

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 import msgspec
 import trio
 
-from ..skills._config import (
+from ..skills import (
+    ConfigError,
     Role,
     ServiceConfig,
     ServiceToken,
     add_service_token,
     load_service_config,
 )
-from ..skills._errors import ConfigError
 
 log = logging.getLogger("skillog.service")
 

@@ -16,10 +16,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .._approvals import PendingApproval, pending_approvals
-from .._cli_session import age, session_rows, status_text, when
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
+from .._session_list import age, session_rows, status_text, when
 from ._auth import Principal
 from ._errors import ApiError
 from ._guard import COOKIE

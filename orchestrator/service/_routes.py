@@ -15,13 +15,13 @@ from starlette.responses import Response
 from eventlog import EventStore, Head, closing
 
 from .._approvals import RememberError, decide_approval, pending_approvals
-from .._cli_session import session_rows, status_text
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
 from .._session import SessionNotFoundError
+from .._session_list import session_rows, status_text
 from .._state import SessionState, apply
 from .._verdict import verdict
-from ..skills._config import Role
+from ..skills import Role
 from ._auth import Principal
 from ._context import ServiceContext
 from ._errors import ApiError

@@ -8,8 +8,8 @@ from typing import Annotated
 import msgspec
 
 from .._approvals import PendingApproval
-from .._cli_session import SessionRow
 from .._events import SkillInfo
+from .._session_list import SessionRow
 
 Task = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
 Reason = Annotated[str, msgspec.Meta(max_length=2_000)]

@@ -13,15 +13,24 @@ from ._catalog import Shadowed as Shadowed
 from ._catalog import Status as Status
 from ._catalog import build_catalog as build_catalog
 from ._catalog import build_catalog_async as build_catalog_async
+from ._catalog import filter_reason as filter_reason
 from ._config import InstalledSkill as InstalledSkill
 from ._config import McpServerConfig as McpServerConfig
+from ._config import Role as Role
+from ._config import ServiceConfig as ServiceConfig
+from ._config import ServiceToken as ServiceToken
 from ._config import SkillsConfig as SkillsConfig
 from ._config import SourceConfig as SourceConfig
+from ._config import add_service_token as add_service_token
 from ._config import config_path as config_path
 from ._config import load_config as load_config
 from ._config import load_mcp_servers as load_mcp_servers
+from ._config import load_policy_section as load_policy_section
+from ._config import load_service_config as load_service_config
 from ._config import save_config as save_config
+from ._config import trusted_keys_default as trusted_keys_default
 from ._config import trusted_signers as trusted_signers
+from ._config import unknown_key as unknown_key
 from ._deps import DependencyError as DependencyError
 from ._deps import EnvRecord as EnvRecord
 from ._deps import EnvState as EnvState
@@ -104,8 +113,11 @@ __all__ = [
     "Problem",
     "Provenance",
     "Rejected",
+    "Role",
     "SearchDoc",
     "SearchHit",
+    "ServiceConfig",
+    "ServiceToken",
     "Shadowed",
     "SignatureCheck",
     "SignatureError",
@@ -126,6 +138,7 @@ __all__ = [
     "SourceConfig",
     "Status",
     "Tier",
+    "add_service_token",
     "build_catalog",
     "build_catalog_async",
     "build_env",
@@ -134,12 +147,15 @@ __all__ = [
     "config_path",
     "default_sources",
     "env_state",
+    "filter_reason",
     "find_skill_dirs",
     "hash_manifest",
     "install",
     "install_dir",
     "load_config",
     "load_mcp_servers",
+    "load_policy_section",
+    "load_service_config",
     "load_skill",
     "make_manifest",
     "manifest_of",
@@ -158,6 +174,8 @@ __all__ = [
     "snapshot_skill",
     "source_kind",
     "split_skill_dirs",
+    "trusted_keys_default",
     "trusted_signers",
+    "unknown_key",
     "update",
 ]

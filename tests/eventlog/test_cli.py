@@ -1,4 +1,4 @@
-"""``skillog log ...`` through orchestrator._cli.main, on real database files."""
+"""``skillog log ...`` through orchestrator.cli.main, on real database files."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from eventlog import NewEvent, open_sqlite_store
-from orchestrator._cli import main
+from orchestrator.cli import main
 
 
 def make_db(path: Path) -> None:

@@ -22,7 +22,7 @@ from eventlog import (
     verify,
 )
 
-SKILLOG = [sys.executable, "-m", "orchestrator._cli"]
+SKILLOG = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def ev(i: int) -> NewEvent:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from eventlog._progress import Progress
-from orchestrator._cli import main
+from orchestrator.cli import main
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def test_nothing_is_drawn_when_stderr_is_not_a_terminal(

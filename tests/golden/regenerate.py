@@ -25,8 +25,8 @@ import trio
 
 from eventlog import EventStore, export_jsonl, open_sqlite_store
 from orchestrator import ToolContext, decide_approval, pending_approvals
-from orchestrator._cli_demo import TASK
-from orchestrator._cli_demo import demo_agent as cli_demo_agent
+from orchestrator.cli._demo import TASK
+from orchestrator.cli._demo import demo_agent as cli_demo_agent
 from orchestrator._effects import ApprovalDecision, ApprovalRequest
 from orchestrator._events import PolicyConfig
 from orchestrator._host_tools import HostTool

@@ -96,7 +96,7 @@ def skillog(
 ) -> subprocess.CompletedProcess[str]:
     """Run the skillog command in a new process (no terminal), ``env`` over ours."""
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator._cli", *map(str, args)],
+        [sys.executable, "-m", "orchestrator.cli", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator._cli import COMMANDS, main
+from orchestrator.cli._main import COMMANDS, main
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -43,7 +43,7 @@ def test_library_errors_become_one_line_and_exit_2(
 def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
     db = tmp_path / "demo.db"
     proc = subprocess.run(
-        f"{sys.executable} -m orchestrator._cli demo --db {db} | head -1",
+        f"{sys.executable} -m orchestrator.cli demo --db {db} | head -1",
         shell=True,
         capture_output=True,
         text=True,

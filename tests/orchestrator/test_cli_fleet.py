@@ -16,7 +16,7 @@ from eventlog import open_sqlite_store
 from orchestrator._events import CODEC, LeaseReleased
 from orchestrator._fleet import lease_stream
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 
 
 def skillog(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator._cli import COMMANDS
-from orchestrator._cli_reference import render
+from orchestrator.cli._main import COMMANDS
+from orchestrator.cli._reference import render
 
 DOC = Path(__file__).parents[2] / "docs" / "cli.md"
 
 
 def test_the_command_reference_is_current() -> None:
     assert DOC.read_text() == render(), (
-        "docs/cli.md is stale: python -m orchestrator._cli_reference > docs/cli.md"
+        "docs/cli.md is stale: python -m orchestrator.cli._reference > docs/cli.md"
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator._cli import main
+from orchestrator.cli import main
 
 SKILL = """\
 ---

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from eventlog import inert_json, visible
-from orchestrator._cli import main
+from orchestrator.cli import main
 
 CORPUS = {
     "csi erase line, cursor up": "\x1b[2K\x1b[1A",
@@ -296,7 +296,7 @@ def on_a_terminal(args: list[str], tmp_path: Path, answer: bytes = b"") -> tuple
     }
     env.pop("XDG_CONFIG_HOME", None)
     main_fd, tty_fd = pty.openpty()
-    command = [sys.executable, "-m", "orchestrator._cli", *args]
+    command = [sys.executable, "-m", "orchestrator.cli", *args]
     proc = subprocess.Popen(command, stdin=tty_fd, stdout=tty_fd, stderr=tty_fd, env=env)
     os.close(tty_fd)
     seen = b""
@@ -361,7 +361,7 @@ def test_the_terminal_approval_prompt_shows_the_arguments_escaped(tmp_path: Path
     code, text = on_a_terminal(["log", "export", "--db", str(db)], tmp_path)
     assert code == 2 and "--out FILE" in text and raw_controls(text) == [], text
     piped = subprocess.run(
-        [sys.executable, "-m", "orchestrator._cli", "log", "export", "--db", str(db)],
+        [sys.executable, "-m", "orchestrator.cli", "log", "export", "--db", str(db)],
         capture_output=True,
         check=True,
     )

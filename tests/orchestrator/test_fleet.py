@@ -128,6 +128,10 @@ async def test_only_queued_sessions_are_claimed(tmp_path: Path) -> None:
         assert tail == "message.user"  # untouched: still the embedding program's
 
 
+def _holds(ledger: Path, sid: str) -> bool:
+    return ledger.exists() and f"{sid} " in ledger.read_text()
+
+
 def _worker_process(db: Path, ledger: Path, lease_ms: int) -> int:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child, killed by the test
@@ -157,7 +161,8 @@ def test_a_killed_workers_session_resumes_elsewhere_once(tmp_path: Path) -> None
     sid = trio.run(queue)
     pid = _worker_process(db, ledger, lease_ms=1000)
     deadline = time.monotonic() + 30
-    while not ledger.exists() and time.monotonic() < deadline:  # the effect happened
+    # the effect happened: its line is written (the file exists a moment before that)
+    while not _holds(ledger, sid) and time.monotonic() < deadline:
         time.sleep(0.02)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time_ns()

@@ -11,9 +11,9 @@ import pytest
 import trio
 
 from eventlog import EventStore, import_jsonl, open_sqlite_store, open_store, verify
-from orchestrator._cli import main
 from orchestrator._events import CODEC, ToolCompleted
 from orchestrator._grammar import session_grammar
+from orchestrator.cli import main
 
 GOLDEN = Path(__file__).parents[1] / "golden"
 SESSION = "golden-approvals"

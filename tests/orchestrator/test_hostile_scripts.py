@@ -18,12 +18,12 @@ import pytest
 import trio
 import trio.lowlevel
 
-from orchestrator import _cgroup
 from orchestrator._effects import ApprovalDecision, ApprovalRequest
 from orchestrator._events import PolicyConfig, PolicyDenied, ScriptExecuted, ToolCompleted
-from orchestrator._limits import ScriptLimits
-from orchestrator._sandbox import probe_sandbox, sandbox_available
-from orchestrator._scripts import ScriptRequest, ScriptResult, run_script
+from orchestrator.scripts import _cgroup
+from orchestrator.scripts._limits import ScriptLimits
+from orchestrator.scripts._run import ScriptRequest, ScriptResult, run_script
+from orchestrator.scripts._sandbox import probe_sandbox, sandbox_available
 from orchestrator.skills import Tier
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")

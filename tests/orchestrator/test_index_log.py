@@ -8,10 +8,10 @@ import pytest
 import trio
 
 from eventlog import MemoryStore, open_sqlite_store
-from orchestrator._cli import main
 from orchestrator._events import CODEC, CatalogIndexed
 from orchestrator._index_log import INDEX_STREAM, record_index_run
 from orchestrator._verdict import verdict
+from orchestrator.cli import main
 from orchestrator.skills import SkillSource, Tier, build_catalog
 
 

@@ -35,12 +35,12 @@ from orchestrator._events import (
     SessionStarted,
     ToolCompleted,
 )
-from orchestrator._sandbox import sandbox_available
-from orchestrator.mcp._server_session import ServeConfig, ServedSession
+from orchestrator.mcp_server import ServeConfig, ServedSession
+from orchestrator.scripts._sandbox import sandbox_available
 from otel import map_session
 from replay import load_recording, open_log, redrive, replay_session, verify_recording
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 LOGO = b"\x89PNG\r\n\x1a\n\x00\x00binary"
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
 

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from eventlog import open_sqlite_store
 from orchestrator._events import CODEC, SessionEnded, SessionStarted
 
-CLI = [sys.executable, "-m", "orchestrator._cli"]
+CLI = [sys.executable, "-m", "orchestrator.cli"]
 
 # The SDK's streamable HTTP client (httpx2) leaves its response streams' async
 # generators to the garbage collector, which trio reports as ResourceWarnings; the

@@ -13,9 +13,9 @@ import trio
 
 from orchestrator._events import ScriptExecuted, ToolCompleted
 from orchestrator._loop import Agent, drive
-from orchestrator._sandbox import sandbox_available
-from orchestrator._workdir import WorkdirError, materialize
 from orchestrator.adapters import ScriptedModel
+from orchestrator.scripts._sandbox import sandbox_available
+from orchestrator.scripts._workdir import WorkdirError, materialize
 
 pytestmark = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot run here")
 
@@ -83,7 +83,7 @@ RACER = textwrap.dedent(
     """
     import sys
     sys.path.insert(0, {root!r})
-    from orchestrator._workdir import materialize
+    from orchestrator.scripts._workdir import materialize
     files = {{f"scripts/f{{i}}.py": (i % 2 == 0, bytes([i]) * 4096) for i in range(40)}}
     for _ in range(30):
         path = materialize(sys.argv[1], "d" * 64, files)

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from eventlog import SkillogError
-from orchestrator import _paths
-from orchestrator._paths import (
+from orchestrator.scripts import _paths
+from orchestrator.scripts._paths import (
     MAX_PATH_BYTES,
     PathRefusedError,
     check_relative_path,

@@ -3,17 +3,22 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from orchestrator._events import PolicyConfig
+from orchestrator._events import McpToolRules, PolicyConfig, PolicyOverride
 from orchestrator._policy import (
+    Decision,
+    SkillSettings,
     ToolRule,
     allowlist,
+    decide,
     offered,
     parse_allowed_tools,
     permits,
     preapproved_by,
     script_gate,
+    skill_settings,
 )
 from orchestrator._state import ActiveSkill
+from orchestrator.scripts import LimitsOverride, ScriptLimits
 
 
 def skill(name: str, allowed: str | None) -> ActiveSkill:
@@ -148,3 +153,60 @@ def test_trusted_tiers_preapprove_what_their_allowed_tools_list() -> None:
     assert preapproved_by([user], with_user, "send_email") == "allowed-tools of mine (user)"
     everyone = PolicyConfig(preapprove_tiers=("builtin", "org", "user", "third-party"))
     assert preapproved_by([third], everyone, "send_email") is None  # never third-party
+
+
+def test_decide_answers_once_with_the_rule_and_the_preapproval() -> None:
+    ops = msgspec.structs.replace(skill("ops", "Bash(scripts/deploy.py:*) send_email"), tier="org")
+    mine = msgspec.structs.replace(skill("mine", None), tier="user")
+    gh = McpToolRules(approve=("mcp__gh",))
+    config = PolicyConfig(approve_host_tools=("send_email", "rm_rf"), mcp=gh)
+
+    denied = decide(config, [ops], [], "skills.run_script", skill=ops, path="scripts/x.py")
+    assert (denied.verdict, denied.rule) == ("denied", "allowed-tools")
+    assert denied.reason.startswith("skills.run_script scripts/x.py is not in the allowed-tools")
+
+    run = decide(config, [ops], [], "skills.run_script", skill=ops, path="scripts/deploy.py")
+    assert (run.verdict, run.settings) == ("allowed", skill_settings(config, "org", name="ops"))
+
+    asked = decide(config, [mine], [], "skills.run_script", skill=mine, path="scripts/x.py")
+    assert (asked.verdict, asked.rule, asked.preapproved_by) == ("needs_approval", "approve", None)
+
+    host = decide(config, [ops], [], "send_email")
+    assert (host.verdict, host.rule) == ("needs_approval", "approve_host_tools")
+    assert host.preapproved_by == "allowed-tools of ops (org)"
+    assert decide(config, [], [], "rm_rf").preapproved_by is None
+    assert decide(config, [], [], "mcp__gh__create_issue").rule == "mcp.approve"
+    assert decide(config, [], [], "lookup") == Decision(verdict="allowed")
+
+
+def test_every_override_field_is_a_setting_and_every_one_applies() -> None:
+    """A field renamed on one side only would drop an override silently."""
+    settings = set(SkillSettings.__struct_fields__) - {"tier"}
+    assert set(PolicyOverride.__struct_fields__) == settings
+    assert set(LimitsOverride.__struct_fields__) == set(ScriptLimits.__struct_fields__)
+    limits = LimitsOverride(
+        cpu_s=1, memory_bytes=2, pids=3, file_bytes=4, open_files=5, stored_output_bytes=6
+    )
+    override = PolicyOverride(
+        approve=True,
+        network=True,
+        sandbox="off",
+        script_timeout_ms=7,
+        output_cap_bytes=8,
+        read_max_bytes=9,
+        nested_paths=True,
+        preapprove=False,
+        allow=("Bash(scripts/a.py)",),
+        script_limits=limits,
+    )
+    config = PolicyConfig(allow=("lookup",), skills={"pdf": override})
+    before = skill_settings(config, "org", name="other")
+    after = skill_settings(config, "org", name="pdf")
+    changed = {
+        f for f in SkillSettings.__struct_fields__ if getattr(before, f) != getattr(after, f)
+    }
+    assert changed == settings
+    assert after.allow == ("lookup", "Bash(scripts/a.py)")
+    assert after.script_limits == ScriptLimits(
+        cpu_s=1, memory_bytes=2, pids=3, file_bytes=4, open_files=5, stored_output_bytes=6
+    )

@@ -27,8 +27,8 @@ from orchestrator._events import (
     ScriptExecuted,
     ScriptStarted,
 )
-from orchestrator._limits import LimitsOverride, ScriptLimits
 from orchestrator._policy import skill_settings
+from orchestrator.scripts._limits import LimitsOverride, ScriptLimits
 from orchestrator.skills import ConfigError, Tier
 
 DOC = Path(__file__).parents[2] / "docs" / "policy.md"
@@ -461,8 +461,8 @@ def test_submit_and_serve_take_the_same_policy_options(tmp_path: Path, skillog) 
 def test_serve_gives_its_submissions_the_policy_of_its_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator._cli import _parser
-    from orchestrator._cli_serve import build, use_demo_default
+    from orchestrator.cli._main import _parser
+    from orchestrator.cli._serve import build, use_demo_default
 
     config = tmp_path / "config.yaml"
     config.write_text("policy:\n  script_timeout_ms: 5000\n")
@@ -500,7 +500,7 @@ def test_the_terminal_approver_offers_once_skill_and_pattern(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from orchestrator import ApprovalRequest
-    from orchestrator._cli_session import cli_approver
+    from orchestrator.cli._session import cli_approver
 
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
     request = ApprovalRequest(

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import trio
 
-from orchestrator._limits import ScriptLimits
-from orchestrator._sandbox import (
+from orchestrator.scripts._limits import ScriptLimits
+from orchestrator.scripts._run import SandboxPolicy, ScriptRequest, ScriptResult, run_script
+from orchestrator.scripts._sandbox import (
     SANDBOX_HOSTNAME,
     HostLayout,
     build_bwrap_argv,
@@ -23,7 +24,6 @@ from orchestrator._sandbox import (
     probe_sandbox,
     sandbox_available,
 )
-from orchestrator._scripts import SandboxPolicy, ScriptRequest, ScriptResult, run_script
 
 HAVE_BWRAP = sandbox_available()
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason="bubblewrap cannot run here")

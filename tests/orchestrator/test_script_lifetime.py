@@ -11,8 +11,8 @@ import trio
 
 from orchestrator import Agent, PolicyConfig
 from orchestrator._events import ScriptExecuted
-from orchestrator._workdir import materialize
 from orchestrator.adapters import ScriptedModel
+from orchestrator.scripts._workdir import materialize
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is missing")
 

@@ -12,9 +12,9 @@ import msgspec
 import pytest
 import trio
 
-from orchestrator import _scripts
-from orchestrator._sandbox import sandbox_available
-from orchestrator._scripts import ScriptRequest, ScriptResult, run_script
+from orchestrator.scripts import _run as _scripts
+from orchestrator.scripts._run import ScriptRequest, ScriptResult, run_script
+from orchestrator.scripts._sandbox import sandbox_available
 
 HAVE_BWRAP = sandbox_available()
 # Each behaviour runs in both modes: "required" must use bubblewrap, "off" must not.

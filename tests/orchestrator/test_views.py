@@ -30,7 +30,7 @@ def example(marker: str) -> str:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("demo")
     run = subprocess.run(
-        [sys.executable, "-m", "orchestrator._cli", "demo", "--db", "skillog.db"],
+        [sys.executable, "-m", "orchestrator.cli", "demo", "--db", "skillog.db"],
         cwd=where,
         capture_output=True,
         text=True,

@@ -14,7 +14,6 @@ import trio
 
 from eventlog import open_sqlite_store
 from orchestrator import HostTool
-from orchestrator._cli import main
 from orchestrator._events import (
     CatalogIndexed,
     PromptRendered,
@@ -24,6 +23,7 @@ from orchestrator._events import (
 )
 from orchestrator._index_log import INDEX_STREAM
 from orchestrator.adapters import ScriptedModel
+from orchestrator.cli import main
 from orchestrator.skills import SkillSource, SkillWatcher, Tier, build_catalog
 from replay import load_recording, redrive, replay_session
 

@@ -149,7 +149,7 @@ def test_log_show_follow_prints_a_running_script(tmp_path: Path) -> None:
         "  - text: done\n"
     )
     db = tmp_path / "log.db"
-    cli = [sys.executable, "-m", "orchestrator._cli"]
+    cli = [sys.executable, "-m", "orchestrator.cli"]
     run = subprocess.Popen(
         [*cli, "run", "wait", "--model", f"scripted:{script}", "--skills", str(skill),
          "--tier", "org", "--db", str(db)],

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from eventlog import open_sqlite_store
-from orchestrator._cli import main
+from orchestrator.cli import main
 
 
 def _make_db(kit: Any, path: Path, sessions: dict[str, bool]) -> None:

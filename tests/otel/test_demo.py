@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator._cli import main
+from orchestrator.cli import main
 
 
 def test_demo_session_exports_as_one_well_formed_trace(

@@ -17,10 +17,10 @@ import pytest
 import trio
 
 from eventlog import open_sqlite_store
-from orchestrator._cli import main
 from orchestrator._host_tools import HostTool
 from orchestrator._loop import Agent
 from orchestrator.adapters import ScriptedModel
+from orchestrator.cli import main
 from orchestrator.skills import Tier, load_skill
 
 GOLDEN = Path(__file__).parents[1] / "golden"

@@ -1,6 +1,6 @@
 """A real service for the tests: Hypercorn's trio worker on a free loopback port,
 serving the app over a real SQLite log, with one in-process worker, wired exactly as
-``skillog serve`` wires it (``_cli_serve.build``); httpx (the model SDKs' client) calls
+``skillog serve`` wires it (``cli/_serve.build``); httpx (the model SDKs' client) calls
 it. The model is scripted; everything else is real."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from eventlog import EventStore, open_sqlite_store
-from orchestrator._cli import _parser
-from orchestrator._cli_serve import build
 from orchestrator._events import PolicyConfig
+from orchestrator.cli._main import _parser
+from orchestrator.cli._serve import build
 from orchestrator.service import new_token, serve
 from orchestrator.service._sse import Tail
 from orchestrator.skills._config import add_service_token

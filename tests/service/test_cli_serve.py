@@ -15,7 +15,7 @@ import httpx2 as httpx
 import pytest
 import trio
 
-from orchestrator._cli import main
+from orchestrator.cli import main
 from orchestrator.service import TokenBook, is_loopback, new_token, token_digest
 from orchestrator.skills._config import add_service_token, load_service_config
 
@@ -26,7 +26,7 @@ def start(tmp_path: Path, env: dict[str, str], *args: str) -> tuple[subprocess.P
     err = tmp_path / "serve.err"
     with err.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator._cli", "serve", "--db", str(tmp_path / "s.db"),
+            [sys.executable, "-m", "orchestrator.cli", "serve", "--db", str(tmp_path / "s.db"),
              "--bind", "127.0.0.1:0", *args],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=sink, text=True,
             stdin=subprocess.DEVNULL,
@@ -72,7 +72,7 @@ def test_first_run_prints_a_token_once_and_stores_its_hash(tmp_path: Path) -> No
 def test_loopback_only_by_default() -> None:
     assert is_loopback("127.0.0.1:8765") and is_loopback("[::1]:80") and is_loopback("localhost:1")
     assert not is_loopback("0.0.0.0:8765") and not is_loopback("192.168.1.2:80")
-    from orchestrator._cli import _parser
+    from orchestrator.cli._main import _parser
 
     assert _parser("serve")[0].parse_args(["serve"]).bind == "127.0.0.1:8765"
 

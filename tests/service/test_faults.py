@@ -115,7 +115,7 @@ def test_front_end_on_postgres_with_a_separate_worker(tmp_path: Path, pg_dsn: st
     proc, url = start(tmp_path, env, *args, "--workers", "0", "--db", pg_dsn)
     skills = args[args.index("--skills") + 1]
     worker = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator._cli", "worker", "--db", pg_dsn, "--skills",
+        [sys.executable, "-m", "orchestrator.cli", "worker", "--db", pg_dsn, "--skills",
          skills, "--poll-ms", "100", "--name", "outside"],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
@@ -143,7 +143,7 @@ def spawn_worker(
 ) -> subprocess.Popen[bytes]:
     """A ``skillog worker`` process with a 1 s lease (a dead one is taken over soon)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator._cli", "worker", "--db", db, "--poll-ms", "100",
+        [sys.executable, "-m", "orchestrator.cli", "worker", "--db", db, "--poll-ms", "100",
          "--lease-ms", "1000", "--name", name, *args],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,

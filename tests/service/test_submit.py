@@ -91,7 +91,7 @@ def test_the_presets_are_the_servers_policy_then_the_configurations_profiles(
     profile of ``policy.profiles`` follows by name, with the ``--policy`` settings."""
     import argparse
 
-    from orchestrator._cli_serve import policy_presets
+    from orchestrator.cli._serve import policy_presets
 
     config = tmp_path / "config.yaml"
     config.write_text(

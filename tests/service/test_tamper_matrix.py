@@ -26,9 +26,9 @@ import pytest
 import trio
 
 from eventlog import open_sqlite_store
-from orchestrator._cli import main
-from orchestrator._cli_demo import TASK, demo_agent
 from orchestrator._events import CODEC, UserMessage
+from orchestrator.cli import main
+from orchestrator.cli._demo import TASK, demo_agent
 
 from .conftest import running_service
 

@@ -29,11 +29,11 @@ from orchestrator._events import (
     ToolInterrupted,
 )
 from orchestrator._events import Event as Body
-from orchestrator._limits import ScriptLimits
 from orchestrator._prompt import tool_specs
 from orchestrator._state import SessionState, apply
 from orchestrator.adapters import ScriptedModel
 from orchestrator.mcp import CONTEXT_META, McpServerConfig
+from orchestrator.scripts._limits import ScriptLimits
 
 MB = 1024 * 1024
 Stdio = Any
@@ -373,7 +373,7 @@ async def test_skillog_run_uses_the_config_files_servers(tmp_path: Path, server_
     db = tmp_path / "log.db"
     env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path)}
     ran = await trio.run_process(
-        [sys.executable, "-m", "orchestrator._cli", "run", "look it up",
+        [sys.executable, "-m", "orchestrator.cli", "run", "look it up",
          "--model", f"scripted:{turns}", "--db", str(db)],
         cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False,
         stdin=b"",

@@ -103,7 +103,7 @@ def test_a_claude_code_permissions_list_in_the_config_works_unchanged(
     db = tmp_path / "log.db"
     env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path)}
     out = subprocess.run(
-        [sys.executable, "-m", "orchestrator._cli", "run", "test the app",
+        [sys.executable, "-m", "orchestrator.cli", "run", "test the app",
          "--model", f"scripted:{script}", "--skills", str(skills), "--db", str(db),
          "--policy", "sandbox=preferred"],
         capture_output=True, text=True, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,

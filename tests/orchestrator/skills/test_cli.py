@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator._cli import main
+from orchestrator.cli import main
 
 WriteSkill = Callable[..., Path]
 
@@ -203,7 +203,7 @@ def test_list_and_show_print_lenient_warnings(
 def test_validate_json_is_one_object_per_path(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from orchestrator._cli import main
+    from orchestrator.cli import main
 
     good = tmp_path / "good"
     good.mkdir()

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator._cli import main
+from orchestrator.cli import main
 from orchestrator.skills import ConfigError, SkillsConfig, load_config, save_config
 from orchestrator.skills._config_edit import set_skills_keys
 

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator import PolicyConfig
 from orchestrator._events import ScriptExecuted, ToolCompleted
-from orchestrator._sandbox import sandbox_available
+from orchestrator.scripts import sandbox_available
 from orchestrator.skills import (
     DependencyError,
     SkillsConfig,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator._cli_session import discover
+from orchestrator.cli._session import discover
 from orchestrator.skills import (
     SearchDoc,
     SkillIndex,

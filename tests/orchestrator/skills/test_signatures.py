@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from eventlog import generate_key, load_public_key
-from orchestrator._cli import main
 from orchestrator._events import (
     CatalogSnapshot,
     PolicyConfig,
@@ -17,6 +16,7 @@ from orchestrator._events import (
     SkillActivationFailed,
     ToolCompleted,
 )
+from orchestrator.cli import main
 from orchestrator.skills import Tier, check_signature, load_skill, sign_skill, signature_path
 from replay import load_recording, redrive, replay_session
 

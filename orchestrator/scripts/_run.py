@@ -431,7 +431,7 @@ async def run_script(request: ScriptRequest, *, bwrap: str | None = None) -> Scr
     of the result. Guarantees no process of the script outlives the call, including when
     the calling scope is cancelled (then ``trio.Cancelled`` propagates as usual).
     ``bwrap`` overrides where bubblewrap is looked for (tests use it to simulate its
-    absence); ``None`` means :func:`~orchestrator._sandbox.find_bwrap`.
+    absence); ``None`` means :func:`~orchestrator.scripts._sandbox.find_bwrap`.
     """
     try:
         validate_request(request)

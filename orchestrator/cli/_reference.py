@@ -1,6 +1,6 @@
 """The command reference, ``docs/cli.md``, rendered from the CLI's own parsers.
 
-``python -m orchestrator._cli_reference > docs/cli.md`` regenerates it; a test fails
+``python -m orchestrator.cli._reference > docs/cli.md`` regenerates it; a test fails
 when the file and the parsers disagree, so the reference cannot drift from the CLI.
 """
 
@@ -10,14 +10,14 @@ import argparse
 import os
 from collections.abc import Iterator
 
-from ._cli import COMMANDS, _parser
+from ._main import COMMANDS, _parser
 
 WIDTH = "88"  # help is wrapped to $COLUMNS: fixed, so the text is the same everywhere
 
 HEADER = """\
 # Command reference
 
-Generated from the CLI's parsers by `python -m orchestrator._cli_reference > docs/cli.md`
+Generated from the CLI's parsers by `python -m orchestrator.cli._reference > docs/cli.md`
 (a test checks it is current). Every command takes `--db` before or after the command
 and its action. Exit codes: 0 success; 1 a check ran and failed (verify, validate,
 replay); 2 the input could not be used; 130 interrupted; 141 the output pipe was closed.

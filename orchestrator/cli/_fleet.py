@@ -12,13 +12,13 @@ import trio
 from eventlog import open_store, visible
 from eventlog._terminal import log_to_stderr
 
-from ._cli_session import add_arguments as add_session_arguments
-from ._cli_session import add_catalog_options, add_db, agent_for, session_policy
-from ._events import SessionStarted
-from ._fleet import AgentFactory, Worker, describe, queue_session
-from ._loop import Agent
-from ._views import AUDIT_VIEWS
-from .skills import Tier
+from .._events import SessionStarted
+from .._fleet import AgentFactory, Worker, describe, queue_session
+from .._loop import Agent
+from .._views import AUDIT_VIEWS
+from ..skills import Tier
+from ._session import add_arguments as add_session_arguments
+from ._session import add_catalog_options, add_db, agent_for, session_policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -17,25 +17,39 @@ import msgspec
 from eventlog import default_db, inert_json, is_postgres_url, open_store, sqlite_path, visible
 from eventlog._progress import Progress
 
-from ._catalog import Catalog, Rejected, Status, build_catalog, filter_reason
-from ._config import (
+from ..skills import (
+    Catalog,
+    EnvRecord,
+    Rejected,
+    SkillIndex,
+    SkillNotFoundError,
     SkillsConfig,
+    SkillSearch,
+    SkillValidationError,
+    Status,
+    Tier,
+    build_catalog,
+    build_env,
+    check_env,
+    check_signature,
     config_path,
+    default_sources,
+    env_state,
+    filter_reason,
+    install,
     load_config,
     load_mcp_servers,
+    load_skill,
+    materialize,
+    parse_requires,
+    python_requirements,
+    remove,
     save_config,
+    search_doc,
+    sign_skill,
     trusted_signers,
+    update,
 )
-from ._deps import EnvRecord, build_env, check_env, env_state, parse_requires, python_requirements
-from ._discover import default_sources
-from ._errors import SkillNotFoundError, SkillValidationError
-from ._index import SkillIndex
-from ._install import install, remove, update
-from ._materialize import materialize
-from ._model import Tier
-from ._parse import load_skill
-from ._search import SkillSearch, search_doc
-from ._sign import check_signature, sign_skill
 
 _SYMBOL = {Status.ENABLED: "✓", Status.DISABLED: "○", Status.UNAVAILABLE: "✗"}
 

@@ -7,7 +7,6 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import msgspec
 import trio
@@ -26,8 +25,8 @@ from eventlog import (
     visible,
 )
 
-from ._effects import ApprovalDecision, ApprovalRequest, Approver
-from ._events import (
+from .._effects import ApprovalDecision, ApprovalRequest, Approver
+from .._events import (
     CODEC,
     Event,
     PolicyConfig,
@@ -35,14 +34,14 @@ from ._events import (
     SessionStarted,
     SessionSuspended,
 )
-from ._fleet import LEASE_PREFIX, lease_history, session_config
-from ._loop import Agent
-from ._policy import suggested_rule
-from ._policy_config import load_policy
-from ._state import SessionState, apply
-from ._transcript import transcript
-from ._views import AUDIT_VIEWS
-from .skills import (
+from .._fleet import session_config
+from .._loop import Agent
+from .._policy import suggested_rule
+from .._policy_config import load_policy
+from .._session_list import session_rows
+from .._transcript import transcript
+from .._views import AUDIT_VIEWS
+from ..skills import (
     Catalog,
     Skill,
     SkillIndex,
@@ -245,78 +244,6 @@ async def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One line of ``skillog sessions`` (and of its ``--json``): ``turns`` is the number
-    of model requests the session made (a fork counts the turns it copied),
-    ``status`` the text of :func:`status_text`, ``state`` the fold's status (``new``,
-    ``running``, ``awaiting_approval``, ``resumable``, ``ended``), ``end_reason`` why
-    an ended session ended. A fork names the session and seq it was forked from."""
-
-    session: str
-    started: str
-    model: str
-    turns: int
-    events: int
-    status: str
-    workers: tuple[str, ...] = ()
-    state: str = ""
-    end_reason: str | None = None
-    pending_approvals: int = 0
-    started_ns: int = 0
-    forked_from: str | None = None
-    fork_at_seq: int | None = None
-
-    @property
-    def parent(self) -> str:
-        """``fork of SESSION@SEQ`` for a fork, else empty."""
-        return "" if self.forked_from is None else f"fork of {self.forked_from}@{self.fork_at_seq}"
-
-
-async def session_rows(store: EventStore) -> list[SessionRow]:
-    """Every session, most recent first: who, when, how far, where it stands (folded
-    from its log, so the status is the runtime's own)."""
-    rows: list[tuple[int, str, SessionRow]] = []
-    for info in await store.streams():
-        if info.stream.startswith(LEASE_PREFIX):
-            continue
-        state = SessionState(info.stream)
-        async for event in store.read(info.stream):
-            apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
-        if state.config is None:
-            continue
-        fork = state.forked_from
-        row = SessionRow(
-            session=info.stream,
-            started=when(info.first_recorded_at),
-            model=f"{state.config.provider}:{state.config.model}",
-            turns=state.turn,
-            events=info.length,
-            status=status_text(state),
-            workers=tuple(await lease_history(store, info.stream)),
-            state=state.status,
-            end_reason=state.ended.reason if state.ended is not None else None,
-            pending_approvals=len(state.pending_approvals),
-            started_ns=info.first_recorded_at,
-            forked_from=fork.from_session if fork is not None else None,
-            fork_at_seq=fork.at_seq if fork is not None else None,
-        )
-        rows.append((info.first_recorded_at, info.stream, row))
-    rows.sort(reverse=True)
-    return [row for _, _, row in rows]
-
-
-def status_text(state: SessionState) -> str:
-    """``ended (max_turns)``, ``suspended: awaiting approval (2 pending)``,
-    ``suspended: approvals decided, resume it``, ``open (resumable)``."""
-    if state.ended is not None:
-        return f"ended ({state.ended.reason})"
-    if state.status == "awaiting_approval":
-        return f"suspended: awaiting approval ({len(state.pending_approvals)} pending)"
-    if state.status == "resumable":
-        return "suspended: approvals decided, resume it"
-    return "open (resumable)"
-
-
 async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
     return [CODEC.decode(e) async for e in store.read(session_id)]
 
@@ -361,7 +288,7 @@ def agent_for(
 ) -> Agent:
     """The agent the session commands (and workers) build from their arguments, with
     ``policy`` for the sessions it starts (a resumed session keeps its recorded one)."""
-    from .adapters import adapter_from_spec
+    from ..adapters import adapter_from_spec
 
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()
@@ -492,23 +419,10 @@ def _fixed(approved: bool, by: str) -> Approver:
     return decide
 
 
-def when(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def age(ns: int) -> str:
-    """A duration as ``42s``, ``5m``, ``3h`` or ``2d`` (rounded down)."""
-    seconds = max(0, ns // 1_000_000_000)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 async def stop_on_signals(stop: trio.Event, who: str, doing: str) -> None:
     """Set ``stop`` at the first SIGTERM or SIGINT, saying ``who: SIG: doing`` on stderr,
     then stop listening: a second signal interrupts (``serve``, ``mcp serve``; a
-    worker keeps listening while it drains, ``_cli_fleet``)."""
+    worker keeps listening while it drains, ``cli/_fleet``)."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             print(f"{who}: {signal.Signals(signum).name}: {doing}", file=sys.stderr, flush=True)

@@ -12,9 +12,14 @@ import trio
 from eventlog import EventStore, SkillogError, describe_db, open_store
 from eventlog._terminal import log_to_stderr
 
-from ._cli_demo import DEMO
-from ._cli_fleet import add_worker_arguments, agent_factory
-from ._cli_session import (
+from .._events import PolicyConfig
+from .._fleet import Worker
+from .._loop import Agent
+from .._views import AUDIT_VIEWS
+from ..skills import config_path
+from ._demo import DEMO
+from ._fleet import add_worker_arguments, agent_factory
+from ._session import (
     add_db,
     add_policy_arguments,
     agent_for,
@@ -22,14 +27,9 @@ from ._cli_session import (
     stop_on_signals,
     turn_bound,
 )
-from ._events import PolicyConfig
-from ._fleet import Worker
-from ._loop import Agent
-from ._views import AUDIT_VIEWS
-from .skills import config_path
 
 if TYPE_CHECKING:
-    from .service import ServiceContext
+    from ..service import ServiceContext
 
 DEMO_MODEL = f"scripted:{DEMO / 'turns.yaml'}"
 
@@ -81,7 +81,7 @@ def use_demo_default(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from .service import ensure_token
+        from ..service import ensure_token
     except ImportError as e:
         raise SkillogError(
             f"skillog serve needs the service extra ({e}): pip install 'skillog[service]'"
@@ -105,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _add_token(name: str, roles_text: str) -> int:
-    from .service import ROLES, new_token
-    from .skills._config import add_service_token
+    from ..service import ROLES, new_token
+    from ..skills import add_service_token
 
     roles = tuple(r.strip() for r in roles_text.split(",") if r.strip())
     unknown = [r for r in roles if r not in ROLES]
@@ -124,8 +124,8 @@ def policy_presets(args: argparse.Namespace, policy: PolicyConfig) -> dict[str, 
     ``policy``, what serve itself resolved (configuration, ``--policy-profile``,
     ``--policy``); then each profile of the configuration file by its name (with the
     ``--policy`` settings over it, as for ``skillog run --policy-profile NAME``)."""
-    from ._policy_config import load_policy, policy_profiles
-    from .service import DEFAULT_POLICY
+    from .._policy_config import load_policy, policy_profiles
+    from ..service import DEFAULT_POLICY
 
     presets = {DEFAULT_POLICY: policy}
     for name in policy_profiles(config_path()):
@@ -136,7 +136,7 @@ def policy_presets(args: argparse.Namespace, policy: PolicyConfig) -> dict[str, 
 def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:
     """The service context and in-process workers ``args`` (of ``skillog serve``) ask
     for, over ``store``."""
-    from .service import ServiceContext, TokenBook
+    from ..service import ServiceContext, TokenBook
 
     policy = session_policy(args)  # read once: a bad policy stops serve at start
 
@@ -169,7 +169,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .service import is_loopback, serve
+    from ..service import is_loopback, serve
 
     log_to_stderr()
     if not is_loopback(args.bind):

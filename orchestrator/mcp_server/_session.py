@@ -1,7 +1,7 @@
 """One MCP client connection of ``skillog mcp serve``: one session of the log.
 
 The session is an ordinary one, driven by ``_loop.drive`` with the client as its
-model (``_server_model``): the client's calls go through the same write-ahead
+model (``_client_model``): the client's calls go through the same write-ahead
 pipeline, policy and events as a model's. Approvals are asked of the client's user
 with MCP elicitation when the client supports it; otherwise they are refused, with
 the reason recorded (nobody could be asked, and an MCP client waits for its answer,
@@ -26,7 +26,7 @@ from .._loop import Agent, drive
 from .._model import ToolCall, ToolResult, encode_canonical
 from .._session import Session
 from ..skills import Skill
-from ._server_model import CLIENT_RETRY, ClientModel, Pending
+from ._client_model import CLIENT_RETRY, ClientModel, Pending
 
 log = logging.getLogger("skillog.mcp")
 

@@ -24,32 +24,32 @@ from eventlog import SkillogError, os_error_message, visible
 # name -> (module, one-line help). Modules are imported lazily.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": (
-        "orchestrator._cli_demo",
+        "orchestrator.cli._demo",
         "run a complete scripted session on the bundled example skills",
     ),
-    "run": ("orchestrator._cli_session", "run a real session against a model provider"),
-    "sessions": ("orchestrator._cli_session", "list the sessions in a database with their status"),
-    "resume": ("orchestrator._cli_session", "resume a session from its log where it stopped"),
-    "submit": ("orchestrator._cli_fleet", "queue a session for the workers of a database"),
-    "worker": ("orchestrator._cli_fleet", "claim and drive queued or orphaned sessions"),
+    "run": ("orchestrator.cli._session", "run a real session against a model provider"),
+    "sessions": ("orchestrator.cli._session", "list the sessions in a database with their status"),
+    "resume": ("orchestrator.cli._session", "resume a session from its log where it stopped"),
+    "submit": ("orchestrator.cli._fleet", "queue a session for the workers of a database"),
+    "worker": ("orchestrator.cli._fleet", "claim and drive queued or orphaned sessions"),
     "serve": (
-        "orchestrator._cli_serve",
+        "orchestrator.cli._serve",
         "serve the HTTP API, live events and web console (with in-process workers)",
     ),
     "policy": (
-        "orchestrator._cli_policy",
+        "orchestrator.cli._policy",
         "show the policy a new session would run under, or the one a session recorded",
     ),
-    "approvals": ("orchestrator._cli_approvals", "list the approval requests sessions wait for"),
-    "approve": ("orchestrator._cli_approvals", "approve a pending request (any process)"),
-    "deny": ("orchestrator._cli_approvals", "deny a pending request (any process)"),
+    "approvals": ("orchestrator.cli._approvals", "list the approval requests sessions wait for"),
+    "approve": ("orchestrator.cli._approvals", "approve a pending request (any process)"),
+    "deny": ("orchestrator.cli._approvals", "deny a pending request (any process)"),
     "mcp": (
-        "orchestrator._cli_mcp",
+        "orchestrator.cli._mcp",
         "serve the skills runtime to MCP clients: skillog mcp serve",
     ),
-    "skills": ("orchestrator.skills._cli", "list, validate, install and materialize skills"),
+    "skills": ("orchestrator.cli._skills", "list, validate, install and materialize skills"),
     "log": (
-        "orchestrator._cli_log",
+        "orchestrator.cli._log",
         "inspect, verify, checkpoint, export and import the event log",
     ),
     "replay": ("replay._cli", "replay a session from its log and prove every prompt"),
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "trusted_key", False) is None and getattr(args, "checkpoint", None):
             # The joining layer knows the configuration file; eventlog and replay do not.
-            from orchestrator.skills._config import trusted_keys_default
+            from orchestrator.skills import trusted_keys_default
 
             default = trusted_keys_default()
             args.trusted_key = None if default is None else Path(default)

@@ -12,8 +12,8 @@ import yaml
 
 from eventlog import inert_json, open_store, visible
 
-from ._cli_session import _started, add_db, add_policy_arguments, session_policy
-from ._events import PolicyConfig
+from .._events import PolicyConfig
+from ._session import _started, add_db, add_policy_arguments, session_policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

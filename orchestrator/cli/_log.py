@@ -13,7 +13,7 @@ import argparse
 
 from eventlog import _cli
 
-from ._verdict import verdict
+from .._verdict import verdict
 
 add_arguments = _cli.add_arguments
 

@@ -17,18 +17,18 @@ import trio
 
 from eventlog import describe_db, open_store, visible
 
-from ._cli_session import add_db, read_bodies
-from ._events import PolicyConfig
-from ._host_tools import HostTool
-from ._loop import Agent
-from ._sandbox import sandbox_available
-from ._session import Clock
-from ._transcript import transcript
-from ._verdict import verdict
-from ._views import AUDIT_VIEWS
-from .skills import Tier, load_skill
+from .._events import PolicyConfig
+from .._host_tools import HostTool
+from .._loop import Agent
+from .._session import Clock
+from .._transcript import transcript
+from .._verdict import verdict
+from .._views import AUDIT_VIEWS
+from ..scripts import sandbox_available
+from ..skills import Tier, load_skill
+from ._session import add_db, read_bodies
 
-DEMO = Path(__file__).parent / "demo"
+DEMO = Path(__file__).parent.parent / "demo"
 TASK = (
     "Summarize the sample sales CSV (assets/sales.csv of the csv-insights skill) by region, "
     "then email the report to team@example.com."
@@ -42,7 +42,7 @@ def send_report(to: str, subject: str) -> str:
 
 def demo_agent(*, sandbox: Literal["required", "preferred"], clock: Clock = time.time_ns) -> Agent:
     """The demo's agent: the bundled skills, the scripted turns, ``send_report``."""
-    from .adapters import ScriptedModel
+    from ..adapters import ScriptedModel
 
     skills = [
         load_skill(path, tier=Tier.BUILTIN, source="builtin:demo")

@@ -13,9 +13,10 @@ import trio
 
 from eventlog import inert_json, open_sqlite_store, visible
 
-from ._approvals import decide_approval, pending_approvals
-from ._cli_session import add_db, age, when
-from ._views import AUDIT_VIEWS
+from .._approvals import decide_approval, pending_approvals
+from .._session_list import age, when
+from .._views import AUDIT_VIEWS
+from ._session import add_db
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

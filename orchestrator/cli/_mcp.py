@@ -11,12 +11,12 @@ import trio
 from eventlog import SkillogError, describe_db, open_store, visible
 from eventlog._terminal import log_to_stderr
 
-from ._cli_session import add_db, discover, stop_on_signals
-from ._views import AUDIT_VIEWS
-from .skills import Tier
+from .._views import AUDIT_VIEWS
+from ..skills import Tier
+from ._session import add_db, discover, stop_on_signals
 
 if TYPE_CHECKING:
-    from .mcp._server_session import ServeConfig, ServedSession
+    from ..mcp_server import ServeConfig, ServedSession
 
 DEFAULT_BIND = "127.0.0.1:8766"
 
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from .mcp._server_session import ServeConfig
+        from ..mcp_server import ServeConfig
     except ImportError as e:
         raise SkillogError(
             f"skillog mcp serve needs the mcp extra ({e}): pip install 'skillog[mcp]'"
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
-    from .mcp._server import serve_stdio
+    from ..mcp_server import serve_stdio
 
     def ended(served: ServedSession) -> None:
         print(
@@ -91,7 +91,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
         if args.transport == "stdio":
             await serve_stdio(store, config, on_end=ended)
             return 0
-        from .mcp._server_http import serve_http
+        from ..mcp_server import serve_http
 
         stop = trio.Event()
         async with trio.open_nursery() as nursery:

@@ -20,7 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from eventlog import EventStore, SkillogError
 
 from ._server import TOKEN_KEY, SkillogMcp
-from ._server_session import ServeConfig, ServedSession
+from ._session import ServeConfig, ServedSession
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -45,8 +45,7 @@ async def serve_http(
     try:
         from hypercorn.trio import serve as hypercorn_serve
 
-        from ..service import TokenBook, is_loopback
-        from ..service._serve import hypercorn_config
+        from ..service import TokenBook, hypercorn_config, is_loopback
     except ImportError as e:
         raise SkillogError(
             f"--transport http needs Hypercorn ({e}): pip install 'skillog[mcp,service]'"

@@ -23,8 +23,8 @@ from mcp.shared.exceptions import MCPError
 from eventlog import EventStore
 
 from .._loop import VERSION
-from . import _server_views as views
-from ._server_session import ServeConfig, ServedSession
+from . import _views as views
+from ._session import ServeConfig, ServedSession
 
 log = logging.getLogger("skillog.mcp")
 

@@ -1,0 +1,26 @@
+"""The names of the log's streams: sessions, the fleet's leases, the indexing runs.
+
+A plain vocabulary with no imports, so the pure checker (``_grammar``), the exporter
+and the read models can tell streams apart without importing the loop they describe.
+"""
+
+from __future__ import annotations
+
+LEASE_PREFIX = "lease/"
+"""Every lease stream is ``lease/<session>``: who drives the session (``_fleet``)."""
+
+QUEUED = "queued"
+"""The outcome of the lease stream's first event, written by ``_fleet.queue_session``."""
+
+INDEX_STREAM = "skills-index"
+"""The stream of ``catalog.indexed`` events; sessions are the other streams."""
+
+
+def lease_stream(session_id: str) -> str:
+    """The lease stream of ``session_id``."""
+    return f"{LEASE_PREFIX}{session_id}"
+
+
+def is_session_stream(stream: str) -> bool:
+    """Sessions are every stream but the fleet's leases and the indexing runs."""
+    return stream != INDEX_STREAM and not stream.startswith(LEASE_PREFIX)
