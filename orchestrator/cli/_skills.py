@@ -466,9 +466,16 @@ def _show(
     print(f"{_SYMBOL[e.status]} {visible(e.name)} ({e.status}{reason})")
     print(f"id: {visible(e.id)}\nsource: {visible(e.source)}\ntier: {e.tier}")
     print(f"path: {visible(str(e.path))}\nhash: sha256:{e.hash}")
-    version = e.properties.metadata.get("version")
-    if version is not None:
-        print(f"version: {visible(version)}")
+    props = e.properties
+    for label, value in (
+        ("version", props.metadata.get("version")),
+        ("license", props.license),
+        ("compatibility", props.compatibility),
+        ("allowed-tools", props.allowed_tools),
+        ("requires", props.metadata.get("requires")),
+    ):
+        if value is not None:
+            print(f"{label}: {visible(value)}")
     if check is not None:
         print(f"signature: {'valid, ' if check.signed_by else ''}{visible(check.detail)}")
     if e.provenance:

@@ -292,3 +292,23 @@ def test_search_ranks_and_list_counts_tokens_per_mode(
     counts = dict(re.findall(r"(full|compact|names|search) (\d+)", line))
     assert line.startswith("catalog tokens by catalog_mode (2 visible skills)")
     assert int(counts["full"]) > int(counts["names"]) >= int(counts["search"]) > 0
+
+
+def test_show_prints_license_compatibility_allowed_tools_and_requires(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(
+        project / ".claude/skills",
+        "full",
+        frontmatter="name: full\ndescription: d\nlicense: MIT\ncompatibility: Linux only\n"
+        "allowed-tools: Read Bash(python3:*)\nmetadata:\n  requires: sh\n",
+    )
+    assert main(["skills", "show", "full"]) == 0
+    out = capsys.readouterr().out
+    for line in (
+        "license: MIT",
+        "compatibility: Linux only",
+        "allowed-tools: Read Bash(python3:*)",
+        "requires: sh",
+    ):
+        assert f"\n{line}\n" in out
