@@ -330,11 +330,7 @@ def preapproved_by(
         if any(_names(r, tool) for r in rules[0][1]) and permits(rules, tool, path=path, args=args):
             tier = candidate.tier if candidate.tier in TIERS else "third-party"
             return f"allowed-tools of {candidate.name} ({tier})"
-    allow = settings_of(config, skill).allow if skill is not None else config.allow
-    for text in allow:
-        if rule_matches(text, tool, path=path, args=args):
-            return f"policy allow {text}"
-    return None
+    return allowed_by_rule(config, tool, skill=skill, path=path, args=args)
 
 
 def rule_matches(text: str, tool: str, *, path: str = "", args: Sequence[str] = ()) -> bool:
