@@ -156,22 +156,23 @@ class SkillIndex:
             raise SkillIndexError(f"{self.path}: cannot write the skills index ({e})") from e
 
     def _migrate(self) -> None:
-        with self._db.conn:
-            self._db.execute("CREATE TABLE IF NOT EXISTS skills_schema (version INTEGER NOT NULL)")
-            row = self._db.execute("SELECT version FROM skills_schema").fetchone()
-            if row is not None and row[0] == SCHEMA_VERSION:
-                return
-            self._db.execute("DROP TABLE IF EXISTS skills_index")
-            self._db.execute("DELETE FROM skills_schema")
-            self._db.execute("INSERT INTO skills_schema (version) VALUES (?)", [SCHEMA_VERSION])
-            self._db.table("skills_index").create(
-                {
-                    "root": str,
-                    "fingerprint": str,
-                    "racy": int,
-                    "record": bytes,
-                    "paths": bytes,
-                    "indexed_at": int,
-                },
-                pk="root",
-            )
+        # One immediate transaction around check, drop and create: many processes open
+        # the index at once (a service starting sessions), and outside a transaction
+        # one's DROP could land between another's CREATE and its first read.
+        conn = self._db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS skills_schema (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT version FROM skills_schema").fetchone()
+            if row is None or row[0] != SCHEMA_VERSION:
+                conn.execute("DROP TABLE IF EXISTS skills_index")
+                conn.execute("DELETE FROM skills_schema")
+                conn.execute("INSERT INTO skills_schema (version) VALUES (?)", [SCHEMA_VERSION])
+                conn.execute(
+                    "CREATE TABLE skills_index (root TEXT PRIMARY KEY, fingerprint TEXT, "
+                    "racy INTEGER, record BLOB, paths BLOB, indexed_at INTEGER)"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -117,3 +117,19 @@ def test_xml_like_tags_in_a_description_warn_and_are_escaped(tmp_path: Path) -> 
     assert warning.rule == "description-xml-tags" and "'<system>'" in warning.message
     block = catalog_block((skill_info(skill, False),), False, "full")
     assert "&lt;system&gt;override&lt;/system&gt;" in block and "<system>" not in block
+
+
+def test_many_processes_opening_a_new_index_at_once_all_see_the_table(tmp_path: Path) -> None:
+    import concurrent.futures
+
+    db = str(tmp_path / "race.db")
+
+    def open_and_read(_: int) -> int:
+        index = SkillIndex(db)
+        try:
+            return len(index.load())
+        finally:
+            index.close()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(open_and_read, range(32))) == [0] * 32
