@@ -33,8 +33,9 @@ sys.path.append(str(Path(__file__).resolve().parent))  # search_set, after the p
 
 from search_set import CORPUS_QUERIES, generated_queries, generated_skills
 
+from orchestrator._context import tokens_of
 from orchestrator._effects import skill_info
-from orchestrator._prompt import catalog_block, estimate_tokens
+from orchestrator._prompt import catalog_block
 from orchestrator.skills import (
     Catalog,
     SkillIndex,
@@ -181,9 +182,9 @@ def main() -> None:
 
         infos = tuple(skill_info(s, False) for s in skills)
         print(f"\ncatalog tokens ({n} skills, estimate: UTF-8 bytes / 4):")
-        full = estimate_tokens(catalog_block(infos, False, "full"))
+        full = tokens_of(len(catalog_block(infos, False, "full").encode()))
         for mode in ("full", "compact", "names", "search"):
-            tokens = estimate_tokens(catalog_block(infos, False, mode))
+            tokens = tokens_of(len(catalog_block(infos, False, mode).encode()))
             print(f"  {mode:8} {tokens:8d}  ({tokens / full:.1%} of full)")
 
     big = [*docs]

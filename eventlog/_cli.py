@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import msgspec
 import trio
 
+from ._catalog import Projection
 from ._checkpoint import (
     Checkpoint,
     append_checkpoint,
@@ -94,6 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path, metavar="OUT.db", help="the file to create (never replaced)")
     p = cmd("import", "import a JSON Lines export; all or nothing")
     p.add_argument("file", type=Path, help="the .jsonl file")
+    cmd("reindex", "rebuild the session catalog (an index) from the log, in one transaction")
 
 
 TRUSTED_KEYS_ENV = "SKILLOG_TRUSTED_KEYS"
@@ -142,12 +144,19 @@ def tofu_notice(key: str | None) -> str:
     )
 
 
-def run(args: argparse.Namespace, *, checker: Checker | None = None) -> int:
+def run(
+    args: argparse.Namespace,
+    *,
+    checker: Checker | None = None,
+    projection: Projection | None = None,
+) -> int:
     """Run the ``log`` subcommand in ``args``; returns the exit code. ``verify`` and
     ``checkpoint`` decide with ``checker`` (the writing program's verdict, which adds
-    its grammar and blob references; plain :func:`verify` by default)."""
+    its grammar, blob references and catalog; plain :func:`verify` by default);
+    ``reindex`` and ``import`` keep the catalog with ``projection``."""
     handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
     args.checker = checker
+    args.projection = projection
     code: int = trio.run(handler, args)
     return code
 
@@ -345,8 +354,17 @@ async def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _reindex(args: argparse.Namespace) -> int:
+    if args.projection is None:
+        raise StoreError("this program keeps no catalog: nothing to reindex")
+    async with open_store(args.db, projection=args.projection) as store:
+        rows: int = await store.reindex()  # type: ignore[attr-defined]
+    _out(f"catalog of {describe_db(args.db)} rebuilt from the log: {rows} rows\n")
+    return 0
+
+
 async def _import(args: argparse.Namespace) -> int:
-    async with open_store(args.db) as store:
+    async with open_store(args.db, projection=args.projection) as store:
         progress = Progress("imported", 0)
         try:
             report = await import_jsonl(store, str(args.file), progress=progress)
@@ -374,4 +392,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "export": _export,
     "snapshot": _snapshot,
     "import": _import,
+    "reindex": _reindex,
 }

@@ -5,8 +5,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import AsyncIterator, Sequence
 
+import msgspec
 import trio
 
+from ._catalog import CatalogRow, Claim, Listing, Projection, fold_into, matches
 from ._errors import BlobNotFoundError, ConcurrencyError
 from ._hashchain import (
     GENESIS_HASH,
@@ -31,7 +33,9 @@ class MemoryStore:
     thread-safe).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, projection: Projection | None = None) -> None:
+        self.projection = projection
+        self._catalog: dict[str, CatalogRow] = {}
         # The table, in position order, and an index of the rows in the log: each
         # stream's rows in seq order.
         self._events: list[Event] = []
@@ -63,9 +67,71 @@ class MemoryStore:
             self._blobs.setdefault(blob_digest(data), data)
         self._streams.setdefault(stream, []).extend(new)
         self._events.extend(new)
+        self._project(new)
         self._appended.set()
         self._appended = trio.Event()
         return tuple(new)
+
+    # -- the catalog (eventlog/_catalog.py) ---------------------------------------
+
+    def _project(self, events: Sequence[Event]) -> None:
+        if self.projection is not None:
+            rows: dict[str, CatalogRow | None] = {}
+            changed = fold_into(self.projection, rows, self._catalog.get, events)
+            for key in changed:
+                row = rows[key]
+                if row is not None:
+                    self._catalog[key] = row
+
+    async def catalog_built(self) -> bool:
+        return self.projection is not None
+
+    async def list_catalog(self, listing: Listing) -> list[CatalogRow]:
+        await trio.lowlevel.checkpoint()
+        rows = [r for r in self._catalog.values() if matches(r, listing)]
+        oldest_first = listing.free_at is not None
+        rows.sort(key=lambda r: (r.created_at, r.key), reverse=not oldest_first)
+        return rows if listing.limit is None else rows[: listing.limit]
+
+    async def catalog_row(self, key: str) -> CatalogRow | None:
+        await trio.lowlevel.checkpoint()
+        return self._catalog.get(key)
+
+    async def read_catalog(self) -> list[CatalogRow]:
+        await trio.lowlevel.checkpoint()
+        return sorted(self._catalog.values(), key=lambda r: r.key)
+
+    async def claim(self, claim: Claim) -> list[Event]:
+        """Claim free claimable rows (one task at a time holds the loop: atomic)."""
+        free_rows = await self.list_catalog(Listing(limit=claim.limit, free_at=claim.now))
+        claimed = []
+        for row in free_rows:
+            stream = claim.stream_of(row.key)
+            chain = self._streams.get(stream, [])
+            try:
+                (event,) = await self.append(
+                    stream,
+                    [claim.event_of(row.key)],
+                    expected_seq=chain[-1].seq + 1 if chain else 0,
+                )
+            except ConcurrencyError:
+                continue  # another claimant took it first
+            claimed.append(event)
+        return claimed
+
+    async def renew(self, key: str, holder: str, until: int) -> bool:
+        await trio.lowlevel.checkpoint()
+        row = self._catalog.get(key)
+        if row is None or row.holder != holder:
+            return False
+        self._catalog[key] = msgspec.structs.replace(row, lease_until=until)
+        return True
+
+    async def reindex(self) -> int:
+        assert self.projection is not None
+        self._catalog = {}
+        self._project(self._events)
+        return len(self._catalog)
 
     async def head(self, stream: str) -> Head | None:
         """The last event's seq and hash, or None for a stream with no events."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlite_utils.migrations import Migrations
 
+from ._catalog import Projection
 from ._errors import StoreError
 from ._types import EventStore
 
@@ -79,12 +80,17 @@ def open_postgres_store(
     readonly: bool = False,
     connect_timeout: float = 10.0,
     reconnect_timeout: float = 10.0,
+    projection: Projection | None = None,
 ) -> AbstractAsyncContextManager[PostgresStore]:
     """The PostgreSQL store at ``dsn`` (see :func:`eventlog._postgres.open_postgres_store`);
     psycopg (the ``postgres`` extra) is imported only when it is used."""
     opener = _postgres().open_postgres_store
     cm: AbstractAsyncContextManager[PostgresStore] = opener(
-        dsn, readonly=readonly, connect_timeout=connect_timeout, reconnect_timeout=reconnect_timeout
+        dsn,
+        readonly=readonly,
+        connect_timeout=connect_timeout,
+        reconnect_timeout=reconnect_timeout,
+        projection=projection,
     )
     return cm
 
@@ -103,18 +109,22 @@ async def open_store(
     *,
     readonly: bool = False,
     migrations: Sequence[Migrations] = (),
+    projection: Projection | None = None,
 ) -> AsyncIterator[EventStore]:
     """Open the event log at ``url`` (see the module docstring) with each store's
     defaults; ``readonly=True`` never writes and needs an existing log.
     ``migrations``: the domain's SQLite migration sets (see :func:`open_sqlite_store`);
-    a PostgreSQL log does not take them."""
+    a PostgreSQL log does not take them. ``projection``: the domain's catalog, kept in
+    every append's transaction (eventlog/_catalog.py)."""
     if is_postgres_url(url):
-        async with open_postgres_store(os.fspath(url), readonly=readonly) as pg:
+        async with open_postgres_store(
+            os.fspath(url), readonly=readonly, projection=projection
+        ) as pg:
             yield pg
         return
     from ._sqlite import open_sqlite_store
 
     async with open_sqlite_store(
-        sqlite_path(url), readonly=readonly, migrations=migrations
+        sqlite_path(url), readonly=readonly, migrations=migrations, projection=projection
     ) as sqlite:
         yield sqlite

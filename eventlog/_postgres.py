@@ -10,13 +10,15 @@ async connection).
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO, TypeVar
 
 import psycopg
 import trio
 
+from . import _postgres_catalog as catalog
+from ._catalog import CatalogRow, Claim, Listing, Projection
 from ._errors import BlobNotFoundError, DatabaseFormatError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
     GENESIS_HASH,
@@ -83,6 +85,7 @@ class PostgresStore:
         self._connect_timeout = connect_timeout
         self._reconnect_timeout = reconnect_timeout
         self._writer: PgWriter | None = None
+        self.projection: Projection | None = None
         self._idle: list[Conn] = []
         self._lock = threading.Lock()
 
@@ -172,14 +175,21 @@ class PostgresStore:
     ) -> ImportReport:
         """Import a JSON Lines export in one transaction (see :func:`import_jsonl`)."""
 
+        writer = self._writer
+
         def run(conn: Conn) -> ImportReport:
+            def insert(events: list[Event]) -> None:
+                insert_events(conn, events)
+                if writer is not None:
+                    writer.project(events)
+
             last = lock_for_append(conn)
             report, blobs, position = import_lines(
                 f,
                 source,
                 head_of=lambda s: heads_of(conn, [s]).get(s, (0, GENESIS_HASH)),
                 first_position=last + 1,
-                insert=lambda events: insert_events(conn, events),
+                insert=insert,
                 progress=progress,
             )
             insert_blobs(conn, blobs)
@@ -305,10 +315,30 @@ class PostgresStore:
             if listener is not None:
                 listener.close()
 
-    def _listen(self) -> Conn:
+    def _listen(self, channel: str = CHANNEL) -> Conn:
         conn = self._connect("follower")
-        conn.execute(f"LISTEN {CHANNEL}".encode())
+        conn.execute(f"LISTEN {channel}".encode())
         return conn
+
+    @asynccontextmanager
+    async def wakeups(self) -> AsyncIterator[Callable[[], Awaitable[bool]]]:
+        """A wait for the next transaction that makes a catalog row runnable
+        (``LISTEN``): it returns True when one committed, False when the listening
+        connection was lost (then the caller polls)."""
+        conn = await trio.to_thread.run_sync(self._listen, catalog.RUNNABLE)
+        lost = False
+
+        async def wait() -> bool:
+            nonlocal lost
+            if lost:
+                await trio.sleep_forever()
+            lost = not await _notified(conn)
+            return not lost
+
+        try:
+            yield wait
+        finally:
+            conn.close()
 
     async def _relisten(self) -> Conn:
         """A LISTENing connection. While the server restarts (connections refused), it
@@ -465,6 +495,56 @@ class PostgresStore:
                 return
             after = rows[-1][0]
 
+    # -- the catalog (eventlog/_catalog.py) ---------------------------------------
+
+    async def catalog_built(self) -> bool:
+        """Whether the catalog is current (built by a projection, kept since)."""
+
+        def check(conn: Conn) -> bool:
+            version = catalog.built(conn)
+            return version is not None and (
+                self.projection is None or version == self.projection.version
+            )
+
+        return await self._read(check, "reading the catalog")
+
+    async def list_catalog(self, listing: Listing) -> list[CatalogRow]:
+        return await self._read(lambda c: catalog.select(c, listing), "listing the catalog")
+
+    async def catalog_row(self, key: str) -> CatalogRow | None:
+        def one(conn: Conn) -> CatalogRow | None:
+            sql = f"SELECT {catalog.COLUMNS} FROM eventlog_catalog WHERE key = %s"
+            row = conn.execute(sql.encode(), (key,)).fetchone()
+            return None if row is None else catalog.to_row(row)
+
+        return await self._read(one, "reading the catalog")
+
+    async def read_catalog(self) -> list[CatalogRow]:
+        def every(conn: Conn) -> list[CatalogRow]:
+            sql = f"SELECT {catalog.COLUMNS} FROM eventlog_catalog ORDER BY key"
+            return [catalog.to_row(r) for r in conn.execute(sql.encode()).fetchall()]
+
+        return await self._read(every, "reading the catalog")
+
+    async def claim(self, claim: Claim) -> list[Event]:
+        """Claim free claimable rows (``FOR UPDATE SKIP LOCKED``, see :class:`Claim`)."""
+        writer = self._writer
+        if writer is None or writer.projection is None:
+            raise StoreError(f"{self.where}: claims need a store opened with a projection")
+        return await self.call_in_writer(lambda conn: writer.claim(conn, claim), doing="claiming")
+
+    async def renew(self, key: str, holder: str, until: int) -> bool:
+        """A heartbeat: an UPDATE of the row, allowed only to its holder."""
+        return await self.call_in_writer(
+            lambda conn: catalog.renew(conn, key, holder, until), doing="renewing a lease"
+        )
+
+    async def reindex(self) -> int:
+        writer = self._writer
+        if writer is None or writer.projection is None:
+            raise StoreError(f"{self.where}: reindex needs a store opened with a projection")
+        return await self.call_in_writer(writer.build_catalog, doing="rebuilding the catalog")
+
     # -- lifecycle ------------------------------------------------------------------
 
     async def _serve_writer(
@@ -490,9 +570,18 @@ class PostgresStore:
                 token,
                 lambda: None,
                 reconnect_timeout=reconnect_timeout,
+                projection=self.projection,
             )
             try:
                 migrate(writer._conn, self.dsn)
+                projection = self.projection
+                if projection is not None:
+                    conn = writer._conn
+                    if catalog.built(conn) != projection.version:
+                        # A log from before the catalog: fold it once, before any append.
+                        writer._transaction(lambda: writer.build_catalog(conn))
+                    else:
+                        conn.rollback()  # the check's implicit transaction
             except BaseException:
                 writer.close()
                 raise
@@ -528,6 +617,7 @@ async def open_postgres_store(
     readonly: bool = False,
     connect_timeout: float = 10.0,
     reconnect_timeout: float = 10.0,
+    projection: Projection | None = None,
 ) -> AsyncIterator[PostgresStore]:
     """Open (creating and migrating the schema if needed) the event log in the
     PostgreSQL database ``dsn`` (``postgresql://USER:PASSWORD@HOST:PORT/DBNAME`` or
@@ -546,6 +636,7 @@ async def open_postgres_store(
         connect_timeout=connect_timeout,
         reconnect_timeout=reconnect_timeout,
     )
+    store.projection = projection
     try:
         if readonly:
 

@@ -61,12 +61,39 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         """,
     ),
 )
+MIGRATIONS += (
+    (
+        "0003_catalog",
+        # The catalog (eventlog/_catalog.py); eventlog_catalog_meta names the projection
+        # version that built it (no row: not current).
+        """
+        CREATE TABLE eventlog_catalog (
+            key TEXT COLLATE "C" PRIMARY KEY,
+            status TEXT NOT NULL,
+            claimable BOOLEAN NOT NULL,
+            created_at BIGINT NOT NULL,
+            updated_at BIGINT NOT NULL,
+            text TEXT NOT NULL,
+            pending INTEGER NOT NULL,
+            holder TEXT,
+            lease_until BIGINT NOT NULL,
+            doc TEXT NOT NULL
+        );
+        CREATE INDEX eventlog_catalog_recent ON eventlog_catalog (created_at, key);
+        CREATE INDEX eventlog_catalog_claimable ON eventlog_catalog (created_at, key)
+            WHERE claimable = true;
+        CREATE INDEX eventlog_catalog_pending ON eventlog_catalog (created_at, key)
+            WHERE pending > 0;
+        CREATE TABLE eventlog_catalog_meta (version TEXT NOT NULL);
+        """,
+    ),
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 #: pg_advisory_xact_lock key of migrations ("skillog" in ASCII).
 _MIGRATION_LOCK = 0x736B696C6C6F67
 #: The channel every append transaction NOTIFYs (payload: the last position).
 CHANNEL = "skillog_events"
-_OURS = ("events", "blobs", "eventlog_snapshots")
+_OURS = ("events", "blobs", "eventlog_snapshots", "eventlog_catalog")
 
 
 def redact(dsn: str) -> str:

@@ -33,6 +33,8 @@ import psycopg
 import trio
 from psycopg import errors
 
+from . import _postgres_catalog as catalog
+from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._postgres_db import CHANNEL, translate
@@ -114,6 +116,7 @@ class PgWriter(BatchWriter):
         on_commit: Callable[[], None],
         *,
         reconnect_timeout: float,
+        projection: Projection | None = None,
     ) -> None:
         super().__init__(where, token, on_commit)
         self._connect = connect
@@ -121,6 +124,8 @@ class PgWriter(BatchWriter):
         self._dsn = dsn
         self._reconnect_timeout = reconnect_timeout
         self._heads: dict[str, tuple[int, str]] = {}
+        self.projection = projection
+        self._catalog_current: bool | None = None
 
     def close(self) -> None:
         self._conn.close()
@@ -171,6 +176,44 @@ class PgWriter(BatchWriter):
 
     def _forget(self) -> None:
         self._heads.clear()
+        self._catalog_current = None
+
+    # -- the catalog ------------------------------------------------------------------
+
+    def project(self, events: Sequence[Event]) -> None:
+        """Keep the catalog equal to the fold, in the transaction appending ``events``
+        (without the projection, record that it no longer is)."""
+        conn = self._conn
+        self._catalog_current = keep_current(
+            self._catalog_current,
+            self.projection,
+            events,
+            built=lambda: catalog.built(conn) is not None,
+            project=lambda projection, new: catalog.project(conn, projection, new),
+            mark_stale=lambda: catalog.mark_stale(conn),
+        )
+
+    def build_catalog(self, conn: psycopg.Connection[Any]) -> int:
+        assert self.projection is not None
+        return catalog.rebuild(conn, self.projection)
+
+    def claim(self, conn: psycopg.Connection[Any], claim: Claim) -> list[Event]:
+        """(In a transaction) take up to ``claim.limit`` free claimable rows, skipping
+        rows another transaction holds; append each one's claim event."""
+        last = lock_for_append(conn)
+        found = conn.execute(catalog.CLAIMABLE, (claim.now, claim.limit)).fetchall()
+        streams = [claim.stream_of(r[0]) for r in found]
+        heads = heads_of(conn, streams)
+        events: list[Event] = []
+        for r, stream in zip(found, streams, strict=True):
+            length, prev = heads.get(stream, (0, GENESIS_HASH))
+            events += build_events(stream, prev, length, last + 1 + len(events),
+                                   [claim.event_of(r[0])])  # fmt: skip
+        if events:
+            insert_events(conn, events)
+            notify(conn)
+            self.project(events)
+        return events
 
     # -- appends ----------------------------------------------------------------------
 
@@ -287,6 +330,7 @@ class PgWriter(BatchWriter):
                 if columns:
                     cursor = conn.execute(_APPEND, columns)
                     notify(conn)
+                    self.project([e for r in requests if r.result for e in r.result])
                 conn.execute(b"COMMIT")
         except BaseException:
             for r in requests:

@@ -14,6 +14,8 @@ from typing import Any, BinaryIO, TypeVar
 import trio
 from sqlite_utils.migrations import Migrations
 
+from . import _sqlite_catalog as catalog
+from ._catalog import CatalogRow, Claim, Listing, Projection
 from ._errors import BlobNotFoundError, ReadOnlyDatabaseError, StoreError
 from ._hashchain import (
     GENESIS_HASH,
@@ -35,6 +37,7 @@ from ._sqlite_db import (
     check_readable,
     connect,
     create_private,
+    immediate,
     migrate,
     remove_if_empty,
     translate,
@@ -105,6 +108,7 @@ class SqliteStore:
         self._busy_timeout = busy_timeout
         self._poll_interval = poll_interval
         self._writer: Writer | None = None
+        self.projection: Projection | None = None
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._appended = trio.Event()
@@ -188,6 +192,7 @@ class SqliteStore:
         self, f: BinaryIO, source: str, progress: Callable[[int], None] | None
     ) -> ImportReport:
         """Import a JSON Lines export in one transaction (see :func:`import_jsonl`)."""
+        writer = self._writer
 
         def run(conn: sqlite3.Connection) -> ImportReport:
             def head_of(stream: str) -> tuple[int, str]:
@@ -196,6 +201,8 @@ class SqliteStore:
 
             def insert(events: list[Event]) -> None:
                 conn.executemany(INSERT_EVENT, (_row(e) for e in events))
+                if writer is not None:
+                    writer.project(events)
 
             sql = "SELECT COALESCE(MAX(position), 0) + 1 FROM events"
             (position,) = conn.execute(sql).fetchone()
@@ -506,6 +513,66 @@ class SqliteStore:
                 return
             after = rows[-1][0]
 
+    # -- the catalog (eventlog/_catalog.py) ---------------------------------------
+
+    async def catalog_built(self) -> bool:
+        """Whether the catalog is current (built by a projection, kept since)."""
+
+        def check(conn: sqlite3.Connection) -> bool:
+            version = catalog.built(conn)
+            return version is not None and (
+                self.projection is None or version == self.projection.version
+            )
+
+        return await self._read(check, "reading the catalog")
+
+    async def list_catalog(self, listing: Listing) -> list[CatalogRow]:
+        """Rows of the catalog, most recent first (see :class:`Listing`)."""
+        return await self._read(lambda c: catalog.select(c, listing), "listing the catalog")
+
+    async def catalog_row(self, key: str) -> CatalogRow | None:
+        return await self._read(lambda c: catalog.load(c, key), "reading the catalog")
+
+    async def read_catalog(self) -> list[CatalogRow]:
+        """Every row as stored (for verify)."""
+
+        def every(conn: sqlite3.Connection) -> list[CatalogRow]:
+            if not catalog.has_table(conn):
+                return []
+            rows = conn.execute(f"SELECT {catalog.COLUMNS} FROM eventlog_catalog ORDER BY key")
+            return [catalog.to_row(r) for r in rows.fetchall()]
+
+        return await self._read(every, "reading the catalog")
+
+    async def claim(self, claim: Claim) -> list[Event]:
+        """Claim free claimable rows in one immediate transaction (see :class:`Claim`);
+        the claim events appended."""
+        writer = self._writer
+        if writer is None or writer.projection is None:
+            raise StoreError(f"database {self.path}: claims need a store opened with a projection")
+        request = CallRequest(fn=lambda conn: writer.claim(conn, claim), doing="claiming")
+        result: list[Event] = await self._submit(request)
+        return result
+
+    async def renew(self, key: str, holder: str, until: int) -> bool:
+        """A heartbeat: ``holder``'s lease on ``key`` now runs until ``until`` (an
+        UPDATE, not an event). False when ``holder`` no longer holds it."""
+        request = CallRequest(fn=lambda conn: catalog.renew(conn, key, holder, until),
+                              doing="renewing a lease")  # fmt: skip
+        result: bool = await self._submit(request)
+        return result
+
+    async def reindex(self) -> int:
+        """Rebuild the catalog from the log, in one transaction; the number of rows."""
+        writer = self._writer
+        if writer is None or writer.projection is None:
+            raise StoreError(
+                f"database {self.path}: reindex needs a store opened with a projection"
+            )
+        request = CallRequest(fn=writer.build_catalog, doing="rebuilding the catalog")
+        result: int = await self._submit(request)
+        return result
+
     # -- lifecycle ------------------------------------------------------------------
 
     async def _serve_writer(
@@ -535,13 +602,19 @@ class SqliteStore:
                 if max_pages is not None:
                     conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
                 migrate(conn, self.path, domain)
+                writer = Writer(conn, self.path, token, self._committed, self.projection)
+                projection = self.projection
+                if projection is not None and catalog.built(conn) != projection.version:
+                    # A log from before the catalog (or from another projection): fold it
+                    # once, in one transaction, before the first append.
+                    immediate(conn, self.path, "building the catalog",
+                              lambda: writer.build_catalog(conn))  # fmt: skip
             except BaseException:
                 if conn is not None:
                     conn.close()
                 if fresh:  # e.g. a full disk: no empty database file is left behind
                     remove_if_empty(self.path)
                 raise
-            writer = Writer(conn, self.path, token, self._committed)
             trio.from_thread.run_sync(started, writer)
             writer.run()
 
@@ -558,6 +631,7 @@ async def open_sqlite_store(
     max_pages: int | None = None,
     poll_interval: float = 0.25,
     migrations: Sequence[Migrations] = (),
+    projection: Projection | None = None,
 ) -> AsyncIterator[SqliteStore]:
     """Open (creating and migrating if needed) the event log in the SQLite file ``path``.
 
@@ -571,6 +645,8 @@ async def open_sqlite_store(
     the duration of the block; unknown tables in the file are left alone.
     ``migrations``: named sqlite-utils migration sets of the domain that uses the log
     (tables or views of its own), applied with the log's own when opened for writing.
+    ``projection``: the domain's catalog (eventlog/_catalog.py), kept in every append's
+    transaction; built from the log at open when it is not current.
     """
     if synchronous not in SYNCHRONOUS:
         raise StoreError(f"synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
@@ -579,6 +655,7 @@ async def open_sqlite_store(
     store = SqliteStore(
         db_path, readonly=readonly, busy_timeout=busy_timeout, poll_interval=poll_interval
     )
+    store.projection = projection
     try:
         if readonly:
 

@@ -102,6 +102,36 @@ def _m0002(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations(name="0003_catalog")
+def _m0003(db: sqlite_utils.Database) -> None:
+    # The catalog (eventlog/_catalog.py): one row per key, maintained in the append's
+    # transaction by the domain's projection. Built when `eventlog_meta.catalog` names
+    # the projection's version; empty until a store opened with a projection fills it.
+    db.execute(
+        """CREATE TABLE eventlog_catalog (
+            key TEXT PRIMARY KEY,
+            status TEXT NOT NULL,
+            claimable INTEGER NOT NULL,
+            created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            pending INTEGER NOT NULL,
+            holder TEXT,
+            lease_until INTEGER NOT NULL,
+            doc TEXT NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX eventlog_catalog_recent ON eventlog_catalog (created_at, key)")
+    db.execute(
+        "CREATE INDEX eventlog_catalog_claimable ON eventlog_catalog (created_at, key) "
+        "WHERE claimable = 1"
+    )
+    db.execute(
+        "CREATE INDEX eventlog_catalog_pending ON eventlog_catalog (created_at, key) "
+        "WHERE pending > 0"
+    )
+
+
 def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> StoreError:
     """A clear :class:`StoreError` for a sqlite3 error (raise it ``from e``)."""
     code = getattr(e, "sqlite_errorcode", 0) & 0xFF

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import trio
 
+from . import _sqlite_catalog as catalog
+from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._sqlite_db import SEQ_IN_LOG, immediate
-from ._types import Event
+from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
 
 #: Heads remembered at most; past this the memory is dropped and refilled on demand.
@@ -47,10 +49,15 @@ class Writer(BatchWriter):
         path: Path,
         token: trio.lowlevel.TrioToken,
         on_commit: Callable[[], None],
+        projection: Projection | None = None,
     ) -> None:
         super().__init__(f"database {path}", token, on_commit)
         self._conn = conn
         self._path = path
+        self.projection = projection
+        # Whether the file's catalog claims to be current (None: look in the next
+        # transaction): a writer without the projection must say it no longer is.
+        self._catalog_current: bool | None = None
         # As of this connection's last commit: stream -> (length, last hash), and the
         # position the next event gets (None: unknown, read it in the next transaction).
         self._heads: dict[str, tuple[int, str]] = {}
@@ -85,6 +92,7 @@ class Writer(BatchWriter):
     def _forget(self) -> None:
         self._heads.clear()
         self._position = None
+        self._catalog_current = None
 
     def _check_memory(self) -> int:
         """Inside a write transaction: the next position, forgetting heads if stale."""
@@ -173,4 +181,47 @@ class Writer(BatchWriter):
         conn.executemany(INSERT_EVENT, rows)
         if blob_rows:
             conn.executemany(INSERT_BLOB, blob_rows)
+        self._project(requests)
         return position
+
+    def _project(self, requests: Sequence[AppendRequest]) -> None:
+        self.project([e for r in requests if r.result for e in r.result])
+
+    def project(self, events: Sequence[Event]) -> None:
+        """Keep the catalog equal to the fold, in the transaction appending ``events``
+        (without the projection, record that it no longer is)."""
+        conn = self._conn
+        self._catalog_current = keep_current(
+            self._catalog_current,
+            self.projection,
+            events,
+            built=lambda: catalog.built(conn) is not None,
+            project=lambda projection, new: catalog.project(conn, projection, new),
+            mark_stale=lambda: catalog.mark_stale(conn),
+        )
+
+    def build_catalog(self, conn: sqlite3.Connection) -> int:
+        """(In a write transaction) rebuild the catalog from the log."""
+        assert self.projection is not None
+        self._catalog_current = True
+        return catalog.rebuild(conn, self.projection)
+
+    def claim(self, conn: sqlite3.Connection, claim: Claim) -> list[Event]:
+        """(In a write transaction, so no other process claims at once) take up to
+        ``claim.limit`` free claimable rows: append each one's claim event."""
+        found = conn.execute(catalog.CLAIMABLE, (claim.now, claim.limit)).fetchall()
+        requests: list[AppendRequest] = []
+        for r in found:
+            key = r[0]
+            stream = claim.stream_of(key)
+            row = conn.execute(HEAD, (stream,)).fetchone()
+            events: list[NewEvent] = [claim.event_of(key)]
+            requests.append(
+                AppendRequest(
+                    stream=stream, events=events, expected_seq=0 if row is None else row[0] + 1
+                )
+            )
+        self._catalog_current = True
+        self._insert(requests, {})
+        self._forget()  # the memory of heads and positions is behind these appends
+        return [r.result[0] for r in requests if r.result]

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ._catalog import Projection, compare, fold_store
 from ._checkpoint import Checkpoint, check_chain
 from ._errors import BlobNotFoundError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
@@ -30,6 +31,7 @@ KINDS = {
     "blob_missing": "an event references a blob that is missing from the log (deleted)",
     "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
     "grammar": "a sequence of events the writing program cannot produce (``rule`` says which)",
+    "catalog": "the catalog (an index of the log) differs from what the log folds to",
 }
 
 
@@ -408,6 +410,21 @@ async def verify_strays(
     return listed, more
 
 
+async def verify_catalog(store: EventStore, projection: Projection) -> list[Fault]:
+    """A ``catalog`` fault for each row that differs from the fold (only for a store
+    whose catalog claims to be current: a log without one has nothing to check)."""
+    built = getattr(store, "catalog_built", None)
+    if built is None or not await built():
+        return []
+    stored = await store.read_catalog()  # type: ignore[attr-defined]
+    differences = compare(stored, await fold_store(store, projection))
+    return [
+        Fault(kind="catalog", stream=None, seq=None, detail=f"{d}: {KINDS['catalog']}; "
+              "`skillog log reindex` rebuilds it from the log")
+        for d in differences
+    ]  # fmt: skip
+
+
 async def verify(
     store: EventStore,
     *,
@@ -417,6 +434,7 @@ async def verify(
     tofu: bool = False,
     progress: Callable[[int], None] | None = None,
     grammar: Grammar | None = None,
+    projection: Projection | None = None,
     references: References | None = None,
 ) -> VerifyReport:
     """Verify every stream's chain (or only ``streams``) and, with ``checkpoints``, the
@@ -440,7 +458,9 @@ async def verify(
     With ``streams`` the same checks are made within that scope, at a cost that
     depends on those streams alone: their chains, their signed heads, the rows stored
     under their ids outside the log, and the blobs their events reference (rehashed);
-    ``streams`` in the report counts the ones present.
+    ``streams`` in the report counts the ones present. With a ``projection``, the
+    whole log's catalog, when the store keeps it current, must equal the log's fold
+    (each difference a ``catalog`` fault; ``log reindex`` rebuilds it).
     """
     cps = checkpoints or []
     tofu_key = cps[0].key if cps and tofu else None
@@ -494,6 +514,8 @@ async def verify(
     else:
         blobs, found = await verify_referenced(store, referenced)
     faults += strays + found
+    if projection is not None and streams is None:
+        faults += await verify_catalog(store, projection)
     return VerifyReport(
         streams=len(present),
         events=total,

@@ -53,6 +53,8 @@ from ._events import ApprovalResolved as ApprovalResolved
 from ._events import Budget as Budget
 from ._events import CatalogIndexed as CatalogIndexed
 from ._events import CatalogSnapshot as CatalogSnapshot
+from ._events import ContextCompacted as ContextCompacted
+from ._events import ContextPolicy as ContextPolicy
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import McpResult as McpResult
@@ -66,6 +68,7 @@ from ._events import PolicyConfig as PolicyConfig
 from ._events import PolicyDenied as PolicyDenied
 from ._events import PolicyOverride as PolicyOverride
 from ._events import PromptRendered as PromptRendered
+from ._events import Replacement as Replacement
 from ._events import ResourceRead as ResourceRead
 from ._events import ScriptExecuted as ScriptExecuted
 from ._events import ScriptStarted as ScriptStarted
@@ -96,11 +99,13 @@ from ._loop import Agent as Agent
 from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
 from ._loop import drive as drive
+from ._model import Delta as Delta
 from ._model import Message as Message
 from ._model import ModelAdapter as ModelAdapter
 from ._model import ModelError as ModelError
 from ._model import ModelRequest as ModelRequest
 from ._model import ModelResponse as ModelResponse
+from ._model import StreamingAdapter as StreamingAdapter
 from ._model import TextPart as TextPart
 from ._model import ToolCall as ToolCall
 from ._model import ToolResult as ToolResult
@@ -114,6 +119,7 @@ from ._prompt import compose as compose
 from ._prompt import request_bytes as request_bytes
 from ._prompt import request_hash as request_hash
 from ._session import Clock as Clock
+from ._session import ContextExhaustedError as ContextExhaustedError
 from ._session import Observer as Observer
 from ._session import Session as Session
 from ._session import SessionNotFoundError as SessionNotFoundError
@@ -158,6 +164,10 @@ __all__ = [
     "CatalogIndexed",
     "CatalogSnapshot",
     "Clock",
+    "ContextCompacted",
+    "ContextExhaustedError",
+    "ContextPolicy",
+    "Delta",
     "EffectClass",
     "Effects",
     "Event",
@@ -189,6 +199,7 @@ __all__ = [
     "PromptRendered",
     "Reconciler",
     "RememberError",
+    "Replacement",
     "ResourceRead",
     "RetryPolicy",
     "ScriptExecuted",
@@ -210,6 +221,7 @@ __all__ = [
     "SkillDeactivated",
     "SkillInfo",
     "SkillUnavailableError",
+    "StreamingAdapter",
     "TextPart",
     "ToolCall",
     "ToolCalled",

@@ -16,7 +16,9 @@ from collections.abc import Callable
 import msgspec
 
 from eventlog import ConcurrencyError, EventStore, SkillogError
+from eventlog._catalog import Listing
 
+from ._catalog import catalog_current
 from ._events import (
     CODEC,
     ApprovalRemembered,
@@ -76,6 +78,9 @@ async def pending_approvals(
     first."""
     if session_id is not None:
         ids = [session_id]
+    elif await catalog_current(store):  # the sessions with pending approvals, indexed
+        rows = await store.list_catalog(Listing(limit=None, pending_only=True))  # type: ignore[attr-defined]
+        ids = sorted(row.key for row in rows)
     else:
         ids = [info.stream for info in await store.streams()]
     pending = []

@@ -39,13 +39,17 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True):
     """Per-session limits, checked before each model call; 0 means no limit. Cost is
     estimated from the session's token use and ``prices``: ``(model, micro-USD per
     million input tokens, micro-USD per million output tokens)`` (integers: recorded
-    bodies hold no floats). A session over budget ends with ``budget_exceeded``."""
+    bodies hold no floats); ``cache_prices``: ``(model, micro-USD per million input
+    tokens read from the prompt cache, per million written to it)``, without which
+    cached tokens cost what other input tokens cost. A session over budget ends with
+    ``budget_exceeded``."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_micro_usd: int = 0
     wall_ms: int = 0
     prices: tuple[tuple[str, int, int], ...] = ()
+    cache_prices: tuple[tuple[str, int, int], ...] = ()
 
 
 Sandbox = Literal["required", "preferred", "off"]
@@ -78,6 +82,31 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     MCP tool); ``approve_host_tools`` may name them too."""
 
     approve: tuple[str, ...] = ()
+
+
+class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """How a session keeps its requests inside the model's context window
+    (``policy.context``, docs/context.md). Before a request whose estimated size is
+    over ``compact_at_percent`` of the budget (the window less ``max_tokens``, the
+    reserve for the answer), the runtime compacts: it clears the tool results of the
+    turns before the last ``keep_turns`` (fewer when that is not enough, never the last
+    turn's; each leaves a stub saying how to get it back),
+    then the ``skills.load`` results carrying the instructions of skills no longer
+    active, then (``drop_turns``) the older half of the turns before the last
+    ``keep_turns``, leaving a note in the first message; each step only while the
+    estimate is over ``compact_to_percent`` of the budget (so that compactions, each a
+    break of the provider's prompt cache, are rare). A request that still does
+    not fit the budget ends the session with ``context_exhausted``. ``summarise`` and
+    ``summary_max_tokens`` are reserved for summarising earlier turns with a recorded
+    model call (not done yet: a session recorded with ``summarise`` true compacts as
+    if it were false)."""
+
+    compact_at_percent: int = 80
+    compact_to_percent: int = 60
+    keep_turns: int = 3
+    drop_turns: bool = True
+    summarise: bool = False
+    summary_max_tokens: int = 0
 
 
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +159,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     scripts: Literal["on", "off"] = "on"
     ask_destructive: bool = True
     approve_effects: tuple[EffectClass, ...] = ()
+    context: ContextPolicy = ContextPolicy()
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,7 +217,9 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     were rendered with them and enabled predicates see them.
     ``instructions_in_results``: ``skills.load`` also returns the instructions of the
     skills it activates, for a model side skillog writes no system prompt for (an MCP
-    client of ``skillog mcp serve``)."""
+    client of ``skillog mcp serve``). ``context_window``: the model's context window
+    in tokens (0: unknown, the session is not compacted before a request, only after a
+    provider says a request was too long; docs/context.md)."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -205,6 +237,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     instructions_in_results: bool = False
     catalog_mode: CatalogMode = ""
     warnings: tuple[str, ...] = ()
+    context_window: int = 0
 
 
 class SessionForked(Event, frozen=True, kw_only=True):
@@ -250,6 +283,10 @@ class ModelResponded(Event, frozen=True, kw_only=True):
 
 
 class ModelFailed(Event, frozen=True, kw_only=True):
+    """A model call failed. ``kind`` ``context_overflow``: the provider said the request
+    was too long; the prompt is closed, the session compacts and renders the same
+    turn again (once), or ends with ``context_exhausted``."""
+
     event_type: ClassVar[str] = "model.failed"
     turn: int
     kind: str
@@ -537,6 +574,44 @@ class McpResult(Event, frozen=True, kw_only=True):
     failure: str | None = None
 
 
+class Replacement(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool result a compaction replaced: the ``call_id`` of the result in the
+    history message at ``message`` (its index), the sha256 and size in bytes of the
+    content it had, and the ``stub`` the model reads instead."""
+
+    message: int
+    call_id: str
+    tool: str
+    digest: str
+    size: int
+    stub: str
+
+
+class ContextCompacted(Event, frozen=True, kw_only=True):
+    """The runtime shrank the history before the next request (docs/context.md).
+    ``step``: ``tool_results`` (results of turns before the last ``keep_turns``),
+    ``skill_instructions`` (``skills.load`` results carrying the instructions of skills
+    no longer active) or ``drop_turns``: the ``dropped`` messages after the first
+    (the task) are removed, whole turns, and ``note`` is added to the first message
+    as a text part, saying so. ``reason``: ``budget`` (the estimate was over the threshold) or
+    ``overflow`` (the provider said the last request was too long). ``tokens_before``
+    and ``tokens_after`` are the runtime's estimates (deterministic, docs/context.md),
+    ``budget`` the window less the reserve, ``threshold`` the size that triggers
+    compaction. Every later request is rendered from the history with ``replaced``
+    applied, so replay reproduces it byte for byte."""
+
+    event_type: ClassVar[str] = "context.compacted"
+    step: Literal["tool_results", "skill_instructions", "drop_turns"]
+    reason: Literal["budget", "overflow"]
+    replaced: tuple[Replacement, ...]
+    tokens_before: int
+    tokens_after: int
+    budget: int
+    threshold: int
+    dropped: int = 0
+    note: str = ""
+
+
 class SessionSuspended(Event, frozen=True, kw_only=True):
     """The session stopped to wait for approvals nobody in this process could give;
     ``skillog approve``/``deny`` decide them from any process and ``skillog resume``
@@ -567,16 +642,27 @@ class LeaseRenewed(Event, frozen=True, kw_only=True):
 
 class LeaseReleased(Event, frozen=True, kw_only=True):
     """The holder let the session go: ``ended``, ``suspended`` (awaiting approval),
-    ``handed back`` (shutdown), or ``failed: ...``."""
+    ``handed back`` (shutdown), or ``failed: ...``; or, first in the stream, ``queued``
+    by ``submitter`` (who asked) with the named ``policy`` preset."""
 
     event_type: ClassVar[str] = "lease.released"
     worker: str
     outcome: str
+    submitter: str = ""
+    policy: str = ""
 
 
 class SessionEnded(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "session.ended"
-    reason: Literal["completed", "max_turns", "error", "cancelled", "budget_exceeded", "closed"]
+    reason: Literal[
+        "completed",
+        "max_turns",
+        "error",
+        "cancelled",
+        "budget_exceeded",
+        "closed",
+        "context_exhausted",
+    ]
     turns: int
     error: str | None = None
 
@@ -606,6 +692,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     CatalogIndexed,
     SkillEnvBuilt,
     SessionSuspended,
+    ContextCompacted,
     McpToolsListed,
     McpServerFailed,
     McpResult,

@@ -15,6 +15,13 @@ session fails on the seq the new holder moved; it stops acting on the session an
 so. Everything with an effect was written ahead (docs/effects.md), so the new holder
 neither repeats an at-most-once effect nor loses a recorded one.
 
+Every driver takes the lease before acting, not only workers: ``skillog run`` and
+``resume``, ``serve``'s workers and each ``mcp serve`` connection (:func:`leased`);
+one whose lease is live and held by another is refused, naming the holder and when the
+lease expires (:class:`LeaseHeldError`), so no two drivers ever act on one session.
+Only a lease stream that starts with ``queued`` (:func:`queue_session`) makes a
+session the fleet's: a session a program drives itself is never claimed by a worker.
+
 The lease streams are events like any other: hashed, verified, exported; ``skillog
 sessions`` reads them to show which worker ran what. Lease times are wall-clock
 (``time.time_ns``): workers must keep their clocks roughly in sync, as with any lease.
@@ -22,18 +29,23 @@ sessions`` reads them to show which worker ran what. Lease times are wall-clock
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import trio
 
-from eventlog import ConcurrencyError, EventStore, SkillogError, closing
+from eventlog import ConcurrencyError, EventStore, NewEvent, SkillogError, closing
+from eventlog._catalog import Claim, Listing
 
+from ._catalog import catalogued
 from ._events import (
     CODEC,
     ApprovalResolved,
@@ -62,12 +74,27 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+DRIVER_LEASE_MS = 15_000
+"""The lease of a driver that is not a worker (``run``, ``resume``, ``mcp serve``):
+renewed every third of it while the driver acts; another driver may take the session
+over this long after the holder died."""
+
+
+def driver_name(kind: str) -> str:
+    """``kind:host:pid:random``: a driver that is not a worker (``run``, ``resume``,
+    ``mcp``), as its leases record it."""
+    return f"{kind}:{worker_name()}"
+
+
 @dataclass
 class Lease:
+    """A held lease; ``outcome`` is what its release records (set by the driver)."""
+
     session: str
     worker: str
     seq: int
     until: int
+    outcome: str = "handed back"
 
 
 async def _last(store: EventStore, stream: str, length: int) -> Event | None:
@@ -110,14 +137,21 @@ async def lease_history(store: EventStore, session_id: str) -> list[str]:
 
 
 async def queue_session(
-    store: EventStore, agent: Agent, task: str, *, session_id: str | None = None
+    store: EventStore,
+    agent: Agent,
+    task: str,
+    *,
+    session_id: str | None = None,
+    submitter: str = "",
+    policy: str = "",
 ) -> str:
     """Queue a session for the fleet: its lease stream first (``lease.released``,
     outcome ``queued``: no holder yet), then the session's start with ``task``. Only
     sessions queued this way are ever claimed: a session an embedding program drives
-    itself (``Agent.run``) is never taken from it. Returns the session id."""
+    itself (``Agent.run``) is never taken from it. ``submitter`` and ``policy`` (the
+    preset's name) are recorded for the catalog. Returns the session id."""
     session_id = session_id or uuid.uuid4().hex
-    queued = LeaseReleased(worker="submit", outcome=QUEUED)
+    queued = LeaseReleased(worker="submit", outcome=QUEUED, submitter=submitter, policy=policy)
     await store.append(
         lease_stream(session_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
     )
@@ -127,7 +161,11 @@ async def queue_session(
 
 async def runnable_sessions(store: EventStore, now: int) -> list[str]:
     """Sessions a worker could take now, oldest first: queued for the fleet (they have a
-    lease stream), started, not ended, not waiting for an approval, no live lease."""
+    lease stream), started, not ended, not waiting for an approval, no live lease.
+    From the catalog when the store keeps it; else by reading every stream."""
+    if catalogued(store):
+        rows = await store.list_catalog(Listing(limit=None, free_at=now))  # type: ignore[attr-defined]
+        return [row.key for row in rows]
     infos = await store.streams()
     leases = {i.stream[len(LEASE_PREFIX) :]: i for i in infos if i.stream.startswith(LEASE_PREFIX)}
     found: list[tuple[int, str]] = []
@@ -144,8 +182,18 @@ async def runnable_sessions(store: EventStore, now: int) -> list[str]:
             continue  # not a session (the skills index, ...)
         if isinstance(tail, ApprovalResolved) and await _still_waiting(store, info.stream):
             continue
+        if not await _queued(store, lease.stream):
+            continue  # a session its own program drives (under a lease of its own)
         found.append((info.first_recorded_at, info.stream))
     return [stream for _, stream in sorted(found)]
+
+
+async def _queued(store: EventStore, stream: str) -> bool:
+    async with closing(store.read(stream, to_seq=1)) as events:
+        async for event in events:
+            body = CODEC.decode(event)
+            return isinstance(body, LeaseReleased) and body.outcome == QUEUED
+    return False
 
 
 async def _still_waiting(store: EventStore, session_id: str) -> bool:
@@ -153,6 +201,136 @@ async def _still_waiting(store: EventStore, session_id: str) -> bool:
     async for event in store.read(session_id):
         apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
     return state.status == "awaiting_approval"
+
+
+class LeaseHeldError(SkillogError):
+    """Another driver holds the session's lease and it has not expired."""
+
+    def __init__(self, session_id: str, holder: str, until: int, now: int) -> None:
+        at = datetime.fromtimestamp(until / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        left = max(0, (until - now) // 1_000_000_000)
+        super().__init__(
+            f"session {session_id} is being driven by {holder} (its lease runs until {at} "
+            f"UTC, {left}s from now, and is renewed while it acts): wait for it to finish "
+            f"(`skillog resume --wait {session_id}`) or stop that driver"
+        )
+        self.holder = holder
+        self.until = until
+
+
+async def holder(store: EventStore, session_id: str, now: int) -> tuple[str, int] | None:
+    """The driver holding a live lease on the session and when it expires, or None."""
+    if catalogued(store):  # heartbeats move the row's expiry, not the lease stream
+        row = await store.catalog_row(session_id)  # type: ignore[attr-defined]
+        if row is not None and row.holder is not None and row.lease_until > now:
+            return row.holder, row.lease_until
+        return None
+    stream = lease_stream(session_id)
+    head = await store.head(stream)
+    if head is None:
+        return None
+    last = await _last(store, stream, head.seq + 1)
+    if isinstance(last, LeaseAcquired | LeaseRenewed) and last.until > now:
+        return last.worker, last.until
+    return None
+
+
+async def acquire(
+    store: EventStore,
+    session_id: str,
+    driver: str,
+    *,
+    ttl_ns: int,
+    clock: Callable[[], int] = time.time_ns,
+    wait: bool = False,
+    poll_s: float = 0.2,
+) -> Lease:
+    """Take the session's lease for ``driver``; raise :class:`LeaseHeldError` when
+    another holds a live one (with ``wait``, wait until it is released or expires)."""
+    while True:
+        now = clock()
+        lease = await try_acquire(store, session_id, driver, ttl_ns, now)
+        if lease is not None:
+            return lease
+        held = await holder(store, session_id, now)
+        if not wait and held is not None:
+            raise LeaseHeldError(session_id, *held, now)
+        await trio.sleep(poll_s)  # held, or lost a race: look again
+
+
+@asynccontextmanager
+async def hold(
+    store: EventStore, lease: Lease, ttl_ns: int, clock: Callable[[], int] = time.time_ns
+) -> AsyncIterator[Lease]:
+    """Renew ``lease`` every third of ``ttl_ns`` while the block runs; the block is
+    cancelled and :class:`LeaseLostError` raised when another driver took it over. The
+    caller releases (:func:`release`), unless the lease was lost."""
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_heartbeat, store, lease, ttl_ns, clock)
+            try:
+                yield lease
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The block's own error or the heartbeat's loss, never both: raise it bare, as
+        # the block would have without the heartbeat beside it.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+@asynccontextmanager
+async def leased(
+    store: EventStore,
+    session_id: str,
+    driver: str,
+    *,
+    lease_ms: int = DRIVER_LEASE_MS,
+    clock: Callable[[], int] = time.time_ns,
+    wait: bool = False,
+) -> AsyncIterator[Lease]:
+    """Drive ``session_id`` as ``driver`` under its lease: take it (see
+    :func:`acquire`), renew it while the block runs, release it after with the
+    block's ``lease.outcome``. A session moved on by another driver (its lease was
+    taken over while this one stalled) raises :class:`LeaseLostError`."""
+    ttl = lease_ms * 1_000_000
+    lease = await acquire(store, session_id, driver, ttl_ns=ttl, clock=clock, wait=wait)
+    try:
+        async with hold(store, lease, ttl, clock):
+            try:
+                yield lease
+            except BaseException as e:
+                if _contains(e, ConcurrencyError):
+                    raise LeaseLostError(
+                        f"session {session_id} moved on in another driver; stopped acting on it"
+                    ) from e
+                raise
+    except LeaseLostError:
+        raise
+    except BaseException as e:
+        if isinstance(e, Exception) and lease.outcome == "handed back":
+            lease.outcome = "failed"
+        with trio.CancelScope(shield=True):
+            await release(store, lease, lease.outcome, clock())
+        raise
+    with trio.CancelScope(shield=True):
+        await release(store, lease, lease.outcome, clock())
+
+
+def _contains(error: BaseException, kind: type[BaseException]) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return error.subgroup(kind) is not None
+    return isinstance(error, kind)
+
+
+async def _heartbeat(
+    store: EventStore, lease: Lease, ttl_ns: int, clock: Callable[[], int]
+) -> None:
+    while True:
+        await trio.sleep(ttl_ns / 3e9)
+        if not await renew(store, lease, ttl_ns, clock()):
+            raise LeaseLostError(f"lease on {lease.session} was taken over")
 
 
 async def try_acquire(
@@ -163,7 +341,8 @@ async def try_acquire(
     stream = lease_stream(session_id)
     head = await store.head(stream)
     seq = head.seq + 1 if head is not None else 0
-    if head is not None and _held(await _last(store, stream, seq), now) not in (None, worker):
+    held = await holder(store, session_id, now)
+    if held is not None and held[0] != worker:
         return None
     event = LeaseAcquired(session=session_id, worker=worker, until=now + ttl_ns)
     try:
@@ -188,7 +367,14 @@ async def _extend(store: EventStore, lease: Lease, event: Event, now: int) -> bo
 
 
 async def renew(store: EventStore, lease: Lease, ttl_ns: int, now: int) -> bool:
-    """Extend the lease; False when it was taken over (the holder must stop)."""
+    """Extend the lease; False when it was taken over (the holder must stop). With
+    the catalog a heartbeat updates the session's row (no event)."""
+    if catalogued(store):
+        until = now + ttl_ns
+        if not await store.renew(lease.session, lease.worker, until):  # type: ignore[attr-defined]
+            return False
+        lease.until = until
+        return True
     event = LeaseRenewed(worker=lease.worker, until=now + ttl_ns)
     if not await _extend(store, lease, event, now):
         return False
@@ -223,17 +409,26 @@ class Worker:
         self.running: dict[str, trio.CancelScope] = {}
         self.finished: list[tuple[str, str]] = []
         self._settled = trio.Event()  # set whenever a session stops running
+        self._wakeup: Callable[[], Awaitable[bool]] | None = None
 
     async def run(self, stop: trio.Event, *, drain_s: float = 30.0, once: bool = False) -> None:
         """Claim and drive sessions until ``stop`` is set (or, with ``once``, until no
         runnable session is left); then stop claiming, give in-flight sessions
         ``drain_s`` seconds to finish, and hand the rest back (recorded)."""
         ttl = self.lease_ms * 1_000_000
-        async with trio.open_nursery() as nursery:
+        wakeups = getattr(self.store, "wakeups", None)
+        async with contextlib.AsyncExitStack() as stack, trio.open_nursery() as nursery:
+            if wakeups is not None and catalogued(self.store):  # PostgreSQL: LISTEN
+                self._wakeup = await stack.enter_async_context(wakeups())
             while not stop.is_set():
                 free = self.concurrency - len(self.running)
                 claimed = 0
-                if free > 0:
+                if free > 0 and catalogued(self.store):
+                    for claimed_lease in await self._claim(free, ttl):
+                        claimed += 1
+                        self.running[claimed_lease.session] = trio.CancelScope()
+                        nursery.start_soon(self._drive, claimed_lease)
+                elif free > 0:
                     for session_id in await runnable_sessions(self.store, self.clock()):
                         if claimed >= free:
                             break
@@ -248,8 +443,7 @@ class Worker:
                             nursery.start_soon(self._drive, lease)
                 if once and not claimed and not self.running:
                     break
-                with trio.move_on_after(self.poll_ms / 1000):
-                    await stop.wait()
+                await self._idle(stop, full=free - claimed <= 0)
             with trio.move_on_after(drain_s):
                 while self.running:
                     self._settled = trio.Event()
@@ -257,23 +451,66 @@ class Worker:
             for scope in self.running.values():
                 scope.cancel()
 
+    async def _idle(self, stop: trio.Event, *, full: bool) -> None:
+        """Wait ``poll_ms`` before looking for work again, or less: until ``stop``;
+        when every slot is taken, until one of this worker's sessions stops (its slot is
+        free: claim again at once instead of sleeping); otherwise, on PostgreSQL, until
+        a transaction makes a session runnable (NOTIFY). A lease that expires wakes
+        nobody: the poll finds it."""
+        self._settled = trio.Event()
+        with trio.move_on_after(self.poll_ms / 1000):
+            async with trio.open_nursery() as waits:
+
+                async def first(event: trio.Event) -> None:
+                    await event.wait()
+                    waits.cancel_scope.cancel()
+
+                waits.start_soon(first, stop)
+                if full:
+                    waits.start_soon(first, self._settled)
+                elif self._wakeup is not None:
+                    wakeup = self._wakeup
+
+                    async def notified() -> None:
+                        if await wakeup():
+                            waits.cancel_scope.cancel()
+                        else:  # the listening connection was lost: poll
+                            await trio.sleep_forever()
+
+                    waits.start_soon(notified)
+
+    async def _claim(self, free: int, ttl: int) -> list[Lease]:
+        """Claim up to ``free`` runnable sessions with the database's own lock (one
+        transaction: no two workers take one row)."""
+        now = self.clock()
+
+        def claim_event(session_id: str) -> NewEvent:
+            event = LeaseAcquired(session=session_id, worker=self.name, until=now + ttl)
+            return CODEC.encode(event, recorded_at=now)
+
+        claim = Claim(limit=free, now=now, stream_of=lease_stream, event_of=claim_event)
+        claimed = await self.store.claim(claim)  # type: ignore[attr-defined]
+        return [
+            Lease(session=e.stream[len(LEASE_PREFIX) :], worker=self.name, seq=e.seq,
+                  until=now + ttl)
+            for e in claimed
+            if e.stream[len(LEASE_PREFIX) :] not in self.running
+        ]  # fmt: skip
+
     async def _drive(self, lease: Lease) -> None:
         scope = self.running[lease.session]
-        outcome = "handed back"
         lost = False
         try:
             with scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._heartbeat, lease, nursery.cancel_scope)
-                    outcome = await self._resume(lease.session)
-                    nursery.cancel_scope.cancel()
+                async with hold(self.store, lease, self.lease_ms * 1_000_000, self.clock):
+                    lease.outcome = await self._resume(lease.session)
         except* LeaseLostError:
             lost = True
         finally:
             del self.running[lease.session]
             self._settled.set()
             if lost:
-                outcome = "lost"
+                lease.outcome = "lost"
                 log.warning(
                     "%s: lease on session %s was taken over; stopped acting on it",
                     self.name,
@@ -281,8 +518,8 @@ class Worker:
                 )
             else:
                 with trio.CancelScope(shield=True):
-                    await release(self.store, lease, outcome, self.clock())
-            self.finished.append((lease.session, outcome))
+                    await release(self.store, lease, lease.outcome, self.clock())
+            self.finished.append((lease.session, lease.outcome))
 
     async def _resume(self, session_id: str) -> str:
         started = await session_config(self.store, session_id)
@@ -306,13 +543,6 @@ class Worker:
         finally:
             agent.close()
         return outcome
-
-    async def _heartbeat(self, lease: Lease, session_scope: trio.CancelScope) -> None:
-        ttl = self.lease_ms * 1_000_000
-        while True:
-            await trio.sleep(self.lease_ms / 3000)
-            if not await renew(self.store, lease, ttl, self.clock()):
-                raise LeaseLostError(f"lease on {lease.session} was taken over")
 
 
 def describe(finished: Sequence[tuple[str, str]]) -> str:

@@ -73,6 +73,7 @@ RULES: dict[str, str] = {
     "effect_before_approval": "an event of a call (but its decision) while it awaits approval",
     "effect_after_denial": "anything but policy.denied and an error result after a denial",
     "suspend_without_pending": "session.suspended naming no call or one not awaiting approval",
+    "compaction_misplaced": "context.compacted while a prompt awaits its answer or calls are open",
     "end_with_open_calls": "session.ended while tool calls of the last response are open",
     "end_reason": "session.ended with a reason the session's state contradicts",
     "lease_start": "a lease stream that begins with neither lease.acquired nor the queued release",
@@ -144,6 +145,11 @@ class _Responded(msgspec.Struct):
     response: _Response
 
 
+class _Failed(msgspec.Struct):
+    turn: int
+    kind: str
+
+
 class _Ended(msgspec.Struct):
     reason: str
 
@@ -170,6 +176,7 @@ _CALL, _MAYBE_CALL, _TURN = _decoder(_Call), _decoder(_MaybeCall), _decoder(_Tur
 _CALLED, _COMPLETED, _RESOLVED = _decoder(_Called), _decoder(_Completed), _decoder(_Resolved)
 _SUSPENDED, _RESPONDED, _ENDED = _decoder(_Suspended), _decoder(_Responded), _decoder(_Ended)
 _ACQUIRED, _RENEWED, _RELEASED = _decoder(_Acquired), _decoder(_Renewed), _decoder(_Released)
+_FAILED = _decoder(_Failed)
 
 KNOWN_TAGS = frozenset(t.event_type for t in EVENT_TYPES)
 LEASE_TAGS = frozenset({"lease.acquired", "lease.renewed", "lease.released"})
@@ -289,6 +296,7 @@ class SessionGrammar(GrammarCheck):
             "approval.resolved": self._resolved,
             "approval.remembered": self._remembered,
             "session.suspended": self._suspended,
+            "context.compacted": self._compacted,
         }
         for tag in _CALL_EVENTS:
             self.running[tag] = self._call_event_of(tag)
@@ -350,7 +358,17 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("turn_order", f"{tag} for turn {turn}, the prompt is turn {self.turn}")
 
     def _failed(self, body: bytes) -> None:
-        self._outcome_turn("model.failed", _TURN(body).turn)
+        failed = _FAILED(body)
+        self._outcome_turn("model.failed", failed.turn)
+        if failed.kind == "context_overflow":
+            # The request did not fit: closed, and the same turn is rendered again.
+            self.turn, self.prompt_open = failed.turn - 1, False
+
+    def _compacted(self, body: bytes) -> None:
+        if self.prompt_open:
+            raise _Broken("compaction_misplaced", f"turn {self.turn}'s prompt awaits an answer")
+        if self.open_calls:
+            raise _Broken("compaction_misplaced", self._open_detail())
 
     def _responded(self, body: bytes) -> None:
         responded = _RESPONDED(body)
@@ -466,7 +484,10 @@ class SessionGrammar(GrammarCheck):
         # failed model call leaves the prompt unanswered, the others follow an answer.
         if reason == "error" and not self.prompt_open:
             raise _Broken("end_reason", "ended with error, but no model call was failing")
-        if reason in ("completed", "max_turns", "budget_exceeded") and self.prompt_open:
+        if (
+            reason in ("completed", "max_turns", "budget_exceeded", "context_exhausted")
+            and self.prompt_open
+        ):
             raise _Broken("end_reason", f"ended {reason} while turn {self.turn} awaits an answer")
         if reason == "completed" and (self.turn == 0 or self.calls):
             raise _Broken("end_reason", "ended completed, but the last answer asked for tools")

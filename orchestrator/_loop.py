@@ -8,7 +8,9 @@ crash, a cancellation or in another process) exactly where it stopped.
 How a session ends (``session.ended``): ``completed`` when the model answers without
 tool calls; ``max_turns`` when the turn bound is reached; ``error`` when the model keeps
 failing (after bounded retries for retryable errors, at once for others) or answers
-malformed output more than ``retry.max_attempts`` times in a row. A session whose
+malformed output more than ``retry.max_attempts`` times in a row;
+``context_exhausted`` when the next request cannot fit the model's context window even
+after compaction (docs/context.md). A session whose
 tool calls wait for approvals nobody in this process can give is suspended
 (``session.suspended``, status ``awaiting_approval``): ``run`` returns, and ``resume``
 in any process continues once the decisions are recorded. A cancelled or crashed run
@@ -22,18 +24,27 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import trio
 
 from eventlog import EventStore, SkillogError
 
+from ._context import context_window_for
 from ._effects import Approver, LiveEffects, Reconciler
 from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
-from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
+from ._model import (
+    DeltaSink,
+    ModelAdapter,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    StreamingAdapter,
+)
 from ._policy import over_budget, policy_warnings
-from ._session import Clock, Observer, Session, refresh_context
+from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
 from ._visibility import Predicate
 from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
 
@@ -71,6 +82,10 @@ class Agent:
     directory skills are then exactly what it finds). ``trusted_signers`` are the hex
     Ed25519 keys whose skill signatures count. ``indexed`` is the indexing run the
     skills came from, recorded (``catalog.indexed``) when a session starts or resumes.
+    ``context_window`` is the model's window in tokens (None: the known window of
+    ``model_name``, or unknown; docs/context.md), recorded in ``session.started``.
+    ``on_delta`` receives the model's text and tool-call deltas as they arrive when
+    the adapter can stream (never recorded: the log is the same either way).
     """
 
     model: ModelAdapter
@@ -99,6 +114,8 @@ class Agent:
     indexed: CatalogRecord | None = None
     mcp_servers: Sequence[McpServerConfig] = ()
     instructions_in_results: bool = False
+    context_window: int | None = None
+    on_delta: DeltaSink | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +169,11 @@ class Agent:
             version=VERSION,
             params=dict(self.params),
             instructions_in_results=self.instructions_in_results,
+            context_window=(
+                self.context_window
+                if self.context_window is not None
+                else context_window_for(self.model_name)
+            ),
         )
 
     def predicates(self) -> dict[str, Predicate]:
@@ -187,7 +209,7 @@ class Agent:
         (or until it suspends for approvals)."""
         async with self.mcp_connected():
             session = await self.start(store, session_id=session_id, task=task)
-            await drive(session, self.model, self.retry)
+            await drive(session, self.model, self.retry, on_delta=self.on_delta)
         return session
 
     async def resume(self, store: EventStore, session_id: str) -> Session:
@@ -204,7 +226,7 @@ class Agent:
                 observers=self.observers,
                 reconcile=self.reconcile,
             )
-            await drive(session, self.model, self.retry)
+            await drive(session, self.model, self.retry, on_delta=self.on_delta)
         return session
 
     @contextlib.asynccontextmanager
@@ -237,9 +259,16 @@ class Agent:
             self._effects.close()
 
 
-async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:
+async def drive(
+    session: Session,
+    model: ModelAdapter,
+    retry: RetryPolicy,
+    *,
+    on_delta: DeltaSink | None = None,
+) -> None:
     """Run turns until the session ends or suspends. Safe to call on a session reopened
-    anywhere: mid-turn, mid-call, or suspended."""
+    anywhere: mid-turn, mid-call, or suspended. With ``on_delta``, a model that can
+    stream streams (:class:`StreamingAdapter`)."""
     state = session.state
     assert state.config is not None
     failures = 0
@@ -261,15 +290,33 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
             state.input_tokens,
             state.output_tokens,
             (session.clock() - session.started_at) // 1_000_000,
+            (state.cache_read_tokens, state.cache_write_tokens),
         )
         if exceeded is not None and state.open_prompt is None:
             await session.end("budget_exceeded", f"budget_exceeded: {exceeded}")
             break
+        # The provider refused the last request as too long: compact (whatever the
+        # estimate says), then the same turn is rendered again. Decided from the log,
+        # so a process that stopped in between does the same when resumed.
+        if state.overflow_pending and not await session.compact_after_overflow():
+            await session.end(
+                "context_exhausted",
+                f"the provider refused turn {state.turn + 1}'s request as too long for "
+                "the model's context window and nothing is left to compact; give the "
+                "model a larger window or keep tool results smaller",
+            )
+            break
         await session.refresh()
-        request, _ = await session.render()
-        outcome = await _call(session, model, request, retry)
+        try:
+            request, _ = await session.render()
+        except ContextExhaustedError as e:
+            await session.end("context_exhausted", str(e))
+            break
+        outcome = await _call(session, model, request, retry, on_delta)
         if outcome is None:
             break
+        if outcome == "overflow":
+            continue  # compacted at the top of the loop (state.overflow_pending)
         response, duration_ms = outcome
         problem = _malformed(response)
         if problem is not None:
@@ -295,16 +342,24 @@ async def drive(session: Session, model: ModelAdapter, retry: RetryPolicy) -> No
 
 
 async def _call(
-    session: Session, model: ModelAdapter, request: ModelRequest, retry: RetryPolicy
-) -> tuple[ModelResponse, int] | None:
+    session: Session,
+    model: ModelAdapter,
+    request: ModelRequest,
+    retry: RetryPolicy,
+    on_delta: DeltaSink | None = None,
+) -> tuple[ModelResponse, int] | Literal["overflow"] | None:
     """One model call with bounded retries; records each failure. None when it gave up
-    (the session is then ended with ``error``)."""
+    (the session is then ended); ``overflow`` when the provider said the request does
+    not fit the context window for the first time this turn (compact, render again)."""
     turn = session.turn
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
         try:
             with trio.fail_after(retry.timeout_s):
-                response = await model.complete(request)
+                if on_delta is not None and isinstance(model, StreamingAdapter):
+                    response = await model.stream(request, on_delta)
+                else:
+                    response = await model.complete(request)
             return response, (time.monotonic_ns() - start) // 1_000_000
         except (ModelError, trio.TooSlowError) as e:
             error = (
@@ -314,7 +369,12 @@ async def _call(
                     f"no answer within {retry.timeout_s:g}s", kind="timeout", retryable=True
                 )
             )
-            will_retry = error.retryable and attempt < retry.max_attempts
+            overflow = error.kind == "context_overflow"
+            if overflow:
+                # One more try per turn, after a compaction (the prompt is closed).
+                will_retry = session.state.overflowed_turn != turn
+            else:
+                will_retry = error.retryable and attempt < retry.max_attempts
             await session.record_outcome(
                 ModelFailed(
                     turn=turn,
@@ -326,6 +386,15 @@ async def _call(
                     duration_ms=(time.monotonic_ns() - start) // 1_000_000,
                 )
             )
+            if overflow and will_retry:
+                return "overflow"
+            if overflow:
+                await session.end(
+                    "context_exhausted",
+                    f"the provider refused turn {turn}'s request as too long again after a "
+                    f"compaction: {error}",
+                )
+                return None
             if not will_retry:
                 await session.end("error", f"model call failed: {error}")
                 return None

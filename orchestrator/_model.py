@@ -8,6 +8,7 @@ float-free so it can be hashed and logged byte-for-byte.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -59,18 +60,31 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything one model call is given."""
+    """Everything one model call is given. ``cache_key`` names the session for a
+    provider's prompt-cache routing (OpenAI's ``prompt_cache_key``): the same for every
+    request of a session, derived from its id, and not part of the canonical request
+    bytes (docs/context.md)."""
 
     model: str
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     max_tokens: int
+    cache_key: str = ""
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Tokens of one call as the provider reported them. ``input_tokens`` counts every
+    input token (cached or not, as OpenTelemetry counts them); of those,
+    ``cache_read_input_tokens`` were read from the provider's prompt cache and
+    ``cache_creation_input_tokens`` written to it (Anthropic's
+    ``cache_read_input_tokens``/``cache_creation_input_tokens``, OpenAI's
+    ``prompt_tokens_details.cached_tokens``)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
@@ -94,7 +108,27 @@ class ModelResponse(msgspec.Struct, frozen=True, kw_only=True):
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
-ModelErrorKind = Literal["rate_limited", "timeout", "connection", "http", "malformed", "other"]
+class Delta(msgspec.Struct, frozen=True, kw_only=True):
+    """A piece of a response as it streams in, for observers only: never recorded, never
+    hashed (the recorded ``model.responded`` is the same streamed or not). ``kind``
+    ``text``: ``text`` was added to the text part at ``index``; ``tool_call``: the call
+    at ``index`` started (``call_id`` and ``name`` set) or its arguments grew by
+    ``text`` (JSON, partial)."""
+
+    kind: Literal["text", "tool_call"]
+    index: int
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+
+
+DeltaSink = Callable[[Delta], None]
+"""Where an adapter's :meth:`StreamingAdapter.stream` sends deltas as they arrive."""
+
+
+ModelErrorKind = Literal[
+    "rate_limited", "timeout", "connection", "http", "malformed", "context_overflow", "other"
+]
 
 
 class ModelError(SkillogError):
@@ -129,6 +163,14 @@ class ModelAdapter(Protocol):
     def provider(self) -> str: ...
 
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+@runtime_checkable
+class StreamingAdapter(ModelAdapter, Protocol):
+    """An adapter that can also stream: ``stream`` sends deltas to ``on_delta`` as they
+    arrive and returns the same :class:`ModelResponse` ``complete`` would have."""
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse: ...
 
 
 _encoder = msgspec.json.Encoder(order="sorted")

@@ -664,7 +664,12 @@ def allowlist_reason(rules: Allowlist, tool: str, path: str = "") -> str:
 
 
 def over_budget(
-    budget: Budget, model: str, input_tokens: int, output_tokens: int, wall_ms: int
+    budget: Budget,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    wall_ms: int,
+    cached: tuple[int, int] = (0, 0),
 ) -> str | None:
     """Which budget a session has used up, as ``session.ended`` records it
     (``tokens: 5120 input tokens, the budget is 5000``), or None (pure)."""
@@ -675,7 +680,13 @@ def over_budget(
     if budget.cost_micro_usd:
         price = next((p for p in budget.prices if p[0] == model), None)
         if price is not None:
-            cost = (input_tokens * price[1] + output_tokens * price[2]) // 1_000_000
+            read, written = cached
+            cache = next((p for p in budget.cache_prices if p[0] == model), None)
+            uncached = input_tokens - (read + written if cache is not None else 0)
+            spent = uncached * price[1] + output_tokens * price[2]
+            if cache is not None:  # the input price otherwise (``uncached`` has them)
+                spent += read * cache[1] + written * cache[2]
+            cost = spent // 1_000_000
             if cost >= budget.cost_micro_usd:
                 return f"cost: about {cost} micro-USD spent, the budget is {budget.cost_micro_usd}"
     if budget.wall_ms and wall_ms >= budget.wall_ms:

@@ -69,6 +69,7 @@ def compose(state: SessionState, bodies: Mapping[str, str]) -> ModelRequest:
         messages=tuple(state.messages),
         tools=tool_specs(state),
         max_tokens=config.max_tokens,
+        cache_key=f"skillog-{state.session_id}",
     )
 
 
@@ -109,12 +110,6 @@ def names_block(skills: tuple[SkillInfo, ...]) -> str:
     lines += [f"  <skill name={quoteattr(s.name)}/>" for s in skills]
     lines.append("</available_skills>")
     return "\n".join(lines)
-
-
-def estimate_tokens(text: str) -> int:
-    """A deterministic token estimate: one per four bytes of UTF-8, rounded up (what
-    BPE tokenizers average on English prose and markup)."""
-    return -(-len(text.encode()) // 4)
 
 
 @functools.lru_cache(maxsize=32)

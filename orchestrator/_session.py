@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 import trio
@@ -23,11 +23,13 @@ from eventlog import Event as StoredEvent
 from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
+from ._context import Reason, budget_of, plan_compaction, tokens_of
 from ._effects import Effects, Reconciler
 from ._events import (
     CODEC,
     ActivationTrigger,
     CatalogSnapshot,
+    ContextCompacted,
     Event,
     ModelFailed,
     ModelResponded,
@@ -59,6 +61,11 @@ class SessionStateError(SkillogError):
     """The session cannot take that step in its current state."""
 
 
+class ContextExhaustedError(SkillogError):
+    """The next request cannot fit the model's context window, even after compaction:
+    the loop ends the session with ``context_exhausted`` and this message."""
+
+
 def refresh_context(config: SessionStarted, state: SessionState | None = None) -> RefreshContext:
     """What catalog visibility is decided from: the recorded configuration and, once
     the session has one, its recorded state."""
@@ -76,24 +83,41 @@ def refresh_context(config: SessionStarted, state: SessionState | None = None) -
 
 class _PromptHasher:
     """The request hash, kept incrementally: history lines are hashed once, each turn
-    adds only its new messages and the tail (see ``_prompt`` for the layout)."""
+    adds only its new messages and the tail (see ``_prompt`` for the layout). A
+    compaction rewrites the history (``state.history_rewrites`` moves on): the next
+    request then hashes, and names as new, every message again."""
 
     def __init__(self) -> None:
         self._hash = hashlib.sha256()
         self.count = 0
+        self.size = 0  # bytes of the lines hashed
+        self.epoch = 0  # the history_rewrites the hashed lines belong to
 
     def update(self, state: SessionState) -> list[bytes]:
+        if state.history_rewrites != self.epoch:
+            self._hash, self.count, self.size = hashlib.sha256(), 0, 0
+            self.epoch = state.history_rewrites
         lines = [message_line(m) for m in state.messages[self.count :]]
         for line in lines:
             self._hash.update(line)
+            self.size += len(line)
         self.count = len(state.messages)
         return lines
 
-    def prime(self, messages: Sequence[Message]) -> None:
+    def prime(self, messages: Sequence[Message], epoch: int) -> None:
         """Start from history already named by recorded ``prompt.rendered`` events."""
         for m in messages:
-            self._hash.update(message_line(m))
+            line = message_line(m)
+            self._hash.update(line)
+            self.size += len(line)
         self.count = len(messages)
+        self.epoch = epoch
+
+    def history_bytes(self, state: SessionState) -> int:
+        """The bytes of the canonical lines of ``state.messages`` (each new line is
+        encoded again by :meth:`update`; only the messages of one turn)."""
+        base, start = (self.size, self.count) if state.history_rewrites == self.epoch else (0, 0)
+        return base + sum(len(message_line(m)) for m in state.messages[start:])
 
     def digest(self, tail: bytes) -> str:
         h = self._hash.copy()
@@ -198,14 +222,14 @@ class Session:
         """Reopen a session from its log: refold its events, reload the blobs the next
         prompt needs, and continue where it stopped."""
         state = SessionState(session_id)
-        named = 0
+        named = epoch = 0
         started_at = 0
         async for event in store.read(session_id):
             body = CODEC.decode(event)
             if isinstance(body, SessionStarted):
                 started_at = event.recorded_at
             if isinstance(body, PromptRendered):
-                named = body.message_count
+                named, epoch = body.message_count, state.history_rewrites
             apply(state, body, seq=event.seq, hash=event.hash)
         if state.seq < 0:
             raise SessionNotFoundError(
@@ -219,7 +243,9 @@ class Session:
         # a turn that stopped) were never stored as blobs: the next prompt must name
         # them as new, or its recorded request could not be rebuilt from the log. A
         # prompt recorded but never answered names exactly the messages so far.
-        session._hasher.prime(state.messages[:named])
+        # A compaction after the last prompt rewrote the history: the next prompt names
+        # every message again (the epoch differs).
+        session._hasher.prime(state.messages[:named], epoch)
         return session
 
     # -- recording ---------------------------------------------------------------------
@@ -335,10 +361,10 @@ class Session:
             changes = await self.effects.mcp_changes(self.state.mcp_servers)
             if changes:
                 await self.record(*changes)
-        bodies = {
-            s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
-        }
+        bodies = await self._bodies()
         request = compose(self.state, bodies)
+        if self.state.open_prompt is None:
+            request = await self._fit(request, bodies)
         lines = self._hasher.update(self.state)
         tail = tail_line(request)
         digest = self._hasher.digest(tail)
@@ -371,6 +397,83 @@ class Session:
                 )
             )
         return request, digest
+
+    async def _bodies(self) -> dict[str, str]:
+        return {
+            s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
+        }
+
+    def estimate(self, request: ModelRequest, bodies: Mapping[str, str]) -> int:
+        """The estimated tokens of ``request`` (composed from the state now): the last
+        answer's usage plus what was added since, or a quarter of its bytes when there
+        is no usage to start from (docs/context.md). A pure function of the log."""
+        state = self.state
+        if state.usage_tokens:
+            added = sum(len(message_line(m)) for m in state.messages[state.usage_messages :])
+            added += sum(
+                len(bodies[s.body_digest].encode())
+                for s in state.active
+                if s.body_digest not in state.usage_bodies
+            )
+            return state.usage_tokens + tokens_of(added)
+        return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))
+
+    async def _fit(self, request: ModelRequest, bodies: Mapping[str, str]) -> ModelRequest:
+        """Compact before a request over the threshold, and refuse one that cannot fit
+        the budget (:class:`ContextExhaustedError`); nothing when the window is unknown."""
+        config = self.state.config
+        assert config is not None
+        if not config.context_window:
+            return request
+        budget, threshold = budget_of(
+            config.context_window, config.max_tokens, config.policy.context
+        )
+        tokens = self.estimate(request, bodies)
+        if tokens <= threshold:
+            return request
+        # Once compacting, down to the target: a request that only just fits would
+        # compact again next turn, and every compaction breaks the provider's cache.
+        target = budget * config.policy.context.compact_to_percent // 100
+        events = self._plan("budget", tokens, request, target)
+        if events:
+            await self.record(*events)
+            request = compose(self.state, bodies)
+            tokens = self.estimate(request, bodies)
+        if tokens > budget:
+            raise ContextExhaustedError(
+                f"the request for turn {self.state.turn + 1} needs about {tokens} tokens, over "
+                f"the budget of {budget} (a context window of {config.context_window} less "
+                f"{config.max_tokens} for the answer) even after compaction; give the model a "
+                "larger window (--context-window) or keep tool results smaller "
+                "(policy.read_max_bytes, policy.output_cap_bytes)"
+            )
+        return request
+
+    def _plan(
+        self, reason: Reason, tokens: int, request: ModelRequest, until: int | None
+    ) -> list[ContextCompacted]:
+        state = self.state
+        assert state.config is not None
+        return plan_compaction(
+            state.messages,
+            state.cleared,
+            state.active_names,
+            state.config,
+            reason=reason,
+            tokens=tokens,
+            tail_bytes=len(tail_line(request)),
+            until=until,
+        )
+
+    async def compact_after_overflow(self) -> bool:
+        """After the provider refused the last request as too long: every compaction
+        step that changes anything, whatever the estimate said, recorded together.
+        False when none did."""
+        bodies = await self._bodies()
+        request = compose(self.state, bodies)
+        events = self._plan("overflow", self.estimate(request, bodies), request, None)
+        await self.record(*events)
+        return bool(events)
 
     @property
     def turn(self) -> int:

@@ -16,11 +16,13 @@ import msgspec
 
 from eventlog import GENESIS_HASH
 
+from ._context import apply_compaction
 from ._events import (
     ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
     CatalogSnapshot,
+    ContextCompacted,
     Event,
     McpServerFailed,
     McpToolDef,
@@ -155,7 +157,10 @@ class SessionState(ActiveSkills):
 
     __slots__ = (
         "active",
+        "cache_read_tokens",
+        "cache_write_tokens",
         "catalog",
+        "cleared",
         "config",
         "denials",
         "ended",
@@ -163,6 +168,7 @@ class SessionState(ActiveSkills):
         "grants",
         "head_hash",
         "hidden",
+        "history_rewrites",
         "input_tokens",
         "mcp_servers",
         "mcp_tools",
@@ -170,6 +176,8 @@ class SessionState(ActiveSkills):
         "model_attempts",
         "open_prompt",
         "output_tokens",
+        "overflow_pending",
+        "overflowed_turn",
         "pending_approvals",
         "pending_calls",
         "pending_results",
@@ -179,6 +187,9 @@ class SessionState(ActiveSkills):
         "status",
         "turn",
         "turn_progress",
+        "usage_bodies",
+        "usage_messages",
+        "usage_tokens",
     )
 
     def __init__(self, session_id: str) -> None:
@@ -200,6 +211,8 @@ class SessionState(ActiveSkills):
         self.denials = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read_tokens = 0  # of the input tokens, read from the prompt cache
+        self.cache_write_tokens = 0  # and written to it
         self.status: Status = "new"
         self.ended: SessionEnded | None = None
         self.open_prompt: PromptRendered | None = None
@@ -209,6 +222,17 @@ class SessionState(ActiveSkills):
         # session's names, in server-name then server order.
         self.mcp_servers: dict[str, McpToolsListed | McpServerFailed] = {}
         self.mcp_tools: dict[str, McpToolDef] = {}
+        # The context budget (``_context``): the (message index, call id) of the
+        # results a compaction replaced, how many compactions rewrote the history, the
+        # turn whose request the provider last refused as too long, and the anchor of
+        # the next estimate (the last answer's usage, history length and skill bodies).
+        self.cleared: set[tuple[int, str]] = set()
+        self.history_rewrites = 0
+        self.overflowed_turn = 0
+        self.overflow_pending = False  # refused as too long, not compacted for yet
+        self.usage_tokens = 0
+        self.usage_messages = 0
+        self.usage_bodies: frozenset[str] = frozenset()
 
     def copy(self) -> SessionState:
         """An independent copy (the lists and dicts are copied, the values are frozen)."""
@@ -224,6 +248,7 @@ class SessionState(ActiveSkills):
         self.grants = list(self.grants)
         self.mcp_servers = dict(self.mcp_servers)
         self.mcp_tools = dict(self.mcp_tools)
+        self.cleared = set(self.cleared)
         if self.turn_progress is not None:
             self.turn_progress = self.turn_progress.copy()
         return self
@@ -261,6 +286,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case UserMessage():
             state.messages.append(Message(role="user", parts=(TextPart(text=event.text),)))
         case PromptRendered():
+            state.overflow_pending = False
             state.turn = event.turn
             state.prompt_count += 1
             state.open_prompt = event
@@ -272,14 +298,32 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.pending_results = {}
             state.input_tokens += response.usage.input_tokens
             state.output_tokens += response.usage.output_tokens
+            state.cache_read_tokens += response.usage.cache_read_input_tokens
+            state.cache_write_tokens += response.usage.cache_creation_input_tokens
+            state.usage_tokens = response.usage.input_tokens + response.usage.output_tokens
+            state.usage_messages = len(state.messages)
+            state.usage_bodies = frozenset(s.body_digest for s in state.active)
             state.open_prompt = None
             state.turn_progress = (
                 TurnProgress(state.catalog, state.active, state.grants)
                 if state.pending_calls
                 else None
             )
+        case ModelFailed() if event.kind == "context_overflow":
+            # The request did not fit: it is closed, and the same turn is rendered
+            # again after a compaction (or the session ends).
+            state.overflowed_turn = event.turn
+            state.overflow_pending = event.will_retry
+            state.turn = event.turn - 1
+            state.open_prompt = None
+            state.usage_tokens = 0
         case ModelFailed():
             state.model_attempts = event.attempt
+        case ContextCompacted():
+            state.messages, state.cleared = apply_compaction(state.messages, state.cleared, event)
+            state.history_rewrites += 1
+            state.overflow_pending = False
+            state.usage_tokens = 0  # the provider's count no longer describes the history
         case PolicyDenied():
             state.denials += 1
         case ApprovalRequested():

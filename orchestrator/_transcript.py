@@ -9,6 +9,7 @@ from ._events import (
     ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
+    ContextCompacted,
     Event,
     ModelFailed,
     ModelResponded,
@@ -98,6 +99,17 @@ def _lines(body: Event) -> Iterator[str]:
             yield _row("script", f"{body.skill}/{body.path} {' '.join(body.args)} started".strip())
         case ToolInterrupted():
             yield _row("tool", f"✗ {body.tool}: interrupted by a restart (not run again)")
+        case ContextCompacted():
+            what = (
+                f"dropped {body.dropped} messages"
+                if body.step == "drop_turns"
+                else f"{len(body.replaced)} {body.step.replace('_', ' ')} cleared"
+            )
+            yield _row(
+                "context",
+                f"compacted ({body.reason}): {what}, ~{body.tokens_before} → "
+                f"~{body.tokens_after} tokens (budget {body.budget})",
+            )
         case SessionSuspended():
             yield _row(
                 "suspended",

@@ -22,6 +22,7 @@ import msgspec
 
 from eventlog import BlobReader, Checkpoint, EventStore, VerifyReport, split_type, verify
 
+from ._catalog import SESSIONS
 from ._grammar import session_grammar
 
 
@@ -108,7 +109,8 @@ async def verdict(
     """Whether the log (or one ``session``) is intact, and every fault if not.
 
     The whole log: every chain, every row outside the log, every blob rehashed, every
-    blob an event references present, the session grammar, and with ``checkpoints``
+    blob an event references present, the session grammar, the session catalog equal
+    to the log's fold (when the store keeps one), and with ``checkpoints``
     (signed by one of ``keys``, or the file's own key with ``tofu``) the signed heads.
     One session: the same checks within its scope (its chain, its rows outside the
     chain, its signed head, the blobs it references), at a cost that depends on that
@@ -123,4 +125,5 @@ async def verdict(
         progress=progress,
         grammar=session_grammar,
         references=blob_references,
+        projection=SESSIONS,
     )

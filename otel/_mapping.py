@@ -363,6 +363,9 @@ class SessionMapper:
         return self._blobs(digest) if self._blobs is not None else None
 
     def _add_prompt_content(self, body: PromptRendered, attrs: Attributes) -> None:
+        # After a compaction the prompt names the history again from the first message
+        # it rewrote (docs/context.md): keep only what comes before the new ones.
+        del self._messages[max(0, body.message_count - len(body.new_message_digests)) :]
         for digest in body.new_message_digests:
             data = self._blob(digest)
             self._messages.append(None if data is None else _content.decode_message_blob(data))
@@ -395,6 +398,10 @@ class SessionMapper:
         attrs[sc.FINISH_REASONS] = (_content.FINISH_REASONS[response.stop_reason],)
         attrs[sc.INPUT_TOKENS] = usage.input_tokens
         attrs[sc.OUTPUT_TOKENS] = usage.output_tokens
+        if usage.cache_read_input_tokens:
+            attrs[sc.CACHE_READ_TOKENS] = usage.cache_read_input_tokens
+        if usage.cache_creation_input_tokens:
+            attrs[sc.CACHE_CREATION_TOKENS] = usage.cache_creation_input_tokens
         attrs[sc.OI_PROMPT_TOKENS] = usage.input_tokens
         attrs[sc.OI_COMPLETION_TOKENS] = usage.output_tokens
         if self.content:

@@ -26,6 +26,7 @@ from ._prove import ReplayReport, replay_session
 from ._recording import Recording, load_recording
 from ._redrive import redrive
 from ._request import RecordedRequests, request_diff
+from ._reuse import PrefixReuse, prefix_reuse
 from ._skills import Drift, drift
 from ._timeline import TimelineEntry, timeline
 
@@ -45,16 +46,19 @@ class Check(msgspec.Struct, frozen=True):
 
 
 class RecordedPrompt(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded request, stored as a delta: its bytes are ``lines[:message_count]``
-    of :class:`Audit` followed by ``tails[tail]``. ``tail_diff`` is the diff of its tail
-    against the previous request's (empty when the tail is the same); ``proven`` says
-    whether the current composer re-rendered it byte for byte (None: not checked)."""
+    """One recorded request, stored as a delta: its bytes are
+    ``lines[start:start + message_count]`` of :class:`Audit` followed by ``tails[tail]``
+    (``start`` moves on after a compaction rewrote the history). ``tail_diff`` is the
+    diff of its tail against the previous request's (empty when the tail is the same);
+    ``proven`` says whether the current composer re-rendered it byte for byte (None:
+    not checked)."""
 
     turn: int
     seq: int
     request_hash: str
     message_count: int
     new_messages: int
+    start: int = 0
     tail: int
     size: int
     tail_diff: str
@@ -75,6 +79,7 @@ class Audit(msgspec.Struct, frozen=True, kw_only=True):
     drift: list[Drift] | None
     summary: dict[str, str | int]
     faults: list[Fault] = msgspec.field(default_factory=list)
+    reuse: PrefixReuse | None = None
 
     @property
     def ok(self) -> bool:
@@ -121,6 +126,7 @@ async def audit_session(
         drift=await drift(recording, against_disk) if against_disk else None,
         summary=summary(recording, entries),
         faults=list(found.faults),
+        reuse=prefix_reuse(recording, recorded),
     )
 
 
@@ -233,20 +239,26 @@ def _prompts(
     tail_index = {digest: i for i, digest in enumerate(recorded.tails)}
     prompts: list[RecordedPrompt] = []
     previous = b""
-    before = history = 0
+    before = history = start = 0
+    read = iter(recorded.starts)
     for event, body in zip(recording.events, recording.bodies, strict=True):
         if not isinstance(body, PromptRendered):
             continue
         tail = recorded.tails.get(body.tail_digest)
-        if tail is None or body.message_count > len(recorded.lines):
+        at = next(read, None)
+        if tail is None or at is None:
             break  # the proof stopped before this request (the checks say why)
-        history += sum(len(line) for line in recorded.lines[before : body.message_count])
+        if at != start:  # a compaction rewrote the history: counted again from here
+            start, before, history = at, 0, 0
+        lines = recorded.lines[start + before : start + body.message_count]
+        history += sum(len(line) for line in lines)
         prompts.append(
             RecordedPrompt(
                 turn=body.turn,
                 seq=event.seq,
                 request_hash=body.request_hash,
                 message_count=body.message_count,
+                start=start,
                 new_messages=body.message_count - before,
                 tail=tail_index[body.tail_digest],
                 size=history + len(tail),

@@ -38,6 +38,8 @@ from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
 from ._recording import load_recording, open_log, verify_recording
 from ._redrive import RedriveReport, redrive
+from ._request import RecordedRequests
+from ._reuse import PrefixReuse, prefix_reuse
 from ._skills import Drift, drift
 from ._timeline import render_timeline, timeline
 
@@ -176,9 +178,11 @@ async def _replay(args: argparse.Namespace) -> int:
                 )
         progress = Progress("events proved", len(recording), enabled=not args.json)
         try:
-            report = await replay_session(store, recording, progress=progress)
+            recorded = RecordedRequests()
+            report = await replay_session(store, recording, recorded=recorded, progress=progress)
         finally:
             progress.close()
+        reuse = prefix_reuse(recording, recorded)
         drifted = await drift(recording, args.against_disk) if args.against_disk else None
         result = await redrive(store, recording) if args.redrive else None
         code = 0 if report.ok and (result is None or result.ok) else 1
@@ -191,10 +195,12 @@ async def _replay(args: argparse.Namespace) -> int:
                 "fork": None if link is None else msgspec.to_builtins(link),
                 "drift": None if drifted is None else msgspec.to_builtins(drifted),
                 "redrive": None if result is None else msgspec.to_builtins(result),
+                "prefix_reuse": msgspec.to_builtins(reuse),
             }
             sys.stdout.write(inert_json(msgspec.json.encode(doc).decode()) + "\n")
             return code
         _print_report(report, checkpoint=args.checkpoint is not None)
+        _print_reuse(reuse)
         if drifted is not None:
             _print_drift(drifted)
         if result is not None:
@@ -270,6 +276,19 @@ def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:
             f"{total} turns: {matched} match, {total - matched} differ; first divergence at "
             f"turn {report.divergence.turn} (seq {report.divergence.seq})"
         )
+
+
+def _print_reuse(reuse: PrefixReuse) -> None:
+    if reuse.mean is None or reuse.min is None:
+        return
+    breaks = ", ".join(
+        f"turn {b.turn} ({b.where}{', compacted' if b.compacted else ''})" for b in reuse.breaks
+    )
+    print(
+        f"prefix reuse (bytes repeated from the previous request, in cache order): mean "
+        f"{reuse.mean:.1%}, min {reuse.min:.1%}; "
+        + (f"{len(reuse.breaks)} breaks: {breaks}" if reuse.breaks else "no breaks")
+    )
 
 
 def _turn_line(turn: TurnCheck) -> str:

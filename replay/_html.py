@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from ._audit import Audit, Check, RecordedPrompt
+from ._reuse import PrefixReuse
 from ._skills import Drift
 from ._timeline import TimelineEntry
 
@@ -54,7 +55,7 @@ def render_html(audit: Audit, *, generator: str = "skillog") -> str:
         _verdict(audit),
         _summary(audit.summary),
         _timeline(audit.entries),
-        _prompts(audit.prompts),
+        _prompts(audit.prompts, audit.reuse),
     ]
     if audit.drift is not None:
         parts.append(_drift(audit.drift))
@@ -163,20 +164,37 @@ def _entry(e: TimelineEntry) -> str:
     )
 
 
-def _prompts(prompts: list[RecordedPrompt]) -> str:
+def _prompts(prompts: list[RecordedPrompt], reuse: PrefixReuse | None) -> str:
+    shares = {r.seq: r.share for r in reuse.requests} if reuse is not None else {}
     items = "".join(
         f'<details class="prompt" id="prompt-{i}" data-index={i} data-turn={p.turn}>'
         f"<summary>turn {p.turn} · seq {p.seq} · request "
         f'<span class="hash">sha256:{escape(p.request_hash[:16])}</span> · '
         f"{p.message_count} messages (+{p.new_messages}) · {p.size:,} bytes · "
-        f"{_proof(p.proven)}</summary>"
+        + (f"prefix reuse {shares[p.seq]:.1%} · " if p.seq in shares else "")
+        + f"{_proof(p.proven)}</summary>"
         '<div class="prompt-body"></div></details>'
         for i, p in enumerate(prompts)
     )
     return (
         '<section id="prompts"><h2>Prompts</h2><p class="meta">Each request the model was '
         "sent, as recorded; open one for its diff against the previous request and its "
-        f"bytes.</p>{items}</section>"
+        f"bytes.</p>{_reuse(reuse)}{items}</section>"
+    )
+
+
+def _reuse(reuse: PrefixReuse | None) -> str:
+    if reuse is None or reuse.mean is None or reuse.min is None:
+        return ""
+    breaks = ", ".join(
+        f"turn {b.turn} ({escape(b.where)}{', compacted' if b.compacted else ''})"
+        for b in reuse.breaks
+    )
+    return (
+        f'<p class="meta" id="prefix-reuse">Prefix reuse (the share of each request, in '
+        f"the provider's cache order, that repeats the previous one's bytes): mean "
+        f"{reuse.mean:.1%}, min {reuse.min:.1%}; "
+        f"{f'{len(reuse.breaks)} breaks: {breaks}' if reuse.breaks else 'no breaks'}.</p>"
     )
 
 
@@ -213,7 +231,13 @@ def _data(audit: Audit) -> str:
         "lines": audit.lines,
         "tails": audit.tails,
         "prompts": [
-            {"count": p.message_count, "new": p.new_messages, "tail": p.tail, "diff": p.tail_diff}
+            {
+                "start": p.start,
+                "count": p.message_count,
+                "new": p.new_messages,
+                "tail": p.tail,
+                "diff": p.tail_diff,
+            }
             for p in audit.prompts
         ],
     }

@@ -146,13 +146,15 @@ async def recorded_turn(
     if tail is None:  # most turns reuse the previous tail: read and check it once
         tail = await get_checked_blob(store, body.tail_digest, session=session, seq=seq, what=what)
         recorded.tails[body.tail_digest] = tail
-    recorded.extend(lines)
-    if body.message_count != len(recorded.lines):
+    # The messages before the new ones are the history's first ones (all of them but
+    # after a compaction, which names the history again from the first it rewrote).
+    recorded.extend(lines, keep=body.message_count - len(lines))
+    if body.message_count != recorded.count:
         raise BrokenLogError(
             session,
             seq,
             f"{what}: message_count {body.message_count} but the log names "
-            f"{len(recorded.lines)} message blobs so far",
+            f"{recorded.count} message blobs so far",
         )
     if recorded.digest(tail) != body.request_hash:
         raise BrokenLogError(

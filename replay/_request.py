@@ -52,17 +52,40 @@ class RenderedRequests:
 
 class RecordedRequests:
     """The recorded requests of one session, from the blobs ``prompt.rendered`` names:
-    every message line once, in order, and every distinct tail once (by digest)."""
+    every message line once, in order, and every distinct tail once (by digest).
+
+    ``lines`` only grows. A request's history is ``lines[start:start + count]``: a
+    compaction rewrote the history (docs/context.md), so the prompt after it names
+    the messages from the first rewritten one as new; the lines kept before it are
+    appended again, and ``start`` moves to the first of them. ``starts`` holds each
+    request's ``start``, in order."""
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
         self.tails: dict[str, bytes] = {}
+        self.start = 0
+        self.starts: list[int] = []
         self._hash = hashlib.sha256()
 
-    def extend(self, lines: list[bytes]) -> None:
+    @property
+    def count(self) -> int:
+        """The messages of the current history."""
+        return len(self.lines) - self.start
+
+    def extend(self, lines: list[bytes], *, keep: int | None = None) -> None:
+        """Add a request's new message lines; ``keep`` is how many of the history's
+        lines it keeps (all when None)."""
+        if keep is not None and keep < self.count:
+            kept = self.lines[self.start : self.start + max(0, keep)]
+            self.start = len(self.lines)
+            self._hash = hashlib.sha256()
+            for line in kept:
+                self._hash.update(line)
+            self.lines.extend(kept)
         for line in lines:
             self._hash.update(line)
         self.lines.extend(lines)
+        self.starts.append(self.start)
 
     def digest(self, tail: bytes) -> str:
         h = self._hash.copy()
@@ -70,7 +93,7 @@ class RecordedRequests:
         return h.hexdigest()
 
     def request_bytes(self, tail: bytes) -> bytes:
-        return b"".join(self.lines) + tail
+        return b"".join(self.lines[self.start :]) + tail
 
 
 def request_diff(recorded: bytes, rerendered: bytes, *, context: int = 3) -> str:

@@ -11,6 +11,7 @@ from orchestrator import (
     ApprovalRemembered,
     ApprovalRequested,
     ApprovalResolved,
+    ContextCompacted,
     ModelFailed,
     ModelResponded,
     PolicyDenied,
@@ -275,6 +276,16 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 f"{verdict} by {body.decided_by}",
                 {"approved": body.approved, "decided_by": body.decided_by, "call_id": body.call_id},
             )
+        case ContextCompacted():
+            yield (
+                "compaction",
+                f"{body.step} ({body.reason}): {len(body.replaced)} results cleared, "
+                f"{body.dropped} messages dropped, ~{body.tokens_before} -> "
+                f"~{body.tokens_after} tokens of {body.budget}",
+                {"step": body.step, "reason": body.reason, "replaced": len(body.replaced),
+                 "dropped": body.dropped, "tokens_before": body.tokens_before,
+                 "tokens_after": body.tokens_after, "budget": body.budget},
+            )  # fmt: skip
         case SessionSuspended():
             yield (
                 "suspended",

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._model import (
+    Delta,
+    DeltaSink,
     Message,
     ModelError,
     ModelRequest,
@@ -40,7 +42,11 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-def anthropic_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
+CACHE_CONTROL = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4  # the API's limit of cache_control blocks per request
+
+
+def anthropic_request(request: ModelRequest, *, model: str, cache: bool = True) -> dict[str, Any]:
     """The Messages API parameters for a canonical request.
 
     The system prompt goes in ``system``; tool results travel as ``tool_result`` blocks
@@ -48,6 +54,13 @@ def anthropic_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
     (the API would merge them anyway, and a tool result must open its user turn).
     Empty texts and messages left empty are dropped, since the API refuses them. Tool
     names go out in wire form (see :class:`WireNames`, which refuses colliding sets).
+
+    With ``cache``, prompt-caching breakpoints (``cache_control``) mark what the next
+    request repeats, in the API's cache order (tools, system, messages): after the
+    system prompt (after the tools when there is none), after the last message of the
+    previous request (the one before the last answer: a cache the previous request
+    wrote is read there however many blocks were added since), and after the last
+    message (written for the next request). Three of the API's four (docs/context.md).
     """
     check_history(request, provider=PROVIDER)
     messages: list[dict[str, Any]] = []
@@ -72,7 +85,25 @@ def anthropic_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
             {"name": to_wire(t.name), "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    if cache:
+        _mark_breakpoints(params, messages)
     return params
+
+
+def _mark_breakpoints(params: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    marked: list[dict[str, Any]] = []
+    if "system" in params:
+        block = {"type": "text", "text": params["system"]}
+        params["system"] = [block]
+        marked.append(block)
+    elif "tools" in params:
+        marked.append(params["tools"][-1])
+    ends = [len(messages) - 3, len(messages) - 1]  # the previous request's end, this one's
+    for index in ends:
+        if index >= 0 and messages[index]["content"]:
+            marked.append(messages[index]["content"][-1])
+    for block in marked[:MAX_BREAKPOINTS]:
+        block["cache_control"] = CACHE_CONTROL
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -145,7 +176,8 @@ def anthropic_response(body: bytes, names: WireNames) -> ModelResponse:
 
     Text and ``tool_use`` blocks are kept in order (other block types, such as thinking,
     are dropped); a tool call's ``input`` object becomes canonical JSON text (sorted
-    keys); input tokens include cache reads and writes, as OpenTelemetry counts them.
+    keys); input tokens include cache reads and writes, as OpenTelemetry counts them,
+    and the usage says how many of them each was.
     A body that does not fit raises ``ModelError(kind="malformed")``.
     """
     message = decode_body(body, _Message, provider=PROVIDER)
@@ -171,14 +203,71 @@ def anthropic_response(body: bytes, names: WireNames) -> ModelResponse:
                 retryable=True,
             ) from e
     usage = message.usage
-    cached = (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+    read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
     return ModelResponse(
         parts=tuple(parts),
         stop_reason=_STOP_REASONS.get(message.stop_reason, "other"),
-        usage=Usage(input_tokens=usage.input_tokens + cached, output_tokens=usage.output_tokens),
+        usage=Usage(
+            input_tokens=usage.input_tokens + read + written,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=read,
+            cache_creation_input_tokens=written,
+        ),
         model=message.model,
         id=message.id,
     )
+
+
+class StreamAssembler:
+    """Builds, from a stream of server-sent events fed one at a time, the Messages API
+    body they amount to (the same JSON a request without ``stream`` answers), sending
+    text and tool-call deltas to ``on_delta`` as they come (tool names as on the wire)."""
+
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self.on_delta = on_delta
+        self.message: dict[str, Any] = {"content": []}
+        self._partial: dict[int, list[str]] = {}
+
+    def feed(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        content: list[dict[str, Any]] = self.message["content"]
+        if kind == "message_start":
+            self.message = {**event["message"], "content": content}
+        elif kind == "content_block_start":
+            index, block = event["index"], dict(event["content_block"])
+            content.append(block)
+            if block.get("type") == "tool_use":
+                self._partial[index] = []
+                self.on_delta(
+                    Delta(kind="tool_call", index=index, call_id=block["id"], name=block["name"])
+                )
+        elif kind == "content_block_delta":
+            index, delta = event["index"], event["delta"]
+            if delta.get("type") == "text_delta":
+                content[index]["text"] = content[index].get("text", "") + delta["text"]
+                self.on_delta(Delta(kind="text", index=index, text=delta["text"]))
+            elif delta.get("type") == "input_json_delta":
+                self._partial[index].append(delta["partial_json"])
+                self.on_delta(Delta(kind="tool_call", index=index, text=delta["partial_json"]))
+        elif kind == "content_block_stop":
+            text = "".join(self._partial.pop(event["index"], []))
+            if text:
+                content[event["index"]]["input"] = msgspec.json.decode(text)
+        elif kind == "message_delta":
+            self.message.update({k: v for k, v in event["delta"].items() if v is not None})
+            usage = dict(self.message.get("usage") or {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            self.message["usage"] = usage
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise ModelError(
+                f"{PROVIDER}: the stream broke off: {error.get('message', error)}",
+                kind="rate_limited" if error.get("type") == "overloaded_error" else "connection",
+                retryable=True,
+            )
+
+    def body(self) -> bytes:
+        return encode_canonical(self.message)
 
 
 class AnthropicAdapter(SdkAdapter):
@@ -188,7 +277,8 @@ class AnthropicAdapter(SdkAdapter):
     ``ANTHROPIC_BASE_URL`` if set). The SDK's own retries are always disabled
     (``max_retries=0``): the agent loop's bounded retry policy is the only one, so every
     attempt is recorded in the log and retries never multiply. ``model`` is used when a
-    request names none.
+    request names none. ``cache``: mark prompt-caching breakpoints (on by default; see
+    :func:`anthropic_request`).
     """
 
     PROVIDER = "anthropic"
@@ -197,14 +287,25 @@ class AnthropicAdapter(SdkAdapter):
     _BASE_ERROR = "AnthropicError"
     _KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
-    def __init__(self, client: anthropic.AsyncAnthropic | None = None, *, model: str = "") -> None:
+    def __init__(
+        self, client: anthropic.AsyncAnthropic | None = None, *, model: str = "", cache: bool = True
+    ) -> None:
         super().__init__(client, model=model)
+        self.cache = cache
 
     def _params(self, request: ModelRequest, model: str) -> dict[str, Any]:
-        return anthropic_request(request, model=model)
+        return anthropic_request(request, model=model, cache=self.cache)
 
     async def _create(self, params: dict[str, Any]) -> Any:
         return await self._client.messages.with_raw_response.create(**params)
 
     def _response(self, body: bytes, names: WireNames) -> ModelResponse:
         return anthropic_response(body, names)
+
+    async def _stream(self, params: dict[str, Any], on_delta: DeltaSink) -> bytes:
+        assembler = StreamAssembler(on_delta)
+        stream = await self._client.messages.create(**params, stream=True)
+        async with stream:  # closed however it ends
+            async for event in stream:
+                assembler.feed(event.to_dict())
+        return assembler.body()

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._model import (
+    Delta,
+    DeltaSink,
     Message,
     ModelError,
     ModelRequest,
@@ -20,6 +22,7 @@ from .._model import (
     ToolCall,
     ToolResult,
     Usage,
+    encode_canonical,
 )
 from ._sdk_adapter import SdkAdapter
 from ._translate import check_history, decode_body, texts
@@ -60,6 +63,10 @@ def openai_request(request: ModelRequest, *, model: str) -> dict[str, Any]:
         "messages": messages,
         "max_completion_tokens": request.max_tokens,
     }
+    if request.cache_key:
+        # The same key for every request of a session routes them to the same prompt
+        # cache (OpenAI caches prompt prefixes automatically).
+        params["prompt_cache_key"] = request.cache_key
     if request.tools:
         params["tools"] = [
             {
@@ -128,9 +135,14 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    prompt_tokens_details: _PromptDetails | None = None
 
 
 class _Completion(msgspec.Struct):
@@ -182,10 +194,84 @@ def openai_response(body: bytes, names: WireNames) -> ModelResponse:
     return ModelResponse(
         parts=tuple(parts),
         stop_reason=stop_reason,
-        usage=Usage(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens),
+        usage=Usage(
+            input_tokens=usage.prompt_tokens,
+            output_tokens=usage.completion_tokens,
+            cache_read_input_tokens=(
+                usage.prompt_tokens_details.cached_tokens or 0
+                if usage.prompt_tokens_details is not None
+                else 0
+            ),
+        ),
         model=completion.model,
         id=completion.id,
     )
+
+
+class ChunkAssembler:
+    """Builds, from Chat Completions stream chunks fed one at a time, the completion
+    body they amount to (what a request without ``stream`` answers), sending text and
+    tool-call deltas to ``on_delta`` as they come (tool names as on the wire). Text is
+    index 0 of the deltas, the calls follow it, as in the canonical response."""
+
+    def __init__(self, on_delta: DeltaSink) -> None:
+        self.on_delta = on_delta
+        self.completion: dict[str, Any] = {}
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        for key in ("id", "model"):
+            if chunk.get(key):
+                self.completion[key] = chunk[key]
+        if chunk.get("usage"):
+            self.completion["usage"] = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                self.text.append(delta["content"])
+                self.on_delta(Delta(kind="text", index=0, text=delta["content"]))
+            if delta.get("refusal"):
+                self.refusal.append(delta["refusal"])
+            for piece in delta.get("tool_calls") or ():
+                self._call(piece)
+
+    def _call(self, piece: dict[str, Any]) -> None:
+        index = piece.get("index", 0)
+        function = piece.get("function") or {}
+        call = self.calls.get(index)
+        if call is None:
+            call = {"id": piece.get("id", ""), "function": {"name": "", "arguments": ""}}
+            self.calls[index] = call
+        call["function"]["name"] += function.get("name") or ""
+        if piece.get("id") and call["id"] != piece["id"]:
+            call["id"] = piece["id"]
+        at = 1 + index  # after the text, as the canonical response orders them
+        if piece.get("id"):
+            self.on_delta(
+                Delta(
+                    kind="tool_call", index=at, call_id=piece["id"], name=function.get("name", "")
+                )
+            )
+        if function.get("arguments"):
+            call["function"]["arguments"] += function["arguments"]
+            self.on_delta(Delta(kind="tool_call", index=at, text=function["arguments"]))
+
+    def body(self) -> bytes:
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        if self.calls:
+            message["tool_calls"] = [
+                {**self.calls[i], "type": "function"} for i in sorted(self.calls)
+            ]
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        return encode_canonical({**self.completion, "choices": [choice]})
 
 
 class OpenAIAdapter(SdkAdapter):
@@ -221,6 +307,19 @@ class OpenAIAdapter(SdkAdapter):
 
     async def _create(self, params: dict[str, Any]) -> Any:
         return await self._client.chat.completions.with_raw_response.create(**params)
+
+    async def _stream(self, params: dict[str, Any], on_delta: DeltaSink) -> bytes:
+        assembler = ChunkAssembler(on_delta)
+        # The raw server-sent events, read to their end (the SDK's stream object stops
+        # at [DONE] and leaves its generators for the garbage collector).
+        async with self._client.chat.completions.with_streaming_response.create(
+            **params, stream=True, stream_options={"include_usage": True}
+        ) as response:
+            async for line in response.iter_lines():
+                data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
+                if data and data != "[DONE]":
+                    assembler.feed(msgspec.json.decode(data))
+        return assembler.body()
 
     def _response(self, body: bytes, names: WireNames) -> ModelResponse:
         return openai_response(body, names)

@@ -9,6 +9,8 @@ from typing import Any
 import trio
 
 from .._model import (
+    Delta,
+    DeltaSink,
     ModelError,
     ModelRequest,
     ModelResponse,
@@ -115,6 +117,19 @@ class ScriptedModel:
             answers -= self._turns[index].error is None
             index += 1
         return index
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """:meth:`complete`, its text and calls also sent as deltas (text in pieces of
+        up to 16 characters), for testing what observers see."""
+        response = await self.complete(request)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                for at in range(0, len(part.text), 16):
+                    on_delta(Delta(kind="text", index=index, text=part.text[at : at + 16]))
+            else:
+                on_delta(Delta(kind="tool_call", index=index, call_id=part.id, name=part.name))
+                on_delta(Delta(kind="tool_call", index=index, text=part.arguments))
+        return response
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         await trio.lowlevel.checkpoint()

@@ -112,14 +112,18 @@ def _status_error(exc: Any, *, provider: str, is_rate_limit: bool) -> ModelError
     status: int = exc.status_code
     headers: Mapping[str, str] = exc.response.headers
     after = retry_after_ms(headers)
+    api_message = _api_message(exc)
     kind: ModelErrorKind = "rate_limited" if is_rate_limit else "http"
+    if status in (400, 413) and context_overflow(api_message):
+        kind = "context_overflow"
     retryable = default_retryable(kind, status) or status == 408
+    if status < 400:  # an error event inside a streamed 200: the stream broke off
+        kind, retryable = "connection", True
     should_retry = headers.get("x-should-retry")
     if should_retry in ("true", "false"):
         retryable = should_retry == "true"
-    api_message = _api_message(exc)
     request_id = headers.get("request-id") or headers.get("x-request-id")
-    parts = [f"{provider}: HTTP {status}"]
+    parts = [f"{provider}: HTTP {status}" + (" (the stream broke off)" if status < 400 else "")]
     if is_rate_limit:
         parts.append(" (rate limited)")
     parts.append(f": {api_message}")
@@ -132,6 +136,22 @@ def _status_error(exc: Any, *, provider: str, is_rate_limit: bool) -> ModelError
     return ModelError(
         "".join(parts), kind=kind, retryable=retryable, retry_after_ms=after, status=status
     )
+
+
+_OVERFLOW = (
+    "prompt is too long",  # Anthropic
+    "context_length_exceeded",  # OpenAI's error code
+    "maximum context length",  # OpenAI's message
+    "context window",
+    "too many tokens",
+)
+
+
+def context_overflow(message: str) -> bool:
+    """Whether a provider's 400 says the request does not fit the model's context window
+    (the loop then compacts and tries once more, docs/context.md)."""
+    lowered = message.lower()
+    return any(marker in lowered for marker in _OVERFLOW)
 
 
 def _api_message(exc: Any) -> str:

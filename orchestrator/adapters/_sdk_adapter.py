@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
+import msgspec
 import trio
 
-from .._model import ModelRequest, ModelResponse
+from .._model import Delta, DeltaSink, ModelRequest, ModelResponse
 from ._errors import AdapterConfigError
 from ._sdk import import_sdk, map_sdk_error
 from ._translate import model_name
@@ -52,6 +53,26 @@ class SdkAdapter:
         """The OpenTelemetry ``gen_ai.provider.name`` of this adapter."""
         return self.PROVIDER
 
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """:meth:`complete` through the provider's streaming API: text and tool-call
+        deltas go to ``on_delta`` as they arrive; the response returned is the one
+        :meth:`complete` would return for the same answer (the stream is assembled into
+        the body a request without streaming gets, and translated by the same code)."""
+        await trio.lowlevel.checkpoint()
+        names = WireNames((t.name for t in request.tools), provider=self.PROVIDER)
+        params = self._params(request, model_name(request, self.model, provider=self.PROVIDER))
+
+        def renamed(delta: Delta) -> None:
+            if delta.name:
+                delta = msgspec.structs.replace(delta, name=names.from_wire(delta.name))
+            on_delta(delta)
+
+        try:
+            body = await self._stream(params, renamed)
+        except getattr(self._sdk, self._BASE_ERROR) as e:
+            raise map_sdk_error(e, self._sdk, provider=self.PROVIDER) from e
+        return self._response(body, names)
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Send one request, once; raise :class:`ModelError` when it fails.
 
@@ -69,6 +90,9 @@ class SdkAdapter:
         return self._response(body, names)
 
     def _params(self, request: ModelRequest, model: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _stream(self, params: dict[str, Any], on_delta: DeltaSink) -> bytes:
         raise NotImplementedError
 
     async def _create(self, params: dict[str, Any]) -> Any:

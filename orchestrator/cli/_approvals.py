@@ -14,6 +14,7 @@ import trio
 from eventlog import inert_json, open_sqlite_store, visible
 
 from .._approvals import decide_approval, pending_approvals
+from .._catalog import SESSIONS
 from .._session_list import age, when
 from .._views import AUDIT_VIEWS
 from ._session import add_db
@@ -74,7 +75,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _decide(args: argparse.Namespace) -> int:
     approved = args.command == "approve"
-    async with open_sqlite_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+    async with open_sqlite_store(args.db, migrations=[AUDIT_VIEWS], projection=SESSIONS) as store:
         decision = await decide_approval(
             store,
             args.session,

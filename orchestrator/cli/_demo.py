@@ -15,15 +15,15 @@ from typing import Literal
 
 import trio
 
-from eventlog import describe_db, open_store, visible
+from eventlog import describe_db, visible
 
+from .._catalog import open_log
 from .._events import PolicyConfig
 from .._host_tools import HostTool
 from .._loop import Agent
 from .._session import Clock
 from .._transcript import transcript
 from .._verdict import verdict
-from .._views import AUDIT_VIEWS
 from ..scripts import sandbox_available
 from ..skills import Tier, load_skill
 from ._session import add_db, read_bodies
@@ -73,7 +73,7 @@ async def _demo(args: argparse.Namespace) -> int:
     agent = demo_agent(sandbox="required" if sandboxed else "preferred")
     skills = agent.skills
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(args.db) as store:
             session = await agent.run(store, TASK)
             bodies = await read_bodies(store, session.id)
             report = await verdict(store)

@@ -4,18 +4,19 @@ number of worker processes on one database (docs/fleet.md)."""
 from __future__ import annotations
 
 import argparse
+import getpass
 import signal
 import sys
 
 import trio
 
-from eventlog import open_store, visible
+from eventlog import visible
 from eventlog._terminal import log_to_stderr
 
+from .._catalog import open_log
 from .._events import SessionStarted
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
-from .._views import AUDIT_VIEWS
 from ..skills import Tier
 from ._session import add_arguments as add_session_arguments
 from ._session import add_catalog_options, add_db, agent_for, session_policy
@@ -64,10 +65,14 @@ def run(args: argparse.Namespace) -> int:
 async def _submit(args: argparse.Namespace) -> int:
     """Queue one session per task (recorded as started, with its task); print the ids."""
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
+    submitter = f"cli:{getpass.getuser()}"
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(args.db) as store:
             for task in args.tasks:
-                print(visible(await queue_session(store, agent, task)))
+                session_id = await queue_session(
+                    store, agent, task, submitter=submitter, policy=args.policy_profile or ""
+                )
+                print(visible(session_id))
     finally:
         agent.close()
     return 0
@@ -98,7 +103,7 @@ async def _work(args: argparse.Namespace) -> int:
     make_agent = agent_factory(args)
     stop = trio.Event()
     async with (
-        open_store(args.db, migrations=[AUDIT_VIEWS]) as store,
+        open_log(args.db) as store,
         trio.open_nursery() as nursery,
     ):
         worker = Worker(

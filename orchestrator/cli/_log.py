@@ -13,11 +13,13 @@ import argparse
 
 from eventlog import _cli
 
+from .._catalog import SESSIONS
 from .._verdict import verdict
 
 add_arguments = _cli.add_arguments
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the ``log`` subcommand in ``args`` with the runtime's verdict."""
-    return _cli.run(args, checker=verdict)
+    """Run the ``log`` subcommand in ``args`` with the runtime's verdict (and its
+    session catalog, for reindex and import)."""
+    return _cli.run(args, checker=verdict, projection=SESSIONS)

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from eventlog import SkillogError, describe_db, open_store, visible
+from eventlog import SkillogError, describe_db, visible
 from eventlog._terminal import log_to_stderr
 
-from .._views import AUDIT_VIEWS
+from .._catalog import open_log
 from ..skills import Tier
 from ._session import add_db, discover, stop_on_signals
 
@@ -87,7 +87,7 @@ async def _serve(args: argparse.Namespace, config: ServeConfig) -> int:
             flush=True,
         )
 
-    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+    async with open_log(args.db) as store:
         if args.transport == "stdio":
             await serve_stdio(store, config, on_end=ended)
             return 0

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from eventlog import EventStore, SkillogError, describe_db, open_store
+from eventlog import EventStore, SkillogError, describe_db
 from eventlog._terminal import log_to_stderr
 
+from .._catalog import open_log
 from .._events import PolicyConfig
 from .._fleet import Worker
 from .._loop import Agent
-from .._views import AUDIT_VIEWS
 from ..skills import config_path
 from ._demo import DEMO
 from ._fleet import add_worker_arguments, agent_factory
@@ -178,7 +178,7 @@ async def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     stop = trio.Event()
-    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+    async with open_log(args.db) as store:
         ctx, workers = build(store, args)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stop_on_signals, stop, "skillog serve", "shutting down")

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TextIO
 
 import msgspec
 import trio
@@ -24,7 +28,12 @@ from eventlog import (
     sqlite_path,
     visible,
 )
+from eventlog import (
+    Event as StoredEvent,
+)
+from eventlog._catalog import DEFAULT_LIMIT, Listing
 
+from .._catalog import open_log
 from .._effects import ApprovalDecision, ApprovalRequest, Approver
 from .._events import (
     CODEC,
@@ -34,13 +43,13 @@ from .._events import (
     SessionStarted,
     SessionSuspended,
 )
-from .._fleet import session_config
+from .._fleet import LeaseHeldError, driver_name, holder, leased, session_config
 from .._loop import Agent
+from .._model import Delta
 from .._policy import suggested_rule
 from .._policy_config import load_policy
-from .._session_list import session_rows
+from .._session_list import STATES, session_rows
 from .._transcript import transcript
-from .._views import AUDIT_VIEWS
 from ..skills import (
     Catalog,
     Skill,
@@ -70,6 +79,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command = parser.prog.split()[-1]
     if command == "sessions":
         parser.add_argument("--json", action="store_true", help="one JSON object per line")
+        parser.add_argument(
+            "--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
+            help=f"the N most recent sessions (default: {DEFAULT_LIMIT})",
+        )  # fmt: skip
+        parser.add_argument("--all", action="store_true", help="every session, however many")
+        parser.add_argument(
+            "--status", action="append", default=[], choices=STATES,
+            help="only sessions in this state (repeatable)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--since", metavar="DATE",
+            help="only sessions started at or after DATE (YYYY-MM-DD or ISO 8601, UTC)",
+        )  # fmt: skip
+        parser.add_argument(
+            "--search", metavar="TEXT", help="only sessions whose task contains TEXT (any case)"
+        )
         return
     if command == "run":
         parser.add_argument("task", help="what to ask the agent")
@@ -77,6 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("tasks", nargs="+", metavar="TASK", help="one session per task")
     else:
         parser.add_argument("session", help="the session id (see `skillog sessions`)")
+        parser.add_argument(
+            "--wait",
+            action="store_true",
+            help="when another driver (a worker, serve, another resume) holds the session's "
+            "lease, wait until it lets the session go or its lease expires, instead of "
+            "refusing",
+        )
     parser.add_argument(
         "--model",
         required=command in ("run", "submit"),
@@ -135,6 +167,14 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         help="rescan the skill sources between turns and record what changed "
         "(default: skills.watch, off)",
     )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window, recorded by the sessions started (default: the "
+        "window of a known model, else unknown: compaction only after the provider "
+        "refuses a request as too long; docs/context.md)",
+    )
 
 
 def turn_bound(text: str) -> int:
@@ -180,11 +220,40 @@ def run(args: argparse.Namespace) -> int:
     return trio.run(command, args)
 
 
+class LiveText:
+    """What ``skillog run`` shows while the model answers, on a terminal: its text as
+    it arrives (made inert like everything printed), each answer ended by a line break
+    when its ``model.responded`` is recorded. The transcript printed at the end, from
+    the log, is the record."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.open = False
+
+    def delta(self, delta: Delta) -> None:
+        if delta.kind == "text" and delta.text:
+            self.out.write(visible(delta.text, lines=True))
+            self.out.flush()
+            self.open = True
+
+    def event(self, event: StoredEvent) -> None:
+        if self.open and event.type.startswith("model."):
+            self.out.write("\n")
+            self.out.flush()
+            self.open = False
+
+
 async def _run(args: argparse.Namespace) -> int:
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
+    if sys.stderr.isatty():  # the live text beside: stdout stays the transcript
+        live = LiveText(sys.stderr)
+        agent.on_delta, agent.observers = live.delta, [*agent.observers, live.event]
     try:
-        async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
-            session = await agent.run(store, args.task)
+        async with open_log(args.db) as store:
+            session_id = uuid.uuid4().hex
+            async with leased(store, session_id, driver_name("run")) as lease:
+                session = await agent.run(store, args.task, session_id=session_id)
+                lease.outcome = _outcome(session.state.status)
             return await _report(store, session.id)
     finally:
         agent.close()
@@ -197,9 +266,12 @@ async def _resume(args: argparse.Namespace) -> int:
             "`skillog policy --session ID` shows it): --policy and --policy-profile apply "
             "to new sessions only"
         )
-    async with open_store(args.db, migrations=[AUDIT_VIEWS]) as store:
+    async with open_log(args.db) as store:
         started = await _started(store, args.session)
         if started.provider == "mcp":
+            held = await holder(store, args.session, time.time_ns())
+            if held is not None:
+                raise LeaseHeldError(args.session, *held, time.time_ns())
             raise SkillogError(
                 f"session {args.session} was an MCP client's connection to `skillog mcp "
                 "serve`, whose server stopped before it ended; the client is gone, so it "
@@ -216,15 +288,43 @@ async def _resume(args: argparse.Namespace) -> int:
             )
         agent = agent_for(args, model_spec=args.model or f"{started.provider}:{started.model}")
         try:
-            session = await agent.resume(store, args.session)
-            return await _report(store, session.id)
+            driver = driver_name("resume")
+            async with leased(store, args.session, driver, wait=args.wait) as lease:
+                bodies = await read_bodies(store, args.session)
+                if isinstance(bodies[-1], SessionEnded):  # its driver (waited for) ended it
+                    lease.outcome = "already ended"
+                else:
+                    session = await agent.resume(store, args.session)
+                    lease.outcome = _outcome(session.state.status)
+            return await _report(store, args.session)
         finally:
             agent.close()
 
 
+def _outcome(status: str) -> str:
+    """What a driver's release records for a session left at ``status``."""
+    return "ended" if status == "ended" else "suspended"
+
+
 async def _sessions(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise SkillogError(f"--limit {args.limit}: give 1 or more (or --all)")
+    limit = None if args.all else args.limit
+    listing = Listing(
+        limit=None if limit is None else limit + 1,  # one more: is there more?
+        status=tuple(args.status),
+        since=parse_since(args.since) if args.since else None,
+        search=args.search or None,
+    )
     async with open_store(args.db, readonly=True) as store:
-        rows = await session_rows(store)
+        rows = await session_rows(store, listing)
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit]
+    if more:
+        print(
+            f"(the {limit} most recent shown; --limit N or --all for more)",
+            file=sys.stderr,
+        )
     if args.json:
         for row in rows:
             print(inert_json(msgspec.json.encode(row).decode()))
@@ -242,6 +342,20 @@ async def _sessions(args: argparse.Namespace) -> int:
             f"{r.turns:>5} {r.events:>6}  " + visible("  ".join(notes))
         )
     return 0
+
+
+def parse_since(text: str) -> int:
+    """``--since``/``?since=``: a date or ISO 8601 time (UTC unless it says) as ns."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as e:
+        raise SkillogError(
+            f"--since {text!r}: not a date; write YYYY-MM-DD or an ISO 8601 time "
+            "(2026-01-31T12:00:00)"
+        ) from e
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp()) * 1_000_000_000
 
 
 async def read_bodies(store: EventStore, session_id: str) -> list[Event]:
@@ -311,6 +425,7 @@ def agent_for(
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
         mcp_servers=load_mcp_servers(config_path()),
+        context_window=getattr(args, "context_window", None),
     )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from eventlog import default_db, inert_json, is_postgres_url, open_store, sqlite_path, visible
+from eventlog import default_db, inert_json, is_postgres_url, sqlite_path, visible
 from eventlog._progress import Progress
 
 from ..skills import (
@@ -264,11 +264,11 @@ def _record(catalog: Catalog, db: str) -> None:
     # Imported here: the runtime's event catalog imports this package.
     import trio
 
+    from .._catalog import open_log
     from .._index_log import record_index_run
-    from .._views import AUDIT_VIEWS
 
     async def record() -> None:
-        async with open_store(db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(db) as store:
             event = await record_index_run(store, catalog)
         print(f"recorded indexing run as {event.stream} seq {event.seq}", file=sys.stderr)
 
@@ -356,12 +356,13 @@ def catalog_tokens(catalog: Catalog) -> dict[str, int]:
     """The estimated tokens of ``<available_skills>`` in each catalog mode, for the
     visible skills (what a session started now would show, before predicates)."""
     # Imported here: the runtime's composer imports this package.
+    from .._context import tokens_of
     from .._effects import skill_info
-    from .._prompt import catalog_block, estimate_tokens
+    from .._prompt import catalog_block
 
     infos = tuple(skill_info(catalog.indexed(e.name), False) for e in catalog.visible())
     modes = ("full", "compact", "names", "search")
-    return {m: estimate_tokens(catalog_block(infos, False, m)) for m in modes}
+    return {m: tokens_of(len(catalog_block(infos, False, m).encode())) for m in modes}
 
 
 def _deps(catalog: Catalog, args: argparse.Namespace) -> int:
@@ -409,11 +410,11 @@ def _record_env(name: str, record: EnvRecord, db: str) -> None:
     # Imported here: the runtime's event catalog imports this package.
     import trio
 
+    from .._catalog import open_log
     from .._index_log import record_env_built
-    from .._views import AUDIT_VIEWS
 
     async def append() -> None:
-        async with open_store(db, migrations=[AUDIT_VIEWS]) as store:
+        async with open_log(db) as store:
             event = await record_env_built(store, name, record)
         print(f"recorded the lock as {event.stream} seq {event.seq}", file=sys.stderr)
 

@@ -11,6 +11,8 @@ so the session cannot suspend as a native one would).
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +24,7 @@ from eventlog import EventStore, SkillogError
 
 from .._effects import ApprovalDecision, ApprovalRequest
 from .._events import PolicyConfig, ToolCompleted, ToolInterrupted
+from .._fleet import DRIVER_LEASE_MS, Lease, LeaseLostError, acquire, driver_name, hold, release
 from .._loop import Agent, drive
 from .._model import ToolCall, ToolResult, encode_canonical
 from .._session import Session
@@ -77,14 +80,39 @@ class ServedSession:
             observers=[self._committed],
         )
         self.session: Session | None = None
+        self.lease: Lease | None = None
+        self._lease_scope = trio.CancelScope()
+        self._lease_done = trio.Event()
         self.stopped = trio.Event()
         self._scope = trio.CancelScope()
         self._contexts: dict[str, ServerRequestContext[Any, Any]] = {}
 
     async def start(self, store: EventStore, nursery: trio.Nursery) -> None:
-        """Record the new session's start and catalog; its loop runs in ``nursery``."""
-        self.session = await self.agent.start(store)
+        """Take the new session's lease, record its start and catalog; its loop runs
+        in ``nursery``, under the lease, until :meth:`close`."""
+        session_id = uuid.uuid4().hex
+        ttl = DRIVER_LEASE_MS * 1_000_000
+        self.lease = await acquire(store, session_id, driver_name("mcp"), ttl_ns=ttl)
+        self._store = store
+        nursery.start_soon(self._keep_lease, store, self.lease, ttl)
+        self.session = await self.agent.start(store, session_id=session_id)
         nursery.start_soon(self._drive)
+
+    async def _keep_lease(self, store: EventStore, lease: Lease, ttl_ns: int) -> None:
+        """Renew the lease until :meth:`close`; stop driving when it was taken over."""
+        try:
+            with self._lease_scope:
+                async with hold(store, lease, ttl_ns):
+                    await trio.sleep_forever()
+        except LeaseLostError:
+            log.error(
+                "skillog mcp serve: session %s: lease taken over; stopped acting on it",
+                lease.session,
+            )
+            self.lease = None
+            self._scope.cancel()
+        finally:
+            self._lease_done.set()
 
     @property
     def id(self) -> str:
@@ -131,6 +159,10 @@ class ServedSession:
                 # The model side went away while its next turn's prompt waited for it:
                 # not "completed" (no final answer was given), and not an error.
                 await session.end("closed")
+            self._lease_scope.cancel()
+            await self._lease_done.wait()  # no renewal in flight when releasing
+            if self.lease is not None:
+                await release(self._store, self.lease, "ended", time.time_ns())
         self.agent.close()
 
     async def _drive(self) -> None:

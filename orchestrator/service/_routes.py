@@ -13,12 +13,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from eventlog import EventStore, Head, closing
+from eventlog._catalog import (
+    DEFAULT_LIMIT,
+    CatalogRow,
+    CursorError,
+    Listing,
+    decode_cursor,
+    encode_cursor,
+)
 
 from .._approvals import RememberError, decide_approval, pending_approvals
+from .._catalog import catalog_current
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
 from .._session import SessionNotFoundError
-from .._session_list import session_rows, status_text
+from .._session_list import STATES, session_rows, status_text
 from .._state import SessionState, apply
 from .._verdict import verdict
 from ..skills import Role
@@ -130,14 +139,53 @@ async def whoami(request: Request) -> Response:
     return json(WhoAmI(name=principal.name, roles=sorted(principal.roles)))
 
 
+async def _cursor_here(store: EventStore, after: tuple[int, str]) -> bool:
+    """Whether the session a cursor names is in this log, started when it says."""
+    if not await catalog_current(store):
+        return True  # no catalog: the page is found by folding, any position will do
+    row = await store.catalog_row(after[1])  # type: ignore[attr-defined]
+    return row is not None and row.created_at == after[0]
+
+
 async def list_sessions(request: Request) -> Response:
+    """A page of sessions from the catalog, most recent first: ``limit`` (50, at most
+    1000), ``cursor`` (the previous page's ``next``), ``status`` (repeatable), ``q``
+    (text in the task)."""
     require(request, "viewer")
-    return json(SessionList(sessions=await session_rows(context(request).store)))
+    limit = query_int(request, "limit", DEFAULT_LIMIT, MAX_PAGE) or DEFAULT_LIMIT
+    statuses = tuple(request.query_params.getlist("status"))
+    unknown = [s for s in statuses if s not in STATES]
+    if unknown:
+        raise ApiError(422, f"status must be one of {', '.join(STATES)}", "query.status")
+    cursor = request.query_params.get("cursor")
+    try:
+        after = decode_cursor(cursor) if cursor else None
+    except CursorError as e:
+        raise ApiError(400, str(e), "query.cursor") from e
+    if after is not None and not await _cursor_here(context(request).store, after):
+        raise ApiError(
+            400,
+            "cursor names a session this log does not hold (a cursor of another database's "
+            "listing?); start from the first page (no cursor)",
+            "query.cursor",
+        )
+    listing = Listing(
+        limit=limit + 1, status=statuses, search=request.query_params.get("q") or None, after=after
+    )
+    rows = await session_rows(context(request).store, listing)
+    page = rows[:limit]
+    last = page[-1] if len(rows) > limit else None
+    following = (
+        None
+        if last is None
+        else encode_cursor(CatalogRow(key=last.session, created_at=last.started_ns))
+    )
+    return json(SessionList(sessions=page, next=following))
 
 
 async def submit(request: Request) -> Response:
     """Queue a session (the same as ``skillog submit``); the workers run it."""
-    require(request, "submitter")
+    who = require(request, "submitter")
     ctx = context(request)
     req = await body(request, SubmitRequest)
     spec = offered(req.model, ctx.models, "model", "$.model")
@@ -145,7 +193,9 @@ async def submit(request: Request) -> Response:
     agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
     try:
         agent = tailored(agent, req.skills, ctx.policies[preset])
-        session_id = await queue_session(ctx.store, agent, req.task)
+        session_id = await queue_session(
+            ctx.store, agent, req.task, submitter=who.name, policy=preset
+        )
     finally:
         agent.close()
     skills = sorted(s.name for s in agent.skills)

@@ -72,7 +72,11 @@ class Submitted(_Out, frozen=True, kw_only=True):
 
 
 class SessionList(_Out, frozen=True, kw_only=True):
+    """A page of sessions, most recent first; ``next`` is the cursor of the next page
+    (``?cursor=``), null on the last."""
+
     sessions: list[SessionRow]
+    next: str | None = None
 
 
 class ActiveSkillOut(_Out, frozen=True, kw_only=True):

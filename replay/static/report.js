@@ -23,7 +23,7 @@
     const pre = document.createElement("pre");
     pre.className = "diff";
     for (let i = p.count - p.new; i < p.count; i++) {
-      pre.append(span("add", `+ message ${i + 1}: ${data.lines[i]}`));
+      pre.append(span("add", `+ message ${i + 1}: ${data.lines[p.start + i]}`));
     }
     if (p.diff) {
       for (const line of p.diff.split("\n")) pre.append(span(diffClass(line), line + "\n"));
@@ -36,7 +36,7 @@
   function bytes(p) {
     const pre = document.createElement("pre");
     pre.className = "bytes";
-    pre.textContent = data.lines.slice(0, p.count).join("") + data.tails[p.tail];
+    pre.textContent = data.lines.slice(p.start, p.start + p.count).join("") + data.tails[p.tail];
     return pre;
   }
 

@@ -27,7 +27,14 @@ from hypothesis import strategies as st
 
 from eventlog import MemoryStore, NewEvent, import_jsonl
 from orchestrator import Agent
-from orchestrator._events import CODEC, ApprovalRemembered, Event, LeaseAcquired, ToolCompleted
+from orchestrator._events import (
+    CODEC,
+    ApprovalRemembered,
+    ContextCompacted,
+    Event,
+    LeaseAcquired,
+    ToolCompleted,
+)
 from orchestrator._fleet import Worker, queue_session
 from orchestrator._grammar import RULES, check_stream
 from orchestrator.adapters import ScriptedModel
@@ -185,6 +192,19 @@ FORGED_COMPLETION = encoded(
 )
 
 
+COMPACTED = encoded(
+    ContextCompacted(
+        step="tool_results",
+        reason="budget",
+        replaced=(),
+        tokens_before=2,
+        tokens_after=1,
+        budget=2,
+        threshold=1,
+    )
+)
+
+
 def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
     """One mutation of a golden session per rule: rule -> (stream, events)."""
     a = _golden("golden-approvals")
@@ -229,6 +249,7 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "effect_before_approval": ("s", without(a, 16)),
         "effect_after_denial": ("s", body(life, 58, b'"is_error":true', b'"is_error":false')),
         "suspend_without_pending": ("s", body(a, 14, b'"call_1_0"', b'"call_0_0"')),
+        "compaction_misplaced": ("s", [*a[:4], COMPACTED]),
         "end_with_open_calls": ("s", [*demo[:6], demo[-1]]),
         "end_reason": ("s", without(demo, len(demo) - 2)),
         "lease_start": ("lease/x", [encoded_release("done")]),

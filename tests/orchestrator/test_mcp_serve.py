@@ -129,7 +129,7 @@ def skillog(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 async def session_bodies(tmp_path: Path) -> tuple[str, list[Event]]:
     async with open_sqlite_store(tmp_path / "mcp.db") as store:
-        (info,) = await store.streams()
+        (info,) = [i for i in await store.streams() if not i.stream.startswith("lease/")]
         return info.stream, [CODEC.decode(e) async for e in store.read(info.stream)]
 
 

@@ -15,7 +15,8 @@ import httpx2 as httpx
 import pytest
 import trio
 
-from eventlog import EventStore, open_sqlite_store
+from eventlog import EventStore
+from orchestrator._catalog import open_log
 from orchestrator._events import PolicyConfig
 from orchestrator.cli._main import _parser
 from orchestrator.cli._serve import build
@@ -102,7 +103,7 @@ async def running_service(
          "--tier", "user", "--poll-ms", "50", "--project", str(tmp_path), *extra]
     )  # fmt: skip
     stop = trio.Event()
-    async with open_sqlite_store(db) as store, trio.open_nursery() as nursery:
+    async with open_log(db) as store, trio.open_nursery() as nursery:
         ctx, workers = build(store, args)
         if policies is not None:
             ctx = dataclasses.replace(ctx, policies=policies)

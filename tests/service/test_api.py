@@ -289,3 +289,32 @@ async def test_a_forged_but_chained_event_is_reported_with_its_rule(service: Ser
     assert proof["ok"] is False and "grammar event_before_call" in proof["broken"]
     assert "NOT PROVEN" in audit and 'class="check fail" data-check="grammar"' in audit
     assert "event_before_call" in audit
+
+
+async def test_sessions_page_with_a_cursor_and_refuse_a_tampered_one(service: Service) -> None:
+    ids = [await submit(service, task=f"task {i} 50%_off") for i in range(5)]
+    async with service.client("victor") as client:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+            page = (await client.get("/api/sessions", params=params)).json()
+            seen += [s["session"] for s in page["sessions"]]
+            cursor = page["next"]
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(ids) and len(seen) == len(set(seen))
+        listed = (await client.get("/api/sessions")).json()["sessions"]
+        assert {(s["submitter"], s["policy"]) for s in listed} == {("sam", "default")}
+        found = (await client.get("/api/sessions", params={"q": "%_off"})).json()
+        assert len(found["sessions"]) == 5
+        assert (await client.get("/api/sessions", params={"q": "' OR 1=1 --"})).json() == {
+            "sessions": [],
+            "next": None,
+        }
+        for bad in ("nope", "WzEsMl0=", "WzE3OTU2MzA0MDkwMTE0MTk3MTUsIm90aGVyLWRiIl0="):
+            refused = await client.get("/api/sessions", params={"cursor": bad})
+            assert refused.status_code == 400, refused.text
+            assert "cursor" in refused.json()["error"]
+        wrong = await client.get("/api/sessions", params={"status": "bogus"})
+        assert wrong.status_code == 422

@@ -380,6 +380,6 @@ async def test_skillog_run_uses_the_config_files_servers(tmp_path: Path, server_
     )  # fmt: skip
     assert ran.returncode == 0, (ran.stdout + ran.stderr).decode()
     async with open_sqlite_store(db) as store:
-        session = (await store.streams())[0].stream
+        session = next(i.stream for i in await store.streams() if "/" not in i.stream)
         done = _completed(await _events(store, session))
     assert [c.content for c in done.values()] == ['docs.search({"query": "from the config"})']

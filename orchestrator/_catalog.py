@@ -1,0 +1,231 @@
+"""The session catalog: one row per session, a projection of its events.
+
+:data:`SESSIONS` is handed to the store when it is opened (``open_log``); the store
+folds every append into the session's row in the append's own transaction, rebuilds
+the table from the log on ``skillog log reindex`` and ``log verify`` checks it equals
+this fold (eventlog/_catalog.py). A session's row gathers its own stream and its lease
+stream (``lease/<session>``): what it is (status, task, model, turns, pending
+approvals, fork parent) and who drives it (the lease holder; the expiry moves with
+heartbeats, which are row updates, not events).
+
+The status mirrors :func:`._state.apply` without folding messages, so it stays cheap
+per append; ``tests/orchestrator/test_catalog.py`` checks both agree on every golden log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+
+import msgspec
+
+from eventlog import Event as StoredEvent
+from eventlog import EventStore, open_store
+from eventlog._catalog import CatalogRow
+
+from ._events import (
+    CODEC,
+    ApprovalRemembered,
+    ApprovalRequested,
+    ApprovalResolved,
+    LeaseAcquired,
+    LeaseReleased,
+    LeaseRenewed,
+    PromptRendered,
+    SessionEnded,
+    SessionForked,
+    SessionStarted,
+    SessionSuspended,
+    UserMessage,
+)
+from ._streams import INDEX_STREAM, LEASE_PREFIX, QUEUED
+
+
+class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A session as the catalog shows it (the row's ``doc``)."""
+
+    session: str
+    status: str = ""
+    task: str = ""
+    provider: str = ""
+    model: str = ""
+    created_at: int = 0
+    updated_at: int = 0
+    turns: int = 0
+    events: int = 0
+    pending: tuple[str, ...] = ()
+    end_reason: str | None = None
+    forked_from: str | None = None
+    fork_at_seq: int | None = None
+    queued: bool = False
+    submitter: str = ""
+    policy: str = ""
+    suspended: bool = False
+    holder: str | None = None
+    workers: tuple[str, ...] = ()
+
+
+_ENCODE = msgspec.json.Encoder(order="sorted").encode
+_DECODE = msgspec.json.Decoder(SessionEntry).decode
+_SESSION_TYPES = frozenset(
+    t.event_type
+    for t in (
+        ApprovalRemembered, ApprovalRequested, ApprovalResolved, PromptRendered, SessionEnded,
+        SessionForked, SessionStarted, SessionSuspended, UserMessage,
+    )
+)  # fmt: skip
+_KEEP_SUSPENDED = (ApprovalResolved.event_type, ApprovalRemembered.event_type)
+
+
+class SessionProjection:
+    """The orchestrator's :class:`eventlog._catalog.Projection`."""
+
+    version = "sessions-2"
+
+    def key(self, stream: str) -> str | None:
+        if stream.startswith(LEASE_PREFIX):
+            return stream[len(LEASE_PREFIX) :] or None
+        return None if stream == INDEX_STREAM else stream
+
+    def apply(
+        self, row: CatalogRow | None, key: str, events: Sequence[StoredEvent]
+    ) -> CatalogRow | None:
+        entry = _DECODE(row.doc) if row is not None else SessionEntry(session=key)
+        lease_until = row.lease_until if row is not None else 0
+        if events[0].stream.startswith(LEASE_PREFIX):
+            entry, lease_until = _apply_lease(entry, lease_until, events)
+        else:
+            entry = _apply_session(entry, events)
+        return _row(entry, lease_until)
+
+
+def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> SessionEntry:
+    fields = msgspec.structs.asdict(entry)
+    pending = list(entry.pending)
+    for event in events:
+        fields["events"] += 1
+        if fields["created_at"] == 0 or event.seq == 0:
+            fields["created_at"] = event.recorded_at
+        fields["updated_at"] = max(fields["updated_at"], event.recorded_at)
+        tag = event.type.split("@", 1)[0]
+        status = fields["status"]
+        if status in ("awaiting_approval", "resumable") and tag not in (
+            *_KEEP_SUSPENDED,
+            SessionSuspended.event_type,
+        ):
+            fields["status"] = "running"  # resumed
+        fields["suspended"] = tag == SessionSuspended.event_type
+        if tag not in _SESSION_TYPES:
+            continue
+        body = CODEC.decode(event)
+        match body:
+            case SessionStarted():
+                fields["status"] = "running"
+                fields["provider"] = body.provider
+                fields["model"] = body.model
+            case SessionForked():
+                fields["forked_from"] = body.from_session
+                fields["fork_at_seq"] = body.at_seq
+            case UserMessage():
+                if not fields["task"]:
+                    fields["task"] = body.text
+            case PromptRendered():
+                fields["turns"] = body.turn
+            case ApprovalRequested():
+                if body.call_id not in pending:
+                    pending.append(body.call_id)
+            case ApprovalResolved():
+                if body.call_id in pending:
+                    pending.remove(body.call_id)
+                if fields["status"] == "awaiting_approval" and not pending:
+                    fields["status"] = "resumable"
+            case SessionSuspended():
+                fields["status"] = "awaiting_approval" if pending else "resumable"
+            case SessionEnded():
+                fields["status"] = "ended"
+                fields["end_reason"] = body.reason
+            case _:
+                pass
+    fields["pending"] = tuple(pending)
+    return SessionEntry(**fields)
+
+
+def _apply_lease(
+    entry: SessionEntry, lease_until: int, events: Sequence[StoredEvent]
+) -> tuple[SessionEntry, int]:
+    holder, queued, workers = entry.holder, entry.queued, list(entry.workers)
+    submitter, policy = entry.submitter, entry.policy
+    updated = entry.updated_at
+    for event in events:
+        updated = max(updated, event.recorded_at)
+        body = CODEC.decode(event)
+        match body:
+            case LeaseAcquired():
+                holder, lease_until = body.worker, body.until
+                if not workers or workers[-1] != body.worker:
+                    workers.append(body.worker)
+            case LeaseRenewed():  # a log from before heartbeats were row updates
+                lease_until = body.until
+            case LeaseReleased():
+                if event.seq == 0 and body.outcome == QUEUED:
+                    queued, submitter, policy = True, body.submitter, body.policy
+                holder, lease_until = None, 0
+            case _:
+                pass
+    entry = msgspec.structs.replace(
+        entry,
+        holder=holder,
+        queued=queued,
+        submitter=submitter,
+        policy=policy,
+        workers=tuple(workers),
+        updated_at=updated,
+    )
+    return entry, lease_until
+
+
+def _row(entry: SessionEntry, lease_until: int) -> CatalogRow:
+    claimable = entry.queued and entry.status in ("running", "resumable") and not entry.suspended
+    return CatalogRow(
+        key=entry.session,
+        status=entry.status,
+        claimable=claimable,
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+        text=entry.task,
+        pending=len(entry.pending),
+        holder=entry.holder,
+        lease_until=lease_until if entry.holder is not None else 0,
+        doc=_ENCODE(entry).decode(),
+    )
+
+
+def entry_of(row: CatalogRow) -> SessionEntry:
+    return _DECODE(row.doc)
+
+
+SESSIONS = SessionProjection()
+"""The session catalog every orchestrator store is opened with."""
+
+
+def open_log(
+    db: str | os.PathLike[str], *, readonly: bool = False
+) -> AbstractAsyncContextManager[EventStore]:
+    """The log at ``db`` as the runtime opens it: its audit views (SQLite) and the
+    session catalog kept in every append's transaction."""
+    from ._views import AUDIT_VIEWS
+
+    return open_store(db, readonly=readonly, migrations=[AUDIT_VIEWS], projection=SESSIONS)
+
+
+def catalogued(store: EventStore) -> bool:
+    """Whether ``store`` keeps the session catalog (it was opened with :data:`SESSIONS`)."""
+    return getattr(store, "projection", None) is SESSIONS
+
+
+async def catalog_current(store: EventStore) -> bool:
+    """Whether ``store``'s catalog is kept current by this projection (so listings may
+    come from it)."""
+    built = getattr(store, "catalog_built", None)
+    return built is not None and bool(await built())
