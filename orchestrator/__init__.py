@@ -84,6 +84,7 @@ from ._events import SkillInfo as SkillInfo
 from ._events import ToolCalled as ToolCalled
 from ._events import ToolCompleted as ToolCompleted
 from ._events import ToolDef as ToolDef
+from ._events import ToolImages as ToolImages
 from ._events import ToolInterrupted as ToolInterrupted
 from ._events import UserMessage as UserMessage
 from ._grammar import RULES as GRAMMAR_RULES
@@ -108,6 +109,7 @@ from ._model import ModelResponse as ModelResponse
 from ._model import StreamingAdapter as StreamingAdapter
 from ._model import TextPart as TextPart
 from ._model import ToolCall as ToolCall
+from ._model import ToolImage as ToolImage
 from ._model import ToolResult as ToolResult
 from ._model import ToolSpec as ToolSpec
 from ._model import Usage as Usage
@@ -229,6 +231,8 @@ __all__ = [
     "ToolContext",
     "ToolDef",
     "ToolError",
+    "ToolImage",
+    "ToolImages",
     "ToolInterrupted",
     "ToolOutcome",
     "ToolResult",

@@ -130,7 +130,8 @@ class McpOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What one MCP tool call came to: ``content``, the text the model reads (capped);
     ``stored``, the result as MCP returned it (canonical JSON, cut to the stored cap
     when ``truncated``; ``size`` is the full size); ``failure`` when the server gave no
-    result (``timeout``, ``disconnected``, ``unavailable``, ``protocol``)."""
+    result (``timeout``, ``disconnected``, ``unavailable``, ``protocol``); ``notes``
+    what the server said besides while it ran (recorded as ``mcp.result.notes``)."""
 
     content: str
     stored: bytes
@@ -139,6 +140,9 @@ class McpOutcome(msgspec.Struct, frozen=True, kw_only=True):
     truncated: bool = False
     duration_ms: int = 0
     failure: str | None = None
+    notes: bytes = b""
+    """What the server said besides during the call (progress, log messages): canonical
+    JSON, empty when nothing."""
 
 
 McpStatus = McpToolsListed | McpServerFailed

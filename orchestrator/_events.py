@@ -436,6 +436,23 @@ class SkillActivationFailed(Event, frozen=True, kw_only=True):
     call_id: str | None = None
 
 
+class ImageRef(msgspec.Struct, frozen=True, kw_only=True):
+    """An image in the blob store: its media type, sha256 ``digest`` and ``size``."""
+
+    media_type: str
+    digest: str
+    size: int
+
+
+class ToolImages(Event, frozen=True, kw_only=True):
+    """With a call's outcome: the images the model is shown with its result (an MCP
+    tool's image blocks, an image file ``skills.read`` returned), each a blob."""
+
+    event_type: ClassVar[str] = "tool.images"
+    call_id: str
+    images: tuple[ImageRef, ...]
+
+
 class ResourceRead(Event, frozen=True, kw_only=True):
     event_type: ClassVar[str] = "resource.read"
     call_id: str
@@ -560,7 +577,9 @@ class McpResult(Event, frozen=True, kw_only=True):
     returned it (text, images, resource links, structured content) is the blob
     ``digest``, canonical JSON, ``size`` bytes in full, cut to the policy's stored
     output cap when ``truncated``. ``failure``: ``timeout``, ``disconnected``,
-    ``unavailable`` or ``protocol`` when there is no result."""
+    ``unavailable`` or ``protocol`` when there is no result. ``notes``: the blob of what
+    the server said besides while the call ran (its progress notifications and log
+    messages, capped), or None when it said nothing."""
 
     event_type: ClassVar[str] = "mcp.result"
     call_id: str
@@ -572,6 +591,7 @@ class McpResult(Event, frozen=True, kw_only=True):
     truncated: bool = False
     duration_ms: int = 0
     failure: str | None = None
+    notes: str | None = None
 
 
 class Replacement(msgspec.Struct, frozen=True, kw_only=True):
@@ -696,6 +716,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpToolsListed,
     McpServerFailed,
     McpResult,
+    ToolImages,
     LeaseAcquired,
     LeaseRenewed,
     LeaseReleased,

@@ -193,6 +193,7 @@ _CALL_EVENTS = frozenset(
         "policy.denied",
         "mcp.result",
         "resource.read",
+        "tool.images",
         "script.started",
         "script.executed",
         "skill.activated",

@@ -42,6 +42,7 @@ from ._model import (
     ModelRequest,
     ModelResponse,
     StreamingAdapter,
+    with_image_data,
 )
 from ._policy import over_budget, policy_warnings
 from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
@@ -352,6 +353,7 @@ async def _call(
     (the session is then ended); ``overflow`` when the provider said the request does
     not fit the context window for the first time this turn (compact, render again)."""
     turn = session.turn
+    request = await with_image_data(request, session.get_blob)
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
         try:

@@ -5,7 +5,8 @@ server's recorded listing (``mcp.tools_listed``); its effect class was fixed whe
 listed (annotations, or the configuration's override). Planning is pure: the same log
 gives the same plan. The effect asks the server through ``Effects.call_mcp`` (live: the
 SDK client; re-drive: the recording) and records what it answered as ``mcp.result``,
-its content in the blob store; the model reads the outcome's text.
+its content in the blob store; the model reads the outcome's text, and is shown the
+images it returned (``tool.images``, ``_images``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import msgspec
 from ._calls import CallContext, ToolError, idempotency_key
 from ._events import McpResult, McpToolDef
 from ._host_tools import ToolContext
+from ._images import mcp_images, record_images
 
 MAX_ARGUMENT_BYTES = 256 * 1024
 
@@ -78,8 +80,11 @@ async def call_mcp_tool(tool: McpToolDef, ctx: CallContext) -> str:
             truncated=outcome.truncated,
             duration_ms=outcome.duration_ms,
             failure=outcome.failure,
+            notes=ctx.rec.blob(outcome.notes) if outcome.notes else None,
         )
     )
+    if outcome.failure is None and not outcome.truncated:
+        record_images(ctx, mcp_images(outcome.stored))
     if outcome.failure is not None:
         raise ToolError(outcome.content, error_type=FAILURE_TYPES.get(outcome.failure, "mcp_error"))
     if outcome.is_error:

@@ -8,7 +8,7 @@ float-free so it can be hashed and logged byte-for-byte.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -39,7 +39,21 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True, tag="tool_result"):
     is_error: bool = False
 
 
-Part = TextPart | ToolCall | ToolResult
+class ToolImage(msgspec.Struct, frozen=True, kw_only=True, tag="tool_image"):
+    """An image a tool call returned, shown to the model with the call's result (an MCP
+    tool's image block, a PNG a skill's ``skills.read`` returned). The canonical request
+    names it by ``digest``, the sha256 of its bytes, a blob of the session: the digest
+    binds the bytes, so the request stays byte-reproducible. ``data`` carries the bytes
+    to the adapter only (filled in just before the call by :func:`with_image_data`);
+    it is never part of the canonical bytes."""
+
+    call_id: str
+    media_type: str
+    digest: str
+    data: bytes = b""
+
+
+Part = TextPart | ToolCall | ToolResult | ToolImage
 Role = Literal["user", "assistant", "tool"]
 
 
@@ -181,6 +195,24 @@ _response_decoder = msgspec.json.Decoder(ModelResponse)
 def encode_canonical(value: object) -> bytes:
     """Canonical JSON: msgspec, keys sorted. The same value gives the same bytes anywhere."""
     return _encoder.encode(value)
+
+
+async def with_image_data(
+    request: ModelRequest, get_blob: Callable[[str], Awaitable[bytes]]
+) -> ModelRequest:
+    """``request`` with each image's bytes filled in from the blob store, for the
+    adapter; the same canonical bytes (``request_hash``) as ``request``."""
+    if not any(isinstance(p, ToolImage) for m in request.messages for p in m.parts):
+        return request
+    messages = []
+    for message in request.messages:
+        parts: list[Part] = []
+        for part in message.parts:
+            if isinstance(part, ToolImage) and not part.data:
+                part = msgspec.structs.replace(part, data=await get_blob(part.digest))
+            parts.append(part)
+        messages.append(Message(role=message.role, parts=tuple(parts)))
+    return msgspec.structs.replace(request, messages=tuple(messages))
 
 
 def decode_message(data: bytes) -> Message:

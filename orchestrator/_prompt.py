@@ -22,7 +22,7 @@ from xml.sax.saxutils import escape, quoteattr
 import msgspec
 
 from ._events import SkillInfo, ToolDef
-from ._model import Message, ModelRequest, ToolSpec, encode_canonical
+from ._model import Message, ModelRequest, ToolImage, ToolSpec, encode_canonical
 from ._policy import allowlist, offered
 from ._state import ActiveSkill, SessionState
 
@@ -287,7 +287,16 @@ SEARCH_TOOL_SPECS = (
 
 
 def message_line(message: Message) -> bytes:
-    """One history line of the canonical request."""
+    """One history line of the canonical request. An image is named by its digest:
+    the bytes an adapter was handed (``ToolImage.data``) are not part of it."""
+    if any(isinstance(p, ToolImage) and p.data for p in message.parts):
+        message = Message(
+            role=message.role,
+            parts=tuple(
+                msgspec.structs.replace(p, data=b"") if isinstance(p, ToolImage) else p
+                for p in message.parts
+            ),
+        )
     return encode_canonical(message) + b"\n"
 
 

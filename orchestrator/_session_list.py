@@ -145,19 +145,24 @@ def _task(state: SessionState) -> str:
 
 def entry_status_text(entry: SessionEntry) -> str:
     """:func:`status_text` of a catalog row."""
-    return _status_text(entry.status, entry.end_reason, len(entry.pending))
+    return _status_text(entry.status, entry.end_reason, len(entry.pending), entry.provider)
 
 
 def status_text(state: SessionState) -> str:
     """``ended (max_turns)``, ``suspended: awaiting approval (2 pending)``,
-    ``suspended: approvals decided, resume it``, ``open (resumable)``."""
+    ``suspended: approvals decided, resume it``, ``open (resumable)``; a session of
+    ``skillog mcp serve`` that has not ended is an MCP client's connection, which no
+    one can resume (``open (MCP client connection, not resumable)``)."""
     reason = state.ended.reason if state.ended is not None else None
-    return _status_text(state.status, reason, len(state.pending_approvals))
+    provider = state.config.provider if state.config is not None else ""
+    return _status_text(state.status, reason, len(state.pending_approvals), provider)
 
 
-def _status_text(status: str, end_reason: str | None, pending: int) -> str:
+def _status_text(status: str, end_reason: str | None, pending: int, provider: str) -> str:
     if status == "ended":
         return f"ended ({end_reason})"
+    if provider == "mcp":
+        return "open (MCP client connection, not resumable)"
     if status == "awaiting_approval":
         return f"suspended: awaiting approval ({pending} pending)"
     if status == "resumable":

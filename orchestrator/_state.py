@@ -43,10 +43,11 @@ from ._events import (
     ToolCalled,
     ToolCompleted,
     ToolDef,
+    ToolImages,
     ToolInterrupted,
     UserMessage,
 )
-from ._model import Message, TextPart, ToolCall, ToolResult
+from ._model import Message, Part, TextPart, ToolCall, ToolImage, ToolResult
 from .skills import ManifestEntry, SkillProperties
 
 
@@ -180,6 +181,7 @@ class SessionState(ActiveSkills):
         "overflowed_turn",
         "pending_approvals",
         "pending_calls",
+        "pending_images",
         "pending_results",
         "prompt_count",
         "seq",
@@ -206,6 +208,7 @@ class SessionState(ActiveSkills):
         self.prompt_count = 0
         self.pending_calls: list[ToolCall] = []
         self.pending_results: dict[str, ToolResult] = {}
+        self.pending_images: dict[str, tuple[ToolImage, ...]] = {}
         self.pending_approvals: dict[str, ApprovalRequested] = {}
         self.grants: list[ApprovalRemembered] = []
         self.denials = 0
@@ -334,6 +337,11 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
                 state.status = "resumable"
         case ApprovalRemembered():
             state.grants.append(event)
+        case ToolImages():
+            state.pending_images[event.call_id] = tuple(
+                ToolImage(call_id=event.call_id, media_type=i.media_type, digest=i.digest)
+                for i in event.images
+            )
         case ToolCompleted():
             _complete(state, event.call_id, event.content, event.is_error)
         case ToolInterrupted():
@@ -408,13 +416,16 @@ def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: 
 def _complete(state: SessionState, call_id: str, content: str, is_error: bool) -> None:
     """Collect a tool result; once every pending call has one, the results join the
     history as one ``tool`` message in the order the model made the calls (whatever
-    order they finished in)."""
+    order they finished in), each followed by the images it returned."""
     if not any(c.id == call_id for c in state.pending_calls):
         return
     state.pending_results[call_id] = ToolResult(call_id=call_id, content=content, is_error=is_error)
     if len(state.pending_results) == len(state.pending_calls):
-        parts = tuple(state.pending_results[c.id] for c in state.pending_calls)
-        state.messages.append(Message(role="tool", parts=parts))
+        parts: list[Part] = []
+        for c in state.pending_calls:
+            parts += [state.pending_results[c.id], *state.pending_images.get(c.id, ())]
+        state.messages.append(Message(role="tool", parts=tuple(parts)))
         state.pending_calls = []
         state.pending_results = {}
+        state.pending_images = {}
         state.turn_progress = None

@@ -38,6 +38,7 @@ from ._events import (
     ToolDef,
 )
 from ._host_tools import ToolContext
+from ._images import file_image_type, record_images
 from ._mcp_calls import call_mcp_tool, check_arguments
 from ._model import encode_canonical
 from ._output import model_view
@@ -169,7 +170,14 @@ def plan_call(ctx: CallContext) -> Plan:
             return _plan_mcp_tool(ctx, ctx.view.mcp[name])
         return _plan_host_tool(ctx)
     except ToolError as e:
-        return Plan("pure", refusal=e)
+        return Plan(_listed_effect(ctx.view, name), refusal=e)
+
+
+def _listed_effect(view: View, name: str) -> EffectClass:
+    """The effect class a refused call records: an MCP tool's from its server's listing
+    (docs/mcp.md: recorded on every call), ``pure`` otherwise (nothing of a refused call
+    runs; host tools keep ``pure`` here so that logs written before re-drive alike)."""
+    return view.mcp[name].effect if name in view.mcp else "pure"
 
 
 def all_tools(view: View) -> set[str]:
@@ -460,6 +468,9 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
             return text
     except UnicodeDecodeError:
         pass
+    media_type = file_image_type(rel, data)
+    if media_type is not None:  # shown to the model as the image it is, too
+        record_images(ctx, [(media_type, data)])
     return encode_canonical(
         {"path": rel, "encoding": "base64", "data": base64.b64encode(data).decode()}
     ).decode()

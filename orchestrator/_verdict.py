@@ -44,6 +44,15 @@ class _Digest(msgspec.Struct):
     digest: str
 
 
+class _McpResult(msgspec.Struct):
+    digest: str
+    notes: str | None = None
+
+
+class _Images(msgspec.Struct):
+    images: list[_Digest]
+
+
 class _Script(msgspec.Struct):
     stdout_digest: str
     stderr_digest: str
@@ -69,6 +78,18 @@ def _digest(decode: Callable[[bytes], _Digest]) -> BlobReader:
     return lambda body: (decode(body).digest,)
 
 
+def _mcp_result(decode: Callable[[bytes], _McpResult]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        r = decode(body)
+        return (r.digest,) if r.notes is None else (r.digest, r.notes)
+
+    return read
+
+
+def _images(decode: Callable[[bytes], _Images]) -> BlobReader:
+    return lambda body: [i.digest for i in decode(body).images]
+
+
 def _script(decode: Callable[[bytes], _Script]) -> BlobReader:
     def read(body: bytes) -> Iterable[str]:
         s = decode(body)
@@ -86,7 +107,8 @@ BLOB_FIELDS: dict[str, BlobReader] = {
     "prompt.rendered": _reader(_Prompt, _prompt),
     "skill.activated": _reader(_Activated, _activated),
     "resource.read": _reader(_Digest, _digest),
-    "mcp.result": _reader(_Digest, _digest),
+    "mcp.result": _reader(_McpResult, _mcp_result),
+    "tool.images": _reader(_Images, _images),
     "script.executed": _reader(_Script, _script),
 }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from orchestrator import Message, ModelResponse, TextPart, ToolCall, ToolResult
+from orchestrator import Message, ModelResponse, TextPart, ToolCall, ToolImage, ToolResult
 from orchestrator.runtime import StopReason
 
 #: skillog stop reasons -> the conventions' FinishReason values (output-messages schema).
@@ -39,9 +39,17 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-def _part(part: TextPart | ToolCall | ToolResult) -> dict[str, Any]:
+def _part(part: TextPart | ToolCall | ToolResult | ToolImage) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "content": part.text}
+    if isinstance(part, ToolImage):
+        # The bytes stay in the log's blob store; the part names the blob.
+        return {
+            "type": "file",
+            "modality": "image",
+            "mime_type": part.media_type,
+            "file_id": f"sha256:{part.digest}",
+        }
     if isinstance(part, ToolCall):
         return {
             "type": "tool_call",

@@ -234,6 +234,7 @@ class RecordedEffects:
             truncated=result.truncated,
             duration_ms=result.duration_ms,
             failure=result.failure,
+            notes=await self._store.get_blob(result.notes) if result.notes else b"",
         )
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:

@@ -6,6 +6,7 @@ The SDK is imported when an adapter is constructed, never when this module is, s
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -20,6 +21,7 @@ from .._model import (
     StopReason,
     TextPart,
     ToolCall,
+    ToolImage,
     Usage,
     encode_canonical,
 )
@@ -121,6 +123,8 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
                     "input": _input_object(part.arguments),
                 }
             )
+        elif isinstance(part, ToolImage):
+            _attach_image(blocks, part)
         else:
             block: dict[str, Any] = {
                 "type": "tool_result",
@@ -134,6 +138,24 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         # The API wants a user turn's tool results before its text; the sort is stable.
         blocks.sort(key=lambda b: b["type"] != "tool_result")
     return blocks
+
+
+def _attach_image(blocks: list[dict[str, Any]], image: ToolImage) -> None:
+    """An image goes into its call's ``tool_result`` (whose content becomes a list of
+    blocks); one whose result is not in this message travels as a block of its own."""
+    source = {
+        "type": "base64",
+        "media_type": image.media_type,
+        "data": base64.b64encode(image.data).decode(),
+    }
+    block = {"type": "image", "source": source}
+    for result in reversed(blocks):
+        if result["type"] == "tool_result" and result["tool_use_id"] == image.call_id:
+            if isinstance(result["content"], str):
+                result["content"] = [{"type": "text", "text": result["content"]}]
+            result["content"].append(block)
+            return
+    blocks.append(block)
 
 
 def _input_object(arguments: str) -> dict[str, Any]:

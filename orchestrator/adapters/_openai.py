@@ -6,6 +6,7 @@ The SDK is imported when an adapter is constructed, never when this module is, s
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -20,6 +21,7 @@ from .._model import (
     StopReason,
     TextPart,
     ToolCall,
+    ToolImage,
     ToolResult,
     Usage,
     encode_canonical,
@@ -109,6 +111,16 @@ def _messages(message: Message) -> list[dict[str, Any]]:
         for p in message.parts
         if isinstance(p, ToolResult)
     ]
+    images = [p for p in message.parts if isinstance(p, ToolImage)]
+    if images:
+        # A tool message holds text only: the images of the results follow them as one
+        # user message, each after a line naming the call it came from.
+        content: list[dict[str, Any]] = []
+        for image in images:
+            url = f"data:{image.media_type};base64,{base64.b64encode(image.data).decode()}"
+            content.append({"type": "text", "text": f"image from tool call {image.call_id}:"})
+            content.append({"type": "image_url", "image_url": {"url": url}})
+        results.append({"role": "user", "content": content})
     if text:
         results.append({"role": "user", "content": _content(text)})
     return results

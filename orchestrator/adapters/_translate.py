@@ -6,14 +6,22 @@ from typing import TypeVar
 
 import msgspec
 
-from .._model import Message, ModelError, ModelRequest, TextPart, ToolCall, ToolResult
+from .._model import (
+    Message,
+    ModelError,
+    ModelRequest,
+    TextPart,
+    ToolCall,
+    ToolImage,
+    ToolResult,
+)
 
 T = TypeVar("T")
 
 _ALLOWED = {
     "assistant": (TextPart, ToolCall),
-    "user": (TextPart, ToolResult),
-    "tool": (TextPart, ToolResult),
+    "user": (TextPart, ToolResult, ToolImage),
+    "tool": (TextPart, ToolResult, ToolImage),
 }
 
 

@@ -53,6 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "beyond loopback every request needs a bearer token of `skillog serve --add-token`",
     )  # fmt: skip
     serve.add_argument(
+        "--idle-timeout", type=float, default=600.0, metavar="SECONDS",
+        help="--transport http: end a session with no request for this long (its client "
+        "left without DELETE), recorded as its end (default: 600)",
+    )  # fmt: skip
+    serve.add_argument(
         "--max-calls", type=int, default=10_000,
         help="calls one connection may make before its session ends (default: 10000)",
     )  # fmt: skip
@@ -68,10 +73,19 @@ def run(args: argparse.Namespace) -> int:
     if args.max_calls < 1:
         print("skillog mcp serve: --max-calls must be 1 or more", file=sys.stderr)
         return 2
+    if not 0 < args.idle_timeout < 10**7:
+        print(
+            "skillog mcp serve: --idle-timeout must be a positive number of seconds",
+            file=sys.stderr,
+        )
+        return 2
     log_to_stderr()
     found = discover(args.skills, Tier(args.tier), project=args.project, db=args.db)
     config = ServeConfig(
-        skills=tuple(found.skills), hidden=tuple(found.hidden), max_calls=args.max_calls
+        skills=tuple(found.skills),
+        hidden=tuple(found.hidden),
+        max_calls=args.max_calls,
+        idle_timeout_s=args.idle_timeout,
     )
     return trio.run(_serve, args, config)
 

@@ -4,6 +4,7 @@ in-process workers (docs/service.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from ._session import (
 if TYPE_CHECKING:
     from ..service import ServiceContext
 
+WEBHOOK_SECRET = "SKILLOG_WEBHOOK_SECRET"
 DEMO_MODEL = f"scripted:{DEMO / 'turns.yaml'}"
 
 
@@ -61,6 +63,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "http://localhost:4318); without it the trigger answers 409",
     )  # fmt: skip
     parser.add_argument(
+        "--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+        help="a proxy's address or network (repeatable): its X-Forwarded-Proto/-For/-Host "
+        "headers are believed; nobody else's are",
+    )  # fmt: skip
+    parser.add_argument(
+        "--public-origin", metavar="URL",
+        help="the origin browsers use (e.g. https://skillog.example.com): requests must be "
+        "addressed to its host, console writes must come from it, and the console's cookie "
+        "is Secure when it is https",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-streams", type=int, nargs=2, default=[400, 400], metavar=("PER_TOKEN", "PER_CLIENT"),
+        help="live event streams one token and one client address may hold at once "
+        "(default: 400 400); past them: 429 with Retry-After",
+    )  # fmt: skip
+    parser.add_argument(
+        "--webhook", metavar="URL",
+        help="POST each approval request and each session's end or failure to URL, signed "
+        "with HMAC-SHA256 of the secret in $SKILLOG_WEBHOOK_SECRET (docs/service.md)",
+    )  # fmt: skip
+    parser.add_argument(
         "--add-token", metavar="NAME",
         help="create a token named NAME with --roles, print it once, store its sha256 in the "
         "configuration file, and exit (remove its entry from the file to revoke it)",
@@ -69,6 +92,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--roles", default="viewer",
         help="comma-separated roles of --add-token: viewer, approver, submitter, admin",
     )  # fmt: skip
+    actions = parser.add_subparsers(dest="serve_action", metavar="ACTION")
+    tokens = actions.add_parser(
+        "tokens", help="list, add or revoke the service's tokens (in the configuration file)",
+        description="The service's bearer tokens, kept as their sha256 in the configuration "
+        "file; a running server sees a change within a second.",
+    )  # fmt: skip
+    what = tokens.add_subparsers(dest="tokens_action", metavar="ACTION", required=True)
+    what.add_parser("list", help="the tokens' names and roles (never a token: none is stored)")
+    add = what.add_parser("add", help="create a token, print it once, store its sha256")
+    add.add_argument("name", help="the token's name (recorded as who decided an approval)")
+    add.add_argument(
+        "--roles", default="viewer",
+        help="comma-separated roles: viewer, approver, submitter, admin (default: viewer)",
+    )  # fmt: skip
+    revoke = what.add_parser(
+        "revoke", help="remove the token(s) of a name: refused from the next request on"
+    )
+    revoke.add_argument("name")
 
 
 def use_demo_default(args: argparse.Namespace) -> None:
@@ -87,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
             f"skillog serve needs the service extra ({e}): pip install 'skillog[service]'"
         ) from e
 
+    if args.serve_action == "tokens":
+        return _tokens(args)
     if args.add_token is not None:
         return _add_token(args.add_token, args.roles)
     if args.workers < 0:
@@ -102,6 +145,33 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     return trio.run(_serve, args)
+
+
+def _tokens(args: argparse.Namespace) -> int:
+    from eventlog._terminal import visible
+
+    from ..skills import load_service_config, remove_service_tokens
+
+    path = config_path()
+    if args.tokens_action == "add":
+        if any(t.name == args.name for t in load_service_config(path).tokens):
+            print(
+                f"skillog serve tokens: a token named {visible(args.name)!r} exists; revoke it "
+                "first or choose another name",
+                file=sys.stderr,
+            )
+            return 2
+        return _add_token(args.name, args.roles)
+    if args.tokens_action == "revoke":
+        removed = remove_service_tokens(path, args.name)
+        if not removed:
+            print(f"skillog serve tokens: no token named {visible(args.name)!r}", file=sys.stderr)
+            return 1
+        print(f"revoked {visible(args.name)} ({removed} token(s)); refused from the next request")
+        return 0
+    for token in load_service_config(path).tokens:
+        print(f"{visible(token.name)}\t{','.join(token.roles)}\tsha256:{token.sha256[:12]}")
+    return 0
 
 
 def _add_token(name: str, roles_text: str) -> int:
@@ -136,9 +206,12 @@ def policy_presets(args: argparse.Namespace, policy: PolicyConfig) -> dict[str, 
 def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, list[Worker]]:
     """The service context and in-process workers ``args`` (of ``skillog serve``) ask
     for, over ``store``."""
-    from ..service import ServiceContext, TokenBook
+    from ..service import Proxying, ServiceContext, StreamLimits, TokenBook, Webhook
 
     policy = session_policy(args)  # read once: a bad policy stops serve at start
+    proxying = Proxying.from_settings(args.trusted_proxy, args.public_origin)
+    if min(args.max_streams) < 1:
+        raise SkillogError("--max-streams takes two numbers of 1 or more")
 
     def make_agent(spec: str) -> Agent:
         session_args = argparse.Namespace(
@@ -153,6 +226,9 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         make_agent=make_agent,
         policies=policy_presets(args, policy),
         otel_endpoint=args.otel_endpoint,
+        proxying=proxying,
+        stream_limits=StreamLimits(*args.max_streams),
+        webhook=None if args.webhook is None else Webhook(args.webhook, _webhook_secret()),
     )
     workers = [
         Worker(
@@ -166,6 +242,16 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         for i in range(args.workers)
     ]
     return ctx, workers
+
+
+def _webhook_secret() -> bytes:
+    secret = os.environ.get(WEBHOOK_SECRET, "")
+    if len(secret) < 16:
+        raise SkillogError(
+            f"--webhook: set {WEBHOOK_SECRET} to a secret of 16 characters or "
+            "more (the receiver checks X-Skillog-Signature with it)"
+        )
+    return secret.encode()
 
 
 async def _serve(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ goes on without it.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -30,6 +31,7 @@ from eventlog import SkillogError
 from .._effects import McpOutcome, McpStatus, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
+from .._model import encode_canonical
 from ..skills import McpServerConfig
 from ._listing import tools_listed
 from ._results import failure, outcome_of
@@ -37,6 +39,12 @@ from ._results import failure, outcome_of
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
 default, 1 MiB, would break the connection on any larger result."""
+
+MAX_NOTES = 100
+"""The most progress notifications, and log messages, kept of one call (the last ones)."""
+
+MAX_NOTE_CHARS = 2000
+"""The longest log message or progress text kept; longer ones are cut."""
 
 CONTEXT_META = "io.skillog/context"
 """The ``_meta`` key under which each call carries its session, call and active skills."""
@@ -132,6 +140,8 @@ class _Server:
         self._status: McpStatus | None = None
         self._info = ""
         self._list_changed = False
+        self._reported = False
+        self._log: list[dict[str, Any]] = []
 
     def close(self) -> None:
         self._closed.set()
@@ -143,7 +153,13 @@ class _Server:
         try:
             async with (
                 self._transport() as streams,
-                ClientSession(streams[0], streams[1], message_handler=self._on_message) as session,
+                ClientSession(
+                    streams[0],
+                    streams[1],
+                    message_handler=self._on_message,
+                    logging_callback=self._on_log,
+                    client_info=client_info(),
+                ) as session,
             ):
                 with trio.fail_after(self.spec.connect_timeout_ms / 1000):
                     initialized = await session.initialize()
@@ -198,18 +214,29 @@ class _Server:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
             self._list_changed = True
 
+    async def _on_log(self, params: Any) -> None:
+        # Kept for the audit: the messages that arrive while calls run go with the
+        # outcome of the next call to finish (mcp.result.notes).
+        data = params.data if isinstance(params.data, str) else encode_canonical(params.data)
+        text = data if isinstance(data, str) else data.decode()
+        note = {"level": params.level, "logger": params.logger, "data": text[:MAX_NOTE_CHARS]}
+        self._log = [*self._log[-(MAX_NOTES - 1) :], note]
+
     def _fail(self, stage: Any, error: str) -> None:
         if not isinstance(self._status, McpServerFailed):
             self._status = McpServerFailed(server=self.spec.name, stage=stage, error=error)
 
     async def current(self) -> McpStatus:
-        """The server's listing, listed again if it said its list changed."""
+        """The server's listing, listed again if it said its list changed. The first
+        listing this process reports is ``connected`` even when the server said its
+        list changed while connecting (server-everything does)."""
         session = self._session
         if self._list_changed and session is not None:
             self._list_changed = False
+            reason = "list_changed" if self._reported else "connected"
             try:
                 with trio.fail_after(self.spec.connect_timeout_ms / 1000):
-                    self._status = await self._list(session, "list_changed")
+                    self._status = await self._list(session, reason)
             except trio.TooSlowError:
                 self._fail(
                     "list", f"tools/list gave no answer within {self.spec.connect_timeout_ms} ms"
@@ -217,6 +244,7 @@ class _Server:
             except Exception as e:
                 self._fail("list", _describe(e))
         assert self._status is not None
+        self._reported = True
         return self._status
 
     async def call(
@@ -236,10 +264,20 @@ class _Server:
             }
         }
         timeout_ms = self.spec.call_timeout_ms
+        progress: list[dict[str, Any]] = []
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            # Decimal text: no float reaches a hashed record.
+            tick = {"progress": repr(done), "total": None if total is None else repr(total)}
+            tick["message"] = None if message is None else message[:MAX_NOTE_CHARS]
+            progress[:] = [*progress[-(MAX_NOTES - 1) :], tick]
+
         start = time.monotonic_ns()
         try:
             with trio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(tool, msgspec.json.decode(arguments), meta=meta)
+                result = await session.call_tool(
+                    tool, msgspec.json.decode(arguments), progress_callback=on_progress, meta=meta
+                )
         except trio.TooSlowError:
             return failure(
                 "timeout",
@@ -262,8 +300,29 @@ class _Server:
                 f"MCP server {name!r} refused {tool}: {_describe(e)}",
                 duration_ms=_ms(start),
             )
+        # The SDK hands each notification to a task of its own: let those received
+        # before the answer (progress, log messages) run before taking them.
+        await trio.lowlevel.checkpoint()
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return outcome_of(wire, stored_cap=stored_cap, model_cap=model_cap, duration_ms=_ms(start))
+        outcome = outcome_of(
+            wire, stored_cap=stored_cap, model_cap=model_cap, duration_ms=_ms(start)
+        )
+        log, self._log = self._log, []
+        if progress or log:
+            notes = encode_canonical({"progress": progress, "log": log})
+            outcome = msgspec.structs.replace(outcome, notes=notes)
+        return outcome
+
+
+def client_info() -> Any:
+    """How skillog introduces itself to a server: ``skillog`` and its version."""
+    from mcp.types import Implementation
+
+    try:
+        version = importlib.metadata.version("skillog")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    return Implementation(name="skillog", version=version)
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,8 @@ canonical text and an effect class from its annotations (``readOnlyHint`` → pu
 overrides it. A tool the session cannot offer faithfully is left out and named in
 ``rejected`` with the reason: a name model providers refuse (over 64 characters once
 prefixed) or that two tools would share, a schema that is not a valid JSON Schema of
-an object.
+an object, a tool that can only be called as a task (``execution.taskSupport:
+"required"``, MCP 2025-11-25), which skillog does not call that way yet.
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def _problem(server: str, raw: Mapping[str, Any], names: set[str]) -> str | None
         return f"{name!r} is {len(name)} characters; model providers accept at most {MAX_NAME}"
     if name in names:
         return f"{name!r} is already the name of another tool of this session"
+    execution = raw.get("execution")
+    if isinstance(execution, Mapping) and execution.get("taskSupport") == "required":
+        return (
+            'the tool can only be called as a task (execution.taskSupport: "required"); '
+            "skillog does not make task-augmented calls"
+        )
     schema = raw.get("inputSchema")
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return 'the input schema is not a JSON Schema object ({"type": "object", ...})'

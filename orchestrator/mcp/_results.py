@@ -3,10 +3,10 @@
 The result is stored as MCP returned it (content blocks - text, images, audio,
 resource links, embedded resources - structured content, ``isError``), canonical
 JSON, cut at the stored-output cap like a script's output. The model reads text:
-each text block as is, other blocks as one line saying what they are (an image's
-bytes are in the log, not in the prompt), structured content as canonical JSON when
-there is no content; capped at the policy's ``output_cap_bytes`` with the marker
-script output uses.
+each text block as is, other blocks as one line saying what they are, structured
+content as canonical JSON when there is no content; capped at the policy's
+``output_cap_bytes`` with the marker script output uses. Images a provider accepts
+are shown to the model after the text (``orchestrator._images``); their line says so.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._effects import McpOutcome
+from .._images import MAX_IMAGES, block_image
 from .._model import encode_canonical
 from .._output import cut_text
 
@@ -50,7 +51,17 @@ def model_text(result: Mapping[str, Any]) -> str:
     blocks = result.get("content") or []
     if not blocks and result.get("structuredContent") is not None:
         return encode_canonical(result["structuredContent"]).decode()
-    return "\n".join(_block_text(b) for b in blocks if isinstance(b, Mapping))
+    lines, shown = [], 0
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        image = block_image(block) if shown < MAX_IMAGES else None
+        if image is not None:
+            shown += 1
+            lines.append(f"[image {image[0]}, {len(image[1])} bytes, attached]")
+        else:
+            lines.append(_block_text(block))
+    return "\n".join(lines)
 
 
 def _block_text(block: Mapping[str, Any]) -> str:

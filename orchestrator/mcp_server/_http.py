@@ -61,8 +61,13 @@ async def serve_http(
     )
     async with trio.open_nursery() as nursery:
         app = SkillogMcp(store, config, nursery, on_end=on_end)
-        manager = StreamableHTTPSessionManager(app=app.server, security_settings=security)
+        manager = StreamableHTTPSessionManager(
+            app=app.server,
+            security_settings=security,
+            session_idle_timeout=config.idle_timeout_s,
+        )
         asgi = _App(app, manager, tokens, nursery)
+        nursery.start_soon(asgi.reap_idle, config.idle_timeout_s, stop)
         async with manager.run():
             await hypercorn_serve(
                 asgi,  # type: ignore[arg-type]
@@ -88,6 +93,30 @@ class _App:
         self.manager = manager
         self.tokens = tokens
         self.nursery = nursery
+        self.last: dict[str, float] = {}  # session key -> end of its latest request
+        self.busy: dict[str, int] = {}  # session key -> its requests in flight
+
+    async def reap_idle(self, idle_s: float, stop: trio.Event) -> None:
+        """End the sessions with no request in flight and none for ``idle_s``: their
+        clients left without ``DELETE`` (the MCP Inspector's CLI does, every call)."""
+        async with trio.open_nursery() as watch:
+
+            async def stopped() -> None:
+                await stop.wait()
+                watch.cancel_scope.cancel()
+
+            watch.start_soon(stopped)
+            while True:
+                await trio.sleep(min(idle_s / 4, 30.0))
+                now = trio.current_time()
+                for key in [k for k in self.last if k not in self.app.sessions]:
+                    del self.last[key]  # ended since (DELETE, --max-calls)
+                for key in [k for k in self.app.sessions if k.startswith("http:")]:
+                    last = self.last.setdefault(key, now)
+                    if not self.busy.get(key) and now - last >= idle_s:
+                        self.last.pop(key, None)
+                        why = f"idle: no request for {idle_s:g} s; the client left without DELETE"
+                        self.nursery.start_soon(self.app.end, key, why)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -120,10 +149,23 @@ class _App:
                 )
                 return
             scope[TOKEN_KEY] = principal.name
-        await self.manager.handle_request(scope, receive, send)
         session_id = headers.get("mcp-session-id")
-        if scope["method"] == "DELETE" and session_id:
-            self.nursery.start_soon(self.app.end, f"http:{session_id}")
+        if not session_id:  # initialize: the session gets its id in the answer
+            await self.manager.handle_request(scope, receive, send)
+            return
+        key = f"http:{session_id}"
+        self.busy[key] = self.busy.get(key, 0) + 1
+        try:
+            await self.manager.handle_request(scope, receive, send)
+        finally:
+            self.busy[key] -= 1
+            if not self.busy[key]:
+                del self.busy[key]
+            if key in self.app.sessions:
+                self.last[key] = trio.current_time()
+        if scope["method"] == "DELETE":
+            self.last.pop(key, None)
+            self.nursery.start_soon(self.app.end, key)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -37,6 +37,18 @@ INVALID_PARAMS = -32602
 NOTIFICATIONS = NotificationOptions(tools_changed=True, resources_changed=True)
 
 
+class _Server(Server[Any]):
+    """The SDK's server, whose initialization options say the tool and resource lists
+    change (they do: loading a skill changes both) on every transport: the HTTP session
+    manager starts each connection with the server's defaults, not with the options
+    stdio passes."""
+
+    def create_initialization_options(self, *args: Any, **kwargs: Any) -> Any:
+        if not args and "notification_options" not in kwargs:
+            args = (NOTIFICATIONS,)
+        return super().create_initialization_options(*args, **kwargs)
+
+
 class SkillogMcp:
     """The MCP handlers over one store, and the sessions of the connections so far."""
 
@@ -54,7 +66,7 @@ class SkillogMcp:
         self.on_end = on_end
         self.sessions: dict[str, ServedSession] = {}
         self._lock = trio.Lock()
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
             "skillog",
             version=VERSION,
             title="skillog skills runtime",
@@ -63,10 +75,11 @@ class SkillogMcp:
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
+            on_list_resource_templates=self._list_templates,
         )
 
     def initialization_options(self) -> Any:
-        return self.server.create_initialization_options(NOTIFICATIONS)
+        return self.server.create_initialization_options()
 
     async def session_for(self, ctx: Ctx) -> ServedSession:
         """The session of ``ctx``'s connection, started on its first request."""
@@ -80,12 +93,12 @@ class SkillogMcp:
                 log.info("skillog mcp serve: session %s for %s", served.id, served.model.client)
         return served
 
-    async def end(self, key: str) -> None:
+    async def end(self, key: str, why: str | None = None) -> None:
         """The connection ``key`` closed: end its session (if it had one)."""
         async with self._lock:
             served = self.sessions.pop(key, None)
         if served is not None:
-            await served.close()
+            await served.close(why)
             self.on_end(served)
 
     async def end_all(self) -> None:
@@ -117,6 +130,11 @@ class SkillogMcp:
         served = await self.session_for(ctx)
         assert served.session is not None
         return types.ListResourcesResult(resources=views.resources(served.session.state))
+
+    async def _list_templates(
+        self, ctx: Ctx, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[views.SKILL_TEMPLATE])
 
     async def _read_resource(
         self, ctx: Ctx, params: types.ReadResourceRequestParams

@@ -60,6 +60,9 @@ class ServeConfig:
     hidden: tuple[tuple[str, str], ...] = ()
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     max_calls: int = 10_000
+    idle_timeout_s: float = 600.0
+    """Over HTTP: a session with no request for this long is ended (its client left
+    without ``DELETE``), recorded as ``closed`` with the reason."""
 
 
 class ServedSession:
@@ -86,6 +89,7 @@ class ServedSession:
         self.stopped = trio.Event()
         self._scope = trio.CancelScope()
         self._contexts: dict[str, ServerRequestContext[Any, Any]] = {}
+        self._forms: dict[str, trio.CancelScope] = {}  # call id -> its open approval form
 
     async def start(self, store: EventStore, nursery: trio.Nursery) -> None:
         """Take the new session's lease, record its start and catalog; its loop runs
@@ -138,6 +142,9 @@ class ServedSession:
             await pending.done.wait()
         finally:
             self._contexts.pop(call.id, None)
+            form = self._forms.get(call.id)
+            if form is not None and not pending.done.is_set():
+                form.cancel()  # the client gave up on the call: withdraw its form
         assert pending.result is not None
         return pending.result
 
@@ -145,8 +152,9 @@ class ServedSession:
         assert self.session is not None
         return tuple((s.name, s.hash) for s in self.session.state.active)
 
-    async def close(self) -> None:
-        """The client went away: let its calls finish, then end the session."""
+    async def close(self, why: str | None = None) -> None:
+        """The client went away: let its calls finish, then end the session (``why``:
+        recorded with the end when the client did not say it was leaving)."""
         self.model.close()
         with trio.move_on_after(CLOSE_GRACE_S):
             await self.model.idle.wait()
@@ -158,7 +166,7 @@ class ServedSession:
             if session.state.status != "ended":
                 # The model side went away while its next turn's prompt waited for it:
                 # not "completed" (no final answer was given), and not an error.
-                await session.end("closed")
+                await session.end("closed", why)
             self._lease_scope.cancel()
             await self._lease_done.wait()  # no renewal in flight when releasing
             if self.lease is not None:
@@ -221,17 +229,30 @@ class ServedSession:
                 ),
             )
         what = f"skill {request.skill} ({request.tier})" if request.skill else "a tool"
+        form = self._forms[request.call_id] = trio.CancelScope()
         try:
-            result = await ctx.session.elicit_form(
-                f"skillog: allow {what} to {request.action}?",
-                APPROVAL_SCHEMA,
-                related_request_id=ctx.request_id,
-            )
+            with form:
+                result = await ctx.session.elicit_form(
+                    f"skillog: allow {what} to {request.action}?",
+                    APPROVAL_SCHEMA,
+                    related_request_id=ctx.request_id,
+                )
         except Exception as e:  # the client's answer is outside input: refuse, say why
             return ApprovalDecision(
                 approved=False,
                 decided_by=f"{client} (MCP elicitation failed)",
                 reason=f"the elicitation request failed: {e}",
+            )
+        finally:
+            self._forms.pop(request.call_id, None)
+        if form.cancelled_caught:
+            # The server stops waiting for the form: an answer given later finds no
+            # request and runs nothing.
+            return ApprovalDecision(
+                approved=False,
+                decided_by=f"{client} (cancelled the call)",
+                reason="the client cancelled the call while its approval form was open: "
+                "the form was withdrawn and nothing ran",
             )
         content = result.content or {}
         given = content.get("reason")

@@ -87,6 +87,18 @@ def catalog_json(state: SessionState) -> str:
     ).decode()
 
 
+SKILL_TEMPLATE = types.ResourceTemplate(
+    uri_template=SKILL_SCHEME + "{skill}/{path}",
+    name="skill-file",
+    title="A file of a loaded skill",
+    description=(
+        "A file of a skill loaded in this session (skills.load), as it was pinned when "
+        "loaded: skill://NAME/PATH, e.g. skill://pdf/references/forms.md."
+    ),
+)
+"""The one resource template (``resources/templates/list``)."""
+
+
 def resources(state: SessionState) -> list[types.Resource]:
     """The catalog, and every file of every loaded skill as it was pinned when loaded
     (``skill://NAME/PATH``), each with its sha256 and its skill's hash."""

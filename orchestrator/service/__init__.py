@@ -15,17 +15,23 @@ from ._auth import token_digest as token_digest
 from ._context import DEFAULT_POLICY as DEFAULT_POLICY
 from ._context import ServiceContext as ServiceContext
 from ._context import default_presets as default_presets
+from ._notify import Webhook as Webhook
+from ._proxy import Proxying as Proxying
 from ._serve import hypercorn_config as hypercorn_config
 from ._serve import is_loopback as is_loopback
 from ._serve import serve as serve
+from ._sse import StreamLimits as StreamLimits
 from ._sse import session_events as session_events
 
 __all__ = [
     "DEFAULT_POLICY",
     "ROLES",
     "Principal",
+    "Proxying",
     "ServiceContext",
+    "StreamLimits",
     "TokenBook",
+    "Webhook",
     "create_app",
     "default_presets",
     "ensure_token",

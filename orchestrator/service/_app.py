@@ -18,6 +18,7 @@ from eventlog import SkillogError
 
 from . import _console as console
 from . import _routes as api
+from . import _token_admin as tokens
 from ._context import ServiceContext
 from ._errors import ApiError, handle
 from ._guard import Guard
@@ -36,6 +37,10 @@ from ._schemas import (
     SessionView,
     SubmitRequest,
     Submitted,
+    TokenCreated,
+    TokenList,
+    TokenRequest,
+    TokenRevoked,
     VerifyOut,
     WhoAmI,
 )
@@ -43,7 +48,16 @@ from ._schemas import (
 Handler = Callable[[Request], Awaitable[Response]]
 S = "/api/sessions/{session}"
 API: list[tuple[Operation, Handler]] = [
-    (Operation("GET", "/api/health", "liveness", "viewer", response=Health), api.health),
+    (
+        Operation(
+            "GET", "/api/live", "liveness: the server answers (no token)", None, response=Health
+        ),
+        api.live,
+    ),
+    (
+        Operation("GET", "/api/health", "the caller's view of liveness", "viewer", response=Health),
+        api.health,
+    ),
     (
         Operation("GET", "/api/ready", "readiness: the log answers", "viewer", response=Health),
         api.ready,
@@ -159,14 +173,40 @@ API: list[tuple[Operation, Handler]] = [
         Operation(
             "POST",
             "/api/login",
-            "set the console's cookie from a token",
+            "open a console session (its id in an HttpOnly cookie) from a token",
             None,
             LoginRequest,
             WhoAmI,
         ),
         console.login,
     ),
-    (Operation("POST", "/api/logout", "clear the console's cookie", "viewer"), console.logout),
+    (
+        Operation("GET", "/api/tokens", "the tokens' names and roles", "admin", response=TokenList),
+        tokens.list_tokens,
+    ),
+    (
+        Operation(
+            "POST",
+            "/api/tokens",
+            "create a token (shown only in this answer)",
+            "admin",
+            TokenRequest,
+            TokenCreated,
+            201,
+        ),
+        tokens.create_token,
+    ),
+    (
+        Operation(
+            "POST",
+            "/api/tokens/{name}/revoke",
+            "revoke a name's tokens and end their console sessions",
+            "admin",
+            response=TokenRevoked,
+        ),
+        tokens.revoke_token,
+    ),
+    (Operation("POST", "/api/logout", "end the console session", "viewer"), console.logout),
 ]
 
 
@@ -188,10 +228,11 @@ def create_app(ctx: ServiceContext) -> Starlette:
     routes: list[BaseRoute] = [Route(op.path, handler, methods=[op.method]) for op, handler in API]
     routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
     routes.extend(console.ROUTES)
+    routes.append(Route("/console/tokens", tokens.tokens_page))
     errors = (ApiError, msgspec.ValidationError, msgspec.DecodeError, SkillogError, HTTPException)
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, ctx=ctx)],
+        middleware=[Middleware(Guard, ctx=ctx, routes=routes)],
         exception_handlers={**dict.fromkeys(errors, handle), Exception: handle},
     )
     app.state.ctx = ctx

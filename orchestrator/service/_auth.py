@@ -82,13 +82,21 @@ class TokenBook:
     _reading: trio.Lock = field(default_factory=trio.Lock)
 
     async def lookup(self, token: str) -> Principal | None:
+        return await self.lookup_digest(token_digest(token))
+
+    async def lookup_digest(self, digest: str) -> Principal | None:
+        """The principal of the token whose sha256 is ``digest``, if it is configured."""
         await self._refresh()
-        digest = token_digest(token)
         found = None
         for entry in self._tokens:  # compare with every entry: no timing hint of which
             if hmac.compare_digest(entry.sha256, digest):
                 found = entry
         return None if found is None else Principal(found.name, frozenset(found.roles))
+
+    def invalidate(self) -> None:
+        """Read the file again on the next lookup (this process just wrote it)."""
+        self._checked = -_RELOAD_NS
+        self._stamp = None
 
     async def _refresh(self) -> None:
         # One reader at a time: a request arriving while the file is read waits for it

@@ -15,16 +15,21 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from eventlog._catalog import Listing
+
 from .._approvals import PendingApproval, pending_approvals
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
-from .._session_list import age, session_rows, status_text, when
-from ._auth import Principal
+from .._session import SessionNotFoundError
+from .._session_list import STATES, age, session_rows, status_text, when
+from ._auth import Principal, token_digest
 from ._errors import ApiError
 from ._guard import COOKIE
+from ._proxy import secure
 from ._routes import body, context, fold, json, require, session_id
 from ._schemas import LoginRequest, WhoAmI
+from ._submission import shown_model
 
 _STATIC = Path(__file__).parent / "static"
 _FILES = {  # read once, at import: serving them never touches the disk
@@ -33,13 +38,14 @@ _FILES = {  # read once, at import: serving them never touches the disk
 }
 
 
-def _page(title: str, content: str, who: Principal | None) -> HTMLResponse:
+def page(title: str, content: str, who: Principal | None) -> HTMLResponse:
     nav = ""
     if who is not None:
         roles = ", ".join(sorted(who.roles))
         nav = (
             '<nav><a href="/console">Sessions</a> <a href="/console/approvals">Approvals</a>'
-            f' <span class="who">{escape(who.name)} ({escape(roles)})</span>'
+            + (' <a href="/console/tokens">Tokens</a>' if who.may("admin") else "")
+            + f' <span class="who">{escape(who.name)} ({escape(roles)})</span>'
             ' <button id="logout" type="button">Log out</button></nav>'
         )
     return HTMLResponse(
@@ -57,49 +63,97 @@ async def login_page(request: Request) -> Response:
         'autocomplete="off" required></label> <button type="submit">Log in</button>'
         '<p id="message" class="message"></p></form>'
     )
-    return _page("log in", form, None)
+    return page("log in", form, None)
 
 
 async def login(request: Request) -> Response:
-    """Exchange a valid token for the console's cookie (see ``_guard``)."""
+    """Open a console session for a valid token; its id (never the token) goes into
+    the cookie (see ``_guard`` and ``_console_sessions``)."""
     req = await body(request, LoginRequest)
-    who = await context(request).tokens.lookup(req.token)
+    ctx = context(request)
+    digest = token_digest(req.token)
+    who = await ctx.tokens.lookup_digest(digest)
     if who is None:
         raise ApiError(401, "invalid or revoked token", "$.token")
     response = json(WhoAmI(name=who.name, roles=sorted(who.roles)))
     response.set_cookie(
-        COOKIE, req.token, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        COOKIE,
+        ctx.console.open(digest),
+        max_age=int(ctx.console.absolute_s),
+        httponly=True,
+        samesite="strict",
+        secure=secure(request.state.seen, ctx.proxying),
     )
     return response
 
 
 async def logout(request: Request) -> Response:
+    """End the console session of the cookie (its id answers nothing afterwards)."""
+    ctx = context(request)
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        ctx.console.close(cookie)
     response = json({"logged_out": True})
-    response.delete_cookie(COOKIE, httponly=True, samesite="strict")
+    response.delete_cookie(
+        COOKIE, httponly=True, samesite="strict", secure=secure(request.state.seen, ctx.proxying)
+    )
     return response
 
 
+PAGE = 100
+TASK_SHOWN = 160
+
+
+def _options(values: list[str], chosen: str, everything: str) -> str:
+    return f'<option value="">{everything}</option>' + "".join(
+        f"<option{' selected' if v == chosen else ''}>{escape(v)}</option>" for v in values
+    )
+
+
 async def sessions_page(request: Request) -> Response:
+    """The latest sessions with their tasks, newest first, from the session catalog;
+    filtered by status and text of the task (by the catalog) and model (``?status=
+    &model=&q=``, a plain GET form: the URL is shareable); ``PAGE`` at most."""
     who = require(request, "viewer")
     ctx = context(request)
     now = time.time_ns()
+    params = request.query_params
+    status, model, q = (params.get(k, "")[:200] for k in ("status", "model", "q"))
+    listing = Listing(
+        limit=PAGE, status=(status,) if status in STATES else (), search=q.strip() or None
+    )
+    found = await session_rows(ctx.store, listing)
+    shown = [r for r in found if not model or shown_model(r.model) == model]
     rows = "".join(
-        f'<tr><td><a href="/console/sessions/{escape(r.session)}">{escape(r.session)}</a></td>'
+        f'<tr data-state="{escape(r.state)}"><td class="task" title="{escape(r.task)}">'
+        f'<a href="/console/sessions/{escape(r.session)}">'
+        f"{escape(_cut(r.task) or '(no task)')}</a><br><code>{escape(r.session)}</code></td>"
         f"<td>{escape(r.started)}</td>"
-        f"<td>{age(now - r.started_ns)}</td><td>{escape(r.model)}</td>"
+        f"<td>{age(now - r.started_ns)}</td><td>{escape(shown_model(r.model))}</td>"
         f"<td>{r.turns}</td><td>{r.events}</td>"
         f"<td>{escape(' · '.join(filter(None, (r.status, r.parent))))}</td>"
         f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
-        for r in await session_rows(ctx.store)
+        for r in shown
+    )
+    known = sorted({shown_model(r.model) for r in found} | {shown_model(m) for m in ctx.models})
+    filters = (
+        '<form id="filters" method="get" action="/console">'
+        f'<label>Status <select name="status">{_options(list(STATES), status, "any")}'
+        "</select></label> "
+        f'<label>Model <select name="model">{_options(known, model, "any")}</select></label> '
+        f'<label>Task <input name="q" type="search" value="{escape(q)}" maxlength="200">'
+        '</label> <button type="submit">Filter</button> '
+        f'<span id="count">{len(shown)} shown{" (the latest)" if len(found) == PAGE else ""}'
+        "</span></form>"
     )
     table = (
-        "<table id=sessions><thead><tr><th>session</th><th>started (UTC)</th><th>age</th>"
-        "<th>model</th><th>turns</th><th>events</th><th>status</th><th>pending</th>"
-        f"<th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<table id=sessions><thead><tr><th>task · session</th><th>started (UTC)</th>"
+        "<th>age</th><th>model</th><th>turns</th><th>events</th><th>status</th>"
+        f"<th>pending</th><th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
     )
     submit = ""
     if who.may("submitter"):
-        models = "".join(f"<option>{escape(m)}</option>" for m in ctx.models)
+        models = "".join(f"<option>{escape(shown_model(m))}</option>" for m in ctx.models)
         presets = "".join(f"<option>{escape(p)}</option>" for p in ctx.policies)
         submit = (
             '<form id="submit"><h2>New task</h2><textarea id="task" rows="3" required>'
@@ -107,13 +161,34 @@ async def sessions_page(request: Request) -> Response:
             f'<label>Policy <select id="policy">{presets}</select></label> '
             '<button type="submit">Submit</button><p id="message" class="message"></p></form>'
         )
-    return _page("sessions", f"<h2>Sessions</h2>{table}{submit}", who)
+    return page("sessions", f"<h2>Sessions</h2>{filters}{table}{submit}", who)
+
+
+def _cut(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TASK_SHOWN else line[: TASK_SHOWN - 1] + "…"
+
+
+def unknown_session(sid: str, who: Principal) -> Response:
+    """The page for a session id this log does not hold (404), with the way back."""
+    content = (
+        f'<section id="unknown"><h2>No session {escape(sid)}</h2>'
+        "<p>This log holds no session with that id: it may be mistyped, or the session "
+        "lives in another log (another <code>--db</code>).</p>"
+        '<p><a href="/console">Back to the sessions</a></p></section>'
+    )
+    response = page("unknown session", content, who)
+    response.status_code = 404
+    return response
 
 
 async def session_page(request: Request) -> Response:
     who = require(request, "viewer")
     sid = session_id(request)
-    state = await fold(request, sid)
+    try:
+        state = await fold(request, sid)
+    except SessionNotFoundError:
+        return unknown_session(sid, who)
     assert state.config is not None
     skills = "".join(
         f"<li><b>{escape(s.name)}</b> <i>{escape(s.tier)}</i> {escape(s.description)}</li>"
@@ -124,17 +199,19 @@ async def session_page(request: Request) -> Response:
         f'<section id="session" data-session="{escape(sid)}">'
         f"<h2>Session {escape(sid)}</h2>"
         f'<p>Status: <span id="status">{escape(status_text(state))}</span> · model '
-        f"{escape(state.config.provider)}:{escape(state.config.model)} · "
+        f"{escape(shown_model(f'{state.config.provider}:{state.config.model}'))} · "
         f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
         f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a> · '
         f'<a id="audit" href="/console/sessions/{escape(sid)}/audit">audit report</a></p>'
         f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
         f'<h3>Pending approvals</h3><div id="approvals">'
         f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"
-        '<h3>Events <span id="live" class="live"></span></h3>'
-        '<ol id="events" start="0"></ol></section>'
+        '<h3>Trace <span id="live" class="live"></span></h3>'
+        '<div id="trace"></div>'
+        '<details id="raw"><summary>Every event, as recorded</summary>'
+        '<ol id="events" start="0"></ol></details></section>'
     )
-    return _page(f"session {sid}", content, who)
+    return page(f"session {sid}", content, who)
 
 
 async def audit_page(request: Request) -> Response:
@@ -144,13 +221,13 @@ async def audit_page(request: Request) -> Response:
     those two by hash and nothing else."""
     from replay import CSP, audit_session, render_html
 
-    require(request, "viewer")
+    who = require(request, "viewer")
     sid = session_id(request)
     store = context(request).store
     if await session_config(store, sid) is None:
-        raise ApiError(404, f"no session {sid!r} in this log")
-    page = render_html(await audit_session(store, sid), generator="the skillog service")
-    return HTMLResponse(page, headers={"content-security-policy": CSP})
+        return unknown_session(sid, who)
+    report = render_html(await audit_session(store, sid), generator="the skillog service")
+    return HTMLResponse(report, headers={"content-security-policy": CSP})
 
 
 async def approvals_fragment(request: Request) -> Response:
@@ -164,8 +241,7 @@ async def approvals_fragment(request: Request) -> Response:
     return HTMLResponse(_approvals(pending, {sid: config.policy}, who))
 
 
-async def approvals_page(request: Request) -> Response:
-    who = require(request, "viewer")
+async def _inbox(request: Request, who: Principal) -> str:
     store = context(request).store
     pending = await pending_approvals(store)
     policies: dict[str, PolicyConfig] = {}
@@ -173,8 +249,21 @@ async def approvals_page(request: Request) -> Response:
         config = await session_config(store, p.session_id)
         if config is not None:
             policies[p.session_id] = config.policy
-    panel = _approvals(pending, policies, who)
-    return _page("approvals", f"<h2>Pending approvals</h2>{panel}", who)
+    return _approvals(pending, policies, who)
+
+
+async def approvals_page(request: Request) -> Response:
+    """Every pending request; the page fetches the inbox again every 2 s, adding the
+    new requests and removing those decided elsewhere (a reason being typed stays)."""
+    who = require(request, "viewer")
+    panel = await _inbox(request, who)
+    return page("approvals", f'<h2>Pending approvals</h2><div id="inbox">{panel}</div>', who)
+
+
+async def inbox_fragment(request: Request) -> Response:
+    """The inbox's panel alone (what the approvals page fetches to stay live)."""
+    who = require(request, "viewer")
+    return HTMLResponse(await _inbox(request, who))
 
 
 def _approvals(
@@ -248,6 +337,7 @@ ROUTES: list[BaseRoute] = [
     Route("/console", sessions_page),
     Route("/console/login", login_page),
     Route("/console/approvals", approvals_page),
+    Route("/console/approvals/inbox", inbox_fragment),
     Route("/console/sessions/{session}", session_page),
     Route("/console/sessions/{session}/approvals", approvals_fragment),
     Route("/console/sessions/{session}/audit", audit_page),

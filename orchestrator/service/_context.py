@@ -12,7 +12,10 @@ from eventlog import EventStore
 from .._events import PolicyConfig
 from .._loop import Agent
 from ._auth import TokenBook
-from ._sse import Tail
+from ._console_sessions import ConsoleSessions
+from ._notify import Webhook
+from ._proxy import Proxying
+from ._sse import StreamLimits, Tail
 
 MAX_BODY = 64 * 1024
 DEFAULT_POLICY = "default"
@@ -31,7 +34,11 @@ class ServiceContext:
     presets a submission may name (the first is the default), recorded in full in the
     session's start, which is what every worker enforces;
     ``otel_endpoint`` the OTLP/HTTP backend of the export trigger, set by the operator
-    (never by a client: the service sends to no address a request names)."""
+    (never by a client: the service sends to no address a request names);
+    ``proxying`` the trusted proxies and the public origin (``_proxy``);
+    ``stream_limits`` the caps on live event streams; ``webhook`` where to notify
+    (``_notify``); ``console`` the console's logins
+    (the one thing the service keeps in memory: a restart logs consoles out)."""
 
     store: EventStore
     tokens: TokenBook
@@ -40,6 +47,10 @@ class ServiceContext:
     policies: Mapping[str, PolicyConfig] = field(default_factory=default_presets)
     max_body: int = MAX_BODY
     otel_endpoint: str | None = None
+    proxying: Proxying = field(default_factory=Proxying)
+    stream_limits: StreamLimits = field(default_factory=StreamLimits)
+    console: ConsoleSessions = field(default_factory=ConsoleSessions)
+    webhook: Webhook | None = None
     tail: Tail = field(init=False)  # one follow of the log, run by serve()
 
     def __post_init__(self) -> None:

@@ -2,26 +2,36 @@
 origin, authentication, security headers. Handlers then only check roles.
 
 Callers authenticate with ``Authorization: Bearer TOKEN``, or (the console) with the
-``skillog_token`` cookie set by ``POST /api/login``: HttpOnly, so no script on a page
-can read it, and SameSite=Strict, so no other site's page sends it. A write must be
-``application/json`` (a cross-site form cannot send that without a CORS preflight, and
-the service answers none) and, when the browser names an ``Origin``, come from this
-one. Only the login page, the login call and the console's static files are open.
+``skillog_console`` cookie set by ``POST /api/login``: the id of a console session
+(``_console_sessions``), never a token; HttpOnly, so no script on a page can read it,
+SameSite=Strict, so no other site's page sends it, Secure when the browser uses https
+(``_proxy``). A write must be ``application/json`` (a cross-site form cannot send that
+without a CORS preflight, and the service answers none) and, when the browser names an
+``Origin``, come from this one. Only the login page, the login call, the liveness probe
+and the console's static files are open. A method a path does not take is a 405 naming
+the ones it does, before anything else is asked of the request.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import cookie_parser
 from starlette.responses import RedirectResponse
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._access import access_logged
 from ._auth import Principal
 from ._context import ServiceContext
 from ._errors import ApiError, error_response
+from ._proxy import Seen, host_refusal, seen, write_refusal
 
-COOKIE = "skillog_token"
-PUBLIC = ("/console/login", "/api/login", "/static/")
+COOKIE = "skillog_console"
+PROBES = frozenset({"/api/live"})
+OPEN = frozenset({"/console/login", "/api/login", *PROBES})
+STATIC = "/static/"
 SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
@@ -34,29 +44,46 @@ SECURITY_HEADERS = {
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, ctx: ServiceContext) -> None:
-        self.app, self.ctx = app, ctx
+    def __init__(self, app: ASGIApp, ctx: ServiceContext, routes: Sequence[BaseRoute]) -> None:
+        self.app, self.ctx, self.routes = app, ctx, routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = _with_headers(send)
         headers = Headers(scope=scope)
-        refusal = self._refuse(scope, headers)
+        client = seen(scope, headers, self.ctx.proxying)
+        # What the client used, for every reader of the request (url.scheme, client).
+        peer = scope.get("client")
+        if peer is None or client.client != peer[0]:
+            scope["client"] = (client.client, 0)
+        scope["scheme"] = client.scheme
+        state = scope.setdefault("state", {})
+        state["seen"] = client
+        send = access_logged(_with_headers(send), scope, headers)
+        refusal = self._refuse(scope, headers, client)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
         path: str = scope["path"]
-        if not path.startswith(PUBLIC):
+        if path not in OPEN and not path.startswith(STATIC):
             principal = await self._principal(headers)
             if principal is None:
                 await _unauthenticated(path, headers)(scope, receive, send)
                 return
-            scope.setdefault("state", {})["principal"] = principal
+            state["principal"] = principal
         await self.app(scope, _limited(receive, self.ctx.max_body), send)
 
-    def _refuse(self, scope: Scope, headers: Headers) -> ASGIApp | None:
+    def _refuse(self, scope: Scope, headers: Headers, client: Seen) -> ASGIApp | None:
+        if scope["path"] not in PROBES:  # a probe is addressed to the instance, not the site
+            wrong_host = host_refusal(client, self.ctx.proxying)
+            if wrong_host is not None:
+                return error_response(421, wrong_host, "header.host")
+        allowed = self._allowed(scope)
+        if allowed is not None:
+            response = error_response(405, f"{scope['method']} is not allowed here; use {allowed}")
+            response.headers["allow"] = allowed
+            return response
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.ctx.max_body):
             return error_response(413, f"request bodies are limited to {self.ctx.max_body} bytes")
@@ -65,11 +92,22 @@ class Guard:
         kind = headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
             return error_response(415, "send the request body as application/json")
-        origin = headers.get("origin")
-        host = headers.get("host")
-        if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
-            return error_response(403, "cross-origin writes are refused", "header.origin")
+        cross = write_refusal(headers.get("origin"), client, self.ctx.proxying)
+        if cross is not None:
+            return error_response(403, cross, "header.origin")
         return None
+
+    def _allowed(self, scope: Scope) -> str | None:
+        """The methods the path takes when the request's is not one of them, else None
+        (no route, or one that takes it: the router answers)."""
+        methods: set[str] = set()
+        for route in self.routes:
+            match, _ = route.matches(scope)
+            if match is Match.FULL:
+                return None
+            if match is Match.PARTIAL and isinstance(route, Route) and route.methods:
+                methods |= route.methods
+        return ", ".join(sorted(methods)) if methods else None
 
     async def _principal(self, headers: Headers) -> Principal | None:
         auth = headers.get("authorization")
@@ -79,7 +117,13 @@ class Guard:
                 return None
             return await self.ctx.tokens.lookup(token.strip())
         cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE)
-        return None if not cookie else await self.ctx.tokens.lookup(cookie)
+        digest = None if not cookie else self.ctx.console.token_of(cookie)
+        if digest is None:
+            return None
+        principal = await self.ctx.tokens.lookup_digest(digest)
+        if principal is None:  # the token was removed: so are its console sessions
+            self.ctx.console.close_token(digest)
+        return principal
 
 
 def _unauthenticated(path: str, headers: Headers) -> ASGIApp:

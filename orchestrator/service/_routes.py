@@ -54,10 +54,16 @@ from ._schemas import (
     VerifyOut,
     WhoAmI,
 )
-from ._sse import EventStreamResponse, event_out
-from ._submission import offered, tailored
+from ._sse import EventStreamResponse, event_out, is_end
+from ._submission import offered, offered_model, shown_model, tailored
 
 MAX_PAGE = 1000
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or one of those alone
+# (after an even run of backslashes: an escaped backslash is not an escape).
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
 _SESSION_ID = re.compile(r"[0-9A-Za-z_.-]{1,128}")
 _ENCODER = msgspec.json.Encoder()
 T = TypeVar("T")
@@ -83,7 +89,19 @@ def require(request: Request, role: Role) -> Principal:
 async def body(request: Request, kind: type[T]) -> T:
     """The JSON body decoded strictly as ``kind`` (422 naming the field at fault)."""
     raw = await request.body()
-    return msgspec.json.decode(raw or b"{}", type=kind)
+    try:
+        return msgspec.json.decode(raw or b"{}", type=kind)
+    except msgspec.DecodeError as e:
+        lone = _LONE_SURROGATE.search(raw)
+        if lone is None:
+            raise
+        raise ApiError(
+            400,
+            f"the request body has a lone UTF-16 surrogate {lone.group(1).decode()} at byte "
+            f"{lone.start(1)}: JSON text must be Unicode, and half of a surrogate pair is no "
+            "character; send both halves of the pair (or the character itself), or remove it",
+            "$",
+        ) from e
 
 
 def session_id(request: Request) -> str:
@@ -118,6 +136,12 @@ async def head_of(store: EventStore, sid: str) -> Head:
     if head is None:
         raise SessionNotFoundError(f"no session {sid!r} in this log")
     return head
+
+
+async def live(request: Request) -> Response:
+    """Liveness for a load balancer or an orchestrator's probe: no token, and nothing
+    in the answer but that the server answers."""
+    return json(Health(status="ok"))
 
 
 async def health(request: Request) -> Response:
@@ -173,7 +197,7 @@ async def list_sessions(request: Request) -> Response:
         limit=limit + 1, status=statuses, search=request.query_params.get("q") or None, after=after
     )
     rows = await session_rows(context(request).store, listing)
-    page = rows[:limit]
+    page = [msgspec.structs.replace(r, model=shown_model(r.model)) for r in rows[:limit]]
     last = page[-1] if len(rows) > limit else None
     following = (
         None
@@ -188,7 +212,7 @@ async def submit(request: Request) -> Response:
     who = require(request, "submitter")
     ctx = context(request)
     req = await body(request, SubmitRequest)
-    spec = offered(req.model, ctx.models, "model", "$.model")
+    spec = offered_model(req.model, ctx.models)
     preset = offered(req.policy, tuple(ctx.policies), "policy preset", "$.policy")
     agent = await trio.to_thread.run_sync(ctx.make_agent, spec)
     try:
@@ -199,7 +223,8 @@ async def submit(request: Request) -> Response:
     finally:
         agent.close()
     skills = sorted(s.name for s in agent.skills)
-    return json(Submitted(session_id=session_id, model=spec, skills=skills, policy=preset), 201)
+    out = Submitted(session_id=session_id, model=shown_model(spec), skills=skills, policy=preset)
+    return json(out, 201)
 
 
 async def get_session(request: Request) -> Response:
@@ -214,7 +239,7 @@ async def get_session(request: Request) -> Response:
         status=state.status,
         status_text=status_text(state),
         provider=config.provider,
-        model=config.model,
+        model=shown_model(f"{config.provider}:{config.model}").partition(":")[2],
         turn=state.turn,
         seq=state.seq,
         head_hash=state.head_hash,
@@ -262,7 +287,20 @@ async def stream_events(request: Request) -> Response:
         start = int(last) + 1
     else:
         start = query_int(request, "from_seq", 0, 2**62)
-    return EventStreamResponse(store, context(request).tail, sid, min(start, head.seq + 1))  # type: ignore[return-value]
+    start = min(start, head.seq + 1)
+    if start > head.seq and await _ended(store, sid, head.seq):
+        # Nothing will follow: 204 tells an EventSource to stop reconnecting.
+        return Response(status_code=204)
+    ctx = context(request)
+    holder = (require(request, "viewer").name, request.state.seen.client)
+    return EventStreamResponse(  # type: ignore[return-value]
+        store, ctx.tail, sid, start, limits=ctx.stream_limits, holder=holder
+    )
+
+
+async def _ended(store: EventStore, sid: str, last: int) -> bool:
+    async with closing(store.read(sid, from_seq=last)) as events:
+        return any([is_end(event) async for event in events])
 
 
 async def list_approvals(request: Request) -> Response:

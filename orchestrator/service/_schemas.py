@@ -3,7 +3,7 @@ same types the OpenAPI schema is generated from."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -58,6 +58,19 @@ class ExportRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
 
 class LoginRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
     token: TokenText
+
+
+TokenName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[\w.@-]+$")]
+RoleName = Literal["viewer", "approver", "submitter", "admin"]
+
+
+class TokenRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A token to create: its name (unique; recorded as who decided) and roles."""
+
+    name: TokenName
+    roles: Annotated[list[RoleName], msgspec.Meta(min_length=1, max_length=4)] = msgspec.field(
+        default_factory=lambda: ["viewer"]
+    )
 
 
 class _Out(msgspec.Struct, frozen=True, kw_only=True):
@@ -202,6 +215,29 @@ class Health(_Out, frozen=True, kw_only=True):
 class WhoAmI(_Out, frozen=True, kw_only=True):
     name: str
     roles: list[str]
+
+
+class TokenOut(_Out, frozen=True, kw_only=True):
+    name: str
+    roles: list[str]
+
+
+class TokenList(_Out, frozen=True, kw_only=True):
+    tokens: list[TokenOut]
+
+
+class TokenCreated(_Out, frozen=True, kw_only=True):
+    """The new token, shown only in this answer (the server keeps its sha256)."""
+
+    name: str
+    roles: list[str]
+    token: str
+
+
+class TokenRevoked(_Out, frozen=True, kw_only=True):
+    name: str
+    revoked: int
+    console_sessions_ended: int
 
 
 class ErrorOut(_Out, frozen=True, kw_only=True):

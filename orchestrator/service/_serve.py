@@ -16,6 +16,7 @@ from eventlog import SkillogError
 from .._fleet import Worker
 from ._app import create_app
 from ._context import ServiceContext
+from ._notify import Notifier
 
 log = logging.getLogger("skillog.service")
 
@@ -64,19 +65,25 @@ async def serve(
             task_status=task_status,
         )
 
-    tail_scope = trio.CancelScope()
-
     async def tail(task_status: trio.TaskStatus[None]) -> None:
-        with tail_scope:
-            try:
-                await ctx.tail.run(task_status=task_status)
-            except SkillogError as e:  # live streams fall back to polling once a second
-                log.error("skillog serve: stopped following the log: %s", e)
+        try:
+            await ctx.tail.run(task_status=task_status)
+        except SkillogError as e:  # live streams fall back to polling once a second
+            log.error("skillog serve: stopped following the log: %s", e)
+
+    async def notify(task_status: trio.TaskStatus[None]) -> None:
+        assert ctx.webhook is not None
+        try:
+            await Notifier(ctx.store, ctx.webhook).run(task_status=task_status)
+        except SkillogError as e:
+            log.error("skillog serve: stopped notifying %s: %s", ctx.webhook.url, e)
 
     async with trio.open_nursery() as outer:
         await outer.start(tail)
+        if ctx.webhook is not None:
+            await outer.start(notify)
         async with trio.open_nursery() as nursery:
             for worker in workers:
                 nursery.start_soon(worker.run, stop)
             task_status.started(await nursery.start(http))
-        tail_scope.cancel()
+        outer.cancel_scope.cancel()  # the tail and the notifier: nobody is served now

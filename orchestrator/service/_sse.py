@@ -22,10 +22,52 @@ from starlette.types import Receive, Scope, Send
 
 from eventlog import Event, EventStore, closing
 
+from ._errors import error_response
 from ._schemas import EventOut
 
 KEEPALIVE_S = 15.0
+MAX_STREAMS_PER_TOKEN = 400
+MAX_STREAMS_PER_CLIENT = 400
+RETRY_AFTER_S = 5
+ENDED = "session.ended"
 _ENCODER = msgspec.json.Encoder()
+
+
+class StreamLimits:
+    """Live streams held now, by token name and by client address: a caller past either
+    cap is answered 429 (``Retry-After``) instead of holding one more. A stream holds
+    a socket, a task and a read of the log on every commit; 4,000 of them from one
+    token made every other request wait seconds."""
+
+    def __init__(
+        self, per_token: int = MAX_STREAMS_PER_TOKEN, per_client: int = MAX_STREAMS_PER_CLIENT
+    ) -> None:
+        self.per_token, self.per_client = per_token, per_client
+        self._tokens: dict[str, int] = {}
+        self._clients: dict[str, int] = {}
+
+    def refusal(self, token: str, client: str) -> str | None:
+        """Why one more stream is refused now, or None."""
+        if self._tokens.get(token, 0) >= self.per_token:
+            return f"token {token!r} holds {self.per_token} live streams already (the cap)"
+        if self._clients.get(client, 0) >= self.per_client:
+            return f"this address holds {self.per_client} live streams already (the cap)"
+        return None
+
+    @contextmanager
+    def holding(self, token: str, client: str) -> Iterator[None]:
+        for counts, key in ((self._tokens, token), (self._clients, client)):
+            counts[key] = counts.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            for counts, key in ((self._tokens, token), (self._clients, client)):
+                counts[key] -= 1
+                if not counts[key]:
+                    del counts[key]
+
+    def held(self) -> int:
+        return sum(self._tokens.values())
 
 
 def event_out(event: Event) -> EventOut:
@@ -39,6 +81,10 @@ def event_out(event: Event) -> EventOut:
         hash=event.hash,
         body=msgspec.Raw(event.body),
     )
+
+
+def is_end(event: Event) -> bool:
+    return event.type.split("@")[0] == ENDED
 
 
 def sse_frame(event: Event) -> bytes:
@@ -95,7 +141,8 @@ async def session_events(
     store: EventStore, tail: Tail, stream: str, from_seq: int
 ) -> AsyncIterator[Event]:
     """Every event of ``stream`` from ``from_seq`` on, each once and in seq order, then
-    those committed later, until cancelled."""
+    those committed later, until cancelled or the session's ``session.ended`` (nothing
+    follows it: an ended session is never driven again)."""
     next_seq = from_seq
     with tail.watching(stream):
         while True:
@@ -104,6 +151,8 @@ async def session_events(
                 async for event in events:
                     next_seq = event.seq + 1
                     yield event
+                    if is_end(event):
+                        return
             with trio.move_on_after(1.0):
                 await committed.wait()
 
@@ -112,10 +161,31 @@ class EventStreamResponse:
     """An ASGI response streaming :func:`session_events` as SSE, with a comment line
     every ``KEEPALIVE_S`` seconds of quiet, until the client goes away."""
 
-    def __init__(self, store: EventStore, tail: Tail, stream: str, from_seq: int) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        tail: Tail,
+        stream: str,
+        from_seq: int,
+        *,
+        limits: StreamLimits,
+        holder: tuple[str, str],
+    ) -> None:
         self.store, self.tail, self.stream, self.from_seq = store, tail, stream, from_seq
+        self.limits, self.holder = limits, holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Checked and counted with no await between: no burst gets past the cap.
+        refusal = self.limits.refusal(*self.holder)
+        if refusal is not None:
+            response = error_response(429, f"{refusal}; close one or retry later")
+            response.headers["retry-after"] = str(RETRY_AFTER_S)
+            await response(scope, receive, send)
+            return
+        with self.limits.holding(*self.holder):
+            await self._stream(receive, send)
+
+    async def _stream(self, receive: Receive, send: Send) -> None:
         await send(
             {
                 "type": "http.response.start",
@@ -135,10 +205,16 @@ class EventStreamResponse:
             while True:
                 frame = b": keepalive\n\n"
                 with trio.move_on_after(KEEPALIVE_S):
-                    frame = await frames_out.receive()
+                    try:
+                        frame = await frames_out.receive()
+                    except trio.EndOfChannel:  # the session ended: its last event is sent
+                        frame = b""
+                more = frame != b""
                 try:
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
+                    await send({"type": "http.response.body", "body": frame, "more_body": more})
                 except OSError:  # the connection is gone
+                    more = False
+                if not more:
                     nursery.cancel_scope.cancel()
                     return
 

@@ -5,6 +5,7 @@ builds the agent, these functions decide what it may record."""
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from collections.abc import Sequence
 
 from .._events import PolicyConfig
@@ -12,6 +13,29 @@ from .._loop import Agent
 from ._errors import ApiError
 
 NOT_SELECTED = "not selected by the submission"
+
+
+_SCRIPTED = ("scripted", "skillog.scripted")
+
+
+def shown_model(spec: str) -> str:
+    """A model spec as callers see it: a scripted model by its file's name, not the
+    server's path to it (``scripted:turns.yaml``); any other spec as it is."""
+    provider, sep, rest = spec.partition(":")
+    if sep and provider in _SCRIPTED:
+        return f"scripted:{posixpath.basename(rest.replace(chr(92), '/')) or rest}"
+    return spec
+
+
+def offered_model(choice: str | None, offers: Sequence[str]) -> str:
+    """The server's model spec a submission chose, by its spec or as it is shown."""
+    if choice is None:
+        return offers[0]
+    for spec in offers:
+        if choice in (spec, shown_model(spec)):
+            return spec
+    offered(choice, [shown_model(s) for s in offers], "model", "$.model")  # raises: 422
+    raise AssertionError("unreachable")
 
 
 def offered(choice: str | None, offers: Sequence[str], what: str, field: str) -> str:

@@ -27,6 +27,7 @@ from ._config import load_config as load_config
 from ._config import load_mcp_servers as load_mcp_servers
 from ._config import load_policy_section as load_policy_section
 from ._config import load_service_config as load_service_config
+from ._config import remove_service_tokens as remove_service_tokens
 from ._config import save_config as save_config
 from ._config import trusted_keys_default as trusted_keys_default
 from ._config import trusted_signers as trusted_signers
@@ -165,6 +166,7 @@ __all__ = [
     "python_requirements",
     "read_manifest_file",
     "remove",
+    "remove_service_tokens",
     "save_config",
     "search_doc",
     "sign_skill",

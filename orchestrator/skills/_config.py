@@ -220,18 +220,33 @@ def add_service_token(path: str, token: ServiceToken) -> None:
     file). A file without that section gets it appended, the rest kept byte for byte;
     one that has it is written afresh (its comments are not kept)."""
     text = _read(path) or ""
-    parsed = _parse(path, text) if text else _File()
-    entry = msgspec.to_builtins(token)
     if "service" not in (yaml.safe_load(text) or {}):
+        entry = msgspec.to_builtins(token)
         section = yaml.safe_dump({"service": {"tokens": [entry]}}, sort_keys=False)
         edited = (text + ("\n" if text and not text.endswith("\n") else "")) + section
-    else:
-        merged = msgspec.structs.replace(
-            parsed, service=ServiceConfig(tokens=(*parsed.service.tokens, token))
-        )
-        doc = {k: v for k, v in msgspec.json.decode(msgspec.json.encode(merged)).items()
-               if getattr(merged, k) != getattr(_File(), k)}  # fmt: skip
-        edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+        _write_atomic(path, edited, "service configuration")
+        return
+    tokens = _parse(path, text).service.tokens
+    _set_service_tokens(path, text, (*tokens, token))
+
+
+def remove_service_tokens(path: str, name: str) -> int:
+    """Remove the tokens named ``name`` from ``path`` atomically; how many there were
+    (the file is not written when none is)."""
+    text = _read(path) or ""
+    tokens = _parse(path, text).service.tokens if text else ()
+    kept = tuple(t for t in tokens if t.name != name)
+    if len(kept) < len(tokens):
+        _set_service_tokens(path, text, kept)
+    return len(tokens) - len(kept)
+
+
+def _set_service_tokens(path: str, text: str, tokens: tuple[ServiceToken, ...]) -> None:
+    # The section exists: the file is written afresh (its comments are not kept).
+    merged = msgspec.structs.replace(_parse(path, text), service=ServiceConfig(tokens=tokens))
+    doc = {k: v for k, v in msgspec.json.decode(msgspec.json.encode(merged)).items()
+           if getattr(merged, k) != getattr(_File(), k)}  # fmt: skip
+    edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     _write_atomic(path, edited, "service configuration")
 
 

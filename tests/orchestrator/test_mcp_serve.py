@@ -312,6 +312,42 @@ async def test_a_script_that_needs_approval_is_asked_by_elicitation(
     await assert_replays(tmp_path, session)
 
 
+@needs_bwrap
+async def test_a_call_cancelled_while_its_approval_form_is_open_withdraws_the_form(
+    tmp_path: Path, skills: Path
+) -> None:
+    opened, answer = trio.Event(), trio.Event()
+    withdrawn: list[bool] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        opened.set()
+        await answer.wait()  # the user answers late: after the call was cancelled
+        withdrawn.append(True)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with served(tmp_path, skills, tier="user", elicit=elicit) as client:
+        await client.call_tool("skills.load", {"names": ["report"]})
+        with trio.CancelScope() as call:  # the client gives up on the call
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    client.call_tool, "skills.run_script", {"path": "scripts/count.py"}
+                )
+                await opened.wait()
+                call.cancel()
+        answer.set()
+        await trio.sleep(0.5)  # time for a late answer to (wrongly) run the script
+        # the next call is answered: the session goes on
+        after = await client.call_tool("skills.read", {"path": "references/format.md"})
+        assert text(after).startswith("# Format")
+    session, bodies = await session_bodies(tmp_path)
+    (resolved,) = [b for b in bodies if isinstance(b, ApprovalResolved)]
+    assert not resolved.approved
+    assert resolved.reason is not None and "withdrawn" in resolved.reason
+    assert not [b for b in bodies if isinstance(b, ScriptExecuted)]
+    assert withdrawn == [True]  # the user did answer, late: it ran nothing
+    await assert_replays(tmp_path, session)
+
+
 async def test_a_client_without_elicitation_is_refused_with_the_reason(
     tmp_path: Path, skills: Path
 ) -> None:
@@ -385,3 +421,7 @@ async def test_a_session_whose_server_died_is_not_resumed(tmp_path: Path) -> Non
     resumed = skillog(tmp_path, "resume", session.id)
     assert resumed.returncode == 2
     assert "MCP client's connection" in resumed.stderr and "cannot be resumed" in resumed.stderr
+    # and the list of sessions does not offer what resume refuses
+    listed = skillog(tmp_path, "sessions")
+    (row,) = [line for line in listed.stdout.splitlines() if session.id in line]
+    assert "open (resumable)" not in row and "MCP client connection, not resumable" in row

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx2 as httpx
 import mcp.types as types
 import pytest
+import trio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -50,10 +51,14 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 
 @contextmanager
-def server(tmp_path: Path, skills: Path, bind: str) -> Iterator[tuple[str, list[str]]]:
+def server(tmp_path: Path, skills: Path, bind: str, *more: str) -> Iterator[tuple[str, list[str]]]:
     """The server's /mcp URL (on 127.0.0.1) and its stderr lines, read after it stops."""
     proc = subprocess.Popen(
-        [*CLI, "mcp", "serve", "--transport", "http", "--bind", bind, "--skills", str(skills)],
+        [
+            *CLI,
+            *("mcp", "serve", "--transport", "http", "--bind", bind, "--skills", str(skills)),
+            *more,
+        ],
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
@@ -147,3 +152,59 @@ async def test_beyond_loopback_every_request_needs_a_token(tmp_path: Path, skill
         first = CODEC.decode(await anext(store.read(info.stream)))
     assert isinstance(first, SessionStarted)
     assert first.model == "mcp/0.1.0 (token desk)"
+
+
+async def test_http_initialize_advertises_the_notifications_it_sends(
+    tmp_path: Path, skills: Path
+) -> None:
+    # Over stdio the server says tools and resources lists change (it sends both
+    # notifications); over HTTP it once said they did not, and clients never refreshed.
+    with server(tmp_path, skills, "127.0.0.1:0") as (url, _):
+        async with (
+            httpx.AsyncClient(timeout=60) as http,
+            streamable_http_client(url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            capabilities = (await client.initialize()).capabilities
+            templates = await client.list_resource_templates()
+    assert capabilities.tools is not None and capabilities.tools.list_changed is True
+    assert capabilities.resources is not None and capabilities.resources.list_changed is True
+    (template,) = templates.resource_templates
+    assert template.uri_template == "skill://{skill}/{path}"
+
+
+async def test_a_client_that_leaves_without_delete_is_ended_when_idle(
+    tmp_path: Path, skills: Path
+) -> None:
+    # The MCP Inspector's CLI leaves like this after every call: without the idle
+    # timeout its sessions stayed open until the server stopped.
+    accept = {"accept": "application/json, text/event-stream"}
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "leaver", "version": "1"},
+    }
+    with server(tmp_path, skills, "127.0.0.1:0", "--idle-timeout", "1") as (url, _):
+        async with httpx.AsyncClient(timeout=60, headers=accept) as http:
+            opened = await http.post(
+                url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+            )
+            headers = {"mcp-session-id": opened.headers["mcp-session-id"]}
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post(url, headers=headers, json=note)
+            listed = await http.post(
+                url, headers=headers, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+            )
+            assert "skills.load" in listed.text
+        # gone, without DELETE: the session ends within a few idle periods, while the
+        # server runs on
+        async with open_sqlite_store(tmp_path / "mcp.db") as store:
+            (info,) = [i for i in await store.streams() if not i.stream.startswith("lease/")]
+            for _ in range(200):
+                bodies = [CODEC.decode(e) async for e in store.read(info.stream)]
+                if isinstance(bodies[-1], SessionEnded):
+                    break
+                await trio.sleep(0.05)
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded) and ended.reason == "closed"
+    assert ended.error is not None and ended.error.startswith("idle: no request for 1 s")

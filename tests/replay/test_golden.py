@@ -13,7 +13,7 @@ import pytest
 import orchestrator._prompt
 import orchestrator._tools
 from eventlog import MemoryStore, NewEvent, import_jsonl, verify
-from orchestrator._events import CODEC, ModelResponded
+from orchestrator._events import CODEC, ModelResponded, ResourceRead, ToolImages
 from orchestrator._grammar import session_grammar
 from orchestrator.adapters import RecordedModel
 from replay import load_recording, redrive, replay_session
@@ -167,3 +167,15 @@ def test_replay_json_is_the_proof_as_one_document(cli: Cli, name: str) -> None:
     assert doc["divergence"] is None and doc["redrive"]["divergence"] is None
     assert doc["redrive"]["compared"] == doc["events"]
     assert (doc["fork"], doc["drift"]) == (None, None)
+
+
+async def test_a_png_read_with_skills_read_is_shown_to_the_model_as_an_image() -> None:
+    store, session = await _golden("lifecycle")
+    bodies = [CODEC.decode(e) async for e in store.read(session)]
+    (read,) = [b for b in bodies if isinstance(b, ResourceRead) and b.path.endswith(".png")]
+    (shown,) = [b for b in bodies if isinstance(b, ToolImages)]
+    (image,) = shown.images
+    assert (shown.call_id, image.media_type) == (read.call_id, "image/png")
+    assert image.digest == read.digest  # the skill file's own blob
+    recording = await load_recording(store, session)
+    assert (await replay_session(store, recording)).ok

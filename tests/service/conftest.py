@@ -20,7 +20,7 @@ from orchestrator._catalog import open_log
 from orchestrator._events import PolicyConfig
 from orchestrator.cli._main import _parser
 from orchestrator.cli._serve import build
-from orchestrator.service import new_token, serve
+from orchestrator.service import Webhook, new_token, serve
 from orchestrator.service._sse import Tail
 from orchestrator.skills._config import add_service_token
 
@@ -90,6 +90,7 @@ async def running_service(
     *extra: str,
     policies: Mapping[str, PolicyConfig] | None = None,
     db: Path | None = None,
+    webhook: Webhook | None = None,
 ) -> AsyncIterator[Service]:
     """The service as ``skillog serve`` wires it, with ``extra`` command-line options
     (and ``policies`` as its policy presets, when given), over ``db`` (default: a new
@@ -107,6 +108,8 @@ async def running_service(
         ctx, workers = build(store, args)
         if policies is not None:
             ctx = dataclasses.replace(ctx, policies=policies)
+        if webhook is not None:
+            ctx = dataclasses.replace(ctx, webhook=webhook)
         urls = await nursery.start(
             lambda task_status: serve(
                 ctx, "127.0.0.1:0", stop=stop, workers=workers, task_status=task_status

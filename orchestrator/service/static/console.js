@@ -93,12 +93,114 @@ function summary(event) {
   return body.length > 400 ? body.slice(0, 400) + "…" : body;
 }
 
+// The session as a trace: turns, each with its model call (duration, tokens, stop
+// reason) and tool calls (effect class, duration, outcome), approvals and script runs
+// inside the call they belong to; every payload collapsed under its node. Built from
+// the same live events as the raw list, with textContent only.
+function makeTrace(root) {
+  const turns = new Map();
+  const calls = new Map();
+  let current = null;
+
+  function node(parent, kind, title, payload) {
+    const box = document.createElement("details");
+    box.className = "node " + kind;
+    const summary = document.createElement("summary");
+    const name = document.createElement("b");
+    name.textContent = title;
+    const meta = document.createElement("span");
+    meta.className = "meta";
+    summary.append(name, " ", meta);
+    const children = document.createElement("div");
+    children.className = "children";
+    box.append(summary);
+    if (payload !== undefined) {
+      const more = document.createElement("details");
+      more.className = "payload";
+      const label = document.createElement("summary");
+      label.textContent = "payload";
+      const pre = document.createElement("pre");
+      pre.textContent = JSON.stringify(payload, null, 2);
+      more.append(label, pre);
+      box.append(more);
+    }
+    box.append(children);
+    (parent ? parent.querySelector(":scope > .children") : root).append(box);
+    return { box, meta, children };
+  }
+
+  function turn(number) {
+    if (!turns.has(number)) {
+      const made = node(null, "turn", "turn " + number);
+      made.box.open = true;
+      made.box.dataset.turn = String(number);
+      turns.set(number, made);
+    }
+    current = turns.get(number);
+    return current;
+  }
+
+  function text(parts) {
+    return (parts || []).filter((p) => typeof p.text === "string").map((p) => p.text).join(" ");
+  }
+
+  function cut(value, size) {
+    return value.length > size ? value.slice(0, size) + "…" : value;
+  }
+
+  return function add(event) {
+    const body = event.body || {};
+    const tag = event.type.split("@")[0];
+    const parentOf = () => (body.call_id && calls.has(body.call_id) ? calls.get(body.call_id).box : current && current.box);
+    if (tag === "prompt.rendered") {
+      const t = turn(body.turn);
+      node(t.box, "prompt", "prompt", body).meta.textContent = body.message_count + " messages";
+    } else if (tag === "model.responded") {
+      const t = turn(body.turn);
+      const usage = (body.response && body.response.usage) || {};
+      const made = node(t.box, "model", "model call", body);
+      made.meta.textContent = body.duration_ms + " ms · " + (usage.input_tokens || 0) + " in / " +
+        (usage.output_tokens || 0) + " out tokens · " + (body.response ? body.response.stop_reason : "");
+      const said = text(body.response && body.response.parts);
+      if (said) {
+        const quote = document.createElement("p");
+        quote.className = "said";
+        quote.textContent = cut(said, 600);
+        made.children.append(quote);
+      }
+    } else if (tag === "model.failed") {
+      node(turn(body.turn).box, "model failed", "model failed", body).meta.textContent =
+        body.kind + ": " + cut(body.message || "", 200) + (body.will_retry ? " (retrying)" : "");
+    } else if (tag === "tool.called") {
+      const made = node(turn(body.turn).box, "tool", body.tool, body);
+      made.box.dataset.call = body.call_id;
+      made.meta.textContent = body.effect + " · running";
+      made.effect = body.effect;
+      calls.set(body.call_id, made);
+    } else if (tag === "tool.completed" && calls.has(body.call_id)) {
+      const made = calls.get(body.call_id);
+      made.box.dataset.outcome = body.is_error ? "error" : "ok";
+      made.meta.textContent = made.effect + " · " + body.duration_ms + " ms · " + (body.is_error ? "error" : "ok");
+      node(made.box, "result", "result", body).meta.textContent = cut(body.content || "", 200);
+    } else {
+      const root = ["session.started", "session.forked", "message.user", "session.suspended", "session.ended"].includes(tag);
+      const made = node(root ? null : parentOf(), "event " + tag.replace(/\./g, "-"), tag, body);
+      if (tag === "message.user") made.meta.textContent = cut(body.text || "", 200);
+      if (tag === "session.ended") made.meta.textContent = body.reason + (body.error ? ": " + body.error : "");
+      if (tag === "approval.requested") made.meta.textContent = "waiting for a decision";
+      if (tag === "approval.resolved") made.meta.textContent = (body.approved ? "approved" : "denied") + " by " + body.decided_by + (body.reason ? ": " + body.reason : "");
+      if (tag.startsWith("approval.")) { made.box.open = true; if (parentOf()) parentOf().open = true; }
+    }
+  };
+}
+
 function setupLive() {
   const section = document.getElementById("session");
   if (!section) return;
   const session = section.dataset.session;
   const list = document.getElementById("events");
   const live = document.getElementById("live");
+  const addToTrace = makeTrace(document.getElementById("trace"));
   const base = "/api/sessions/" + encodeURIComponent(session);
   let refreshing = null;
   async function refresh() {
@@ -111,7 +213,12 @@ function setupLive() {
   // EventSource reconnects by itself, sending Last-Event-ID: the server resumes after it.
   const source = new EventSource(base + "/stream");
   source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
-  source.onerror = () => { live.textContent = "reconnecting"; live.className = "live off"; };
+  source.onerror = () => {
+    // Closed for good: the session ended (the server answers 204 past session.ended).
+    const ended = source.readyState === EventSource.CLOSED;
+    live.textContent = ended ? "ended" : "reconnecting";
+    live.className = "live off";
+  };
   source.onmessage = (message) => {
     const event = JSON.parse(message.data);
     if (list.querySelector('li[data-seq="' + event.seq + '"]')) return;
@@ -124,12 +231,94 @@ function setupLive() {
     body.textContent = summary(event);
     item.append(type, " ", body);
     list.append(item);
+    addToTrace(event);
+    if (event.type.split("@")[0] === "session.ended") {
+      source.close();  // nothing follows it
+      live.textContent = "ended";
+      live.className = "live off";
+    }
     clearTimeout(refreshing);
     refreshing = setTimeout(refresh, 100);
   };
 }
 
+// The approvals inbox, live: fetched again every 2 s; a new request is added, one
+// decided elsewhere removed; one being worked on here (a reason typed, a message
+// shown) is left alone. The panel is server-escaped HTML.
+function setupInbox() {
+  const inbox = document.getElementById("inbox");
+  if (!inbox) return;
+  const key = (a) => a.dataset.session + "/" + a.dataset.call;
+  async function refresh() {
+    let response;
+    try {
+      response = await fetch("/console/approvals/inbox", { credentials: "same-origin" });
+    } catch (e) { return; }
+    if (!response.ok) return;
+    const fresh = document.createElement("template");
+    fresh.innerHTML = await response.text();  // server-escaped
+    const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
+    const here = Array.from(inbox.querySelectorAll("article.approval"));
+    for (const article of here) {
+      const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent;
+      if (!incoming.has(key(article)) && !busy) article.remove();
+      incoming.delete(key(article));
+    }
+    if (incoming.size) inbox.querySelectorAll("p.none").forEach((p) => p.remove());
+    for (const article of incoming.values()) inbox.append(article);
+    if (!inbox.querySelector("article.approval") && !inbox.querySelector("p.none")) {
+      const none = document.createElement("p");
+      none.className = "none";
+      none.textContent = "none";
+      inbox.append(none);
+    }
+  }
+  setInterval(refresh, 2000);
+}
+
+// Tokens (admins): create one (shown once, here), revoke a name's.
+function setupTokens() {
+  const form = document.getElementById("new-token");
+  if (!form) return;
+  const message = document.getElementById("message");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = document.getElementById("token-name").value.trim();
+    const roles = Array.from(form.querySelectorAll("input.role:checked")).map((b) => b.value);
+    const result = await call("POST", "/api/tokens", { name, roles });
+    if (!result.ok) { say(message, failure(result), false); return; }
+    document.getElementById("new-token-value").textContent = result.data.token;
+    const row = document.createElement("tr");
+    row.dataset.name = result.data.name;
+    const cells = [result.data.name, result.data.roles.join(", ")].map((text) => {
+      const cell = document.createElement("td");
+      cell.textContent = text;
+      return cell;
+    });
+    const button = document.createElement("button");
+    button.className = "revoke";
+    button.type = "button";
+    button.textContent = "Revoke";
+    const last = document.createElement("td");
+    last.append(button);
+    row.append(...cells, last);
+    document.querySelector("#tokens tbody").append(row);
+    say(message, "created " + result.data.name + ": copy the token now, it is not shown again", true);
+  });
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.revoke");
+    if (!button) return;
+    const row = button.closest("tr");
+    const result = await call("POST", "/api/tokens/" + encodeURIComponent(row.dataset.name) + "/revoke", {});
+    if (!result.ok) { say(message, failure(result), false); return; }
+    row.remove();
+    say(message, "revoked " + result.data.name, true);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  setupTokens();
+  setupInbox();
   setupLogin();
   setupLogout();
   setupSubmit();

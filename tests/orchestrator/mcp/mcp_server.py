@@ -11,6 +11,10 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
 - ``docs``: ``search`` (readOnlyHint), ``fetch`` and ``big``; the second server of a
   session, and the one served over HTTP.
 - ``odd``: tools with odd names, a colliding name, an over-long name, invalid schemas.
+- ``modern``: what newer servers do (server-everything among them): says its tool
+  list changed while the client connects; ``whoami`` (the client's ``clientInfo``),
+  ``job`` (callable only as a task), ``chart`` (an image), ``steps`` (progress
+  notifications and log messages before it answers); ``write`` (idempotentHint).
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
@@ -67,13 +71,33 @@ ODD = [
     _tool("bad_type", {"type": "object", "properties": {"a": {"type": "banana"}}}),
     _tool("fine", _schema(q={"type": "string"}), read_only_hint=True),
 ]
+MODERN = [
+    _tool("whoami", OBJECT, read_only_hint=True),
+    types.Tool(
+        name="job",
+        description="A long job, only as a task.",
+        input_schema=OBJECT,
+        execution=types.ToolExecution(task_support="required"),
+    ),
+    _tool("chart", OBJECT, read_only_hint=True),
+    _tool("steps", _schema(count={"type": "integer"}), read_only_hint=True),
+    _tool("write", _schema(text={"type": "string"}), idempotent_hint=True),
+]
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/"
+    "eL9GtQAAAABJRU5ErkJggg=="
+)
+"""A 1x1 PNG, base64."""
 
 
 def build(kind: str) -> Server[Any]:
-    tools = {"tracker": TRACKER, "docs": DOCS, "odd": ODD}[kind]
-    state = {"tools": list(tools)}
+    tools = {"tracker": TRACKER, "docs": DOCS, "odd": ODD, "modern": MODERN}[kind]
+    state: dict[str, Any] = {"tools": list(tools), "listed": False}
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        if kind == "modern" and not state["listed"]:
+            state["listed"] = True
+            await ctx.session.send_tool_list_changed()
         return types.ListToolsResult(tools=state["tools"])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -97,6 +121,26 @@ def build(kind: str) -> Server[Any]:
             return types.CallToolResult(
                 content=[types.TextContent(text="no such issue")], is_error=True
             )
+        if name == "whoami":
+            info = ctx.session.client_params.client_info
+            return _text(json.dumps({"name": info.name, "version": info.version}))
+        if name == "chart":
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(text="the chart:"),
+                    types.ImageContent(data=PNG, mime_type="image/png"),
+                ]
+            )
+        if name == "steps":
+            token = meta.get("progress_token")
+            count = int(args.get("count", 3))
+            for step in range(count):
+                if token is not None:
+                    await ctx.session.send_progress_notification(
+                        token, step + 1, count, f"step {step + 1}"
+                    )
+                await ctx.session.send_log_message("info", f"did step {step + 1}", "steps")
+            return _text(f"{count} steps")
         if name == "screenshot":
             return types.CallToolResult(
                 content=[

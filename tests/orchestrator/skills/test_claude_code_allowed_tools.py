@@ -21,7 +21,7 @@ from orchestrator._events import (
     ScriptExecuted,
     SessionSuspended,
 )
-from orchestrator._index_log import INDEX_STREAM
+from orchestrator._streams import is_session_stream
 from orchestrator.skills import Tier, load_skill
 
 CLAUDE_ALLOWED_TOOLS = "Bash(python:*) Read"
@@ -114,12 +114,7 @@ def test_a_claude_code_permissions_list_in_the_config_works_unchanged(
 
     async def read() -> list[Event]:
         async with open_sqlite_store(db, readonly=True) as store:
-            # Not the index, nor the lease stream the driver of the session holds.
-            (info,) = [
-                i
-                for i in await store.streams()
-                if i.stream != INDEX_STREAM and not i.stream.startswith("lease/")
-            ]
+            (info,) = [i for i in await store.streams() if is_session_stream(i.stream)]
             return [CODEC.decode(e) async for e in store.read(info.stream)]
 
     bodies = trio.run(read)

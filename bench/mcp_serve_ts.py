@@ -1,0 +1,86 @@
+"""``skillog mcp serve`` as the TypeScript SDK's client sees it, over stdio.
+
+    python bench/mcp_serve_ts.py [--calls N]
+
+Needs node and the pinned SDK in .ci/npm (``npm ci --prefix .ci/npm``). Starts
+``skillog mcp serve`` on a one-skill directory and a fresh durable SQLite log
+(synchronous=FULL), and has bench/mcp_serve_ts.mjs time N pings and N ``skills.read``
+calls (each recorded: intent, read, outcome, the durable commits) from the client's
+side; prints both medians, the difference, and one durable commit measured on the same
+disk beside it (bench/mcp.py's floor), and what remains beyond ping + that commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _commit_floor(calls: int, directory: str) -> float:
+    """bench/mcp.py's commit floor (loaded by path: a module named mcp is the SDK)."""
+    spec = importlib.util.spec_from_file_location("bench_mcp", ROOT / "bench" / "mcp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    floor: float = trio.run(module.commit_floor, calls, directory)
+    return floor
+
+
+def main(calls: int) -> None:
+    modules = ROOT / ".ci" / "npm" / "node_modules"
+    node = shutil.which("node")
+    if node is None or not (modules / "@modelcontextprotocol" / "sdk").is_dir():
+        sys.exit("needs node and the SDK of .ci/npm: npm ci --prefix .ci/npm")
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        skill = root / "skills" / "notes"
+        (skill / "references").mkdir(parents=True)
+        (skill / "SKILL.md").write_text("---\nname: notes\ndescription: Notes.\n---\nBrief.\n")
+        (skill / "references" / "style.md").write_text("Short lines.\n")
+        skillog = [sys.executable, "-m", "orchestrator.cli"]
+        command = [*skillog, "mcp", "serve", "--skills", str(root / "skills"), "--tier", "org"]
+        env = {
+            **os.environ,
+            "HOME": directory,
+            "SKILLOG_DB": str(root / "mcp.db"),
+            "SKILLOG_CONFIG": str(root / "config.yaml"),
+            "PYTHONPATH": str(ROOT),
+        }
+        done = subprocess.run(
+            [
+                node,
+                str(ROOT / "bench" / "mcp_serve_ts.mjs"),
+                str(modules),
+                str(calls),
+                json.dumps(command),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=directory,
+            check=True,
+        )
+        seen = json.loads(done.stdout.splitlines()[-1])
+        floor = _commit_floor(calls, directory) * 1000
+    ping, call = seen["ping_ms"], seen["call_ms"]
+    print(f"ping (p50)                                    {ping:8.3f} ms")
+    print(f"recorded skills.read (p50)                    {call:8.3f} ms")
+    print(f"one durable commit of an outcome (p50)        {floor:8.3f} ms")
+    print(f"beyond ping + one commit                      {call - ping - floor:8.3f} ms")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    main(parser.parse_args().calls)

@@ -1,0 +1,81 @@
+// A client skillog did not write: the official TypeScript SDK (pinned in .ci/npm) drives
+// `skillog mcp serve` and prints what it saw as one JSON document on stdout.
+//
+//   node ts_client.mjs NODE_MODULES stdio '<json [command, ...args]>' ANSWERS
+//   node ts_client.mjs NODE_MODULES http URL ANSWERS
+//
+// ANSWERS: the answers to the server's elicitation requests, in order, comma-separated
+// (accept, decline, cancel).
+import { pathToFileURL } from "node:url";
+import { join } from "node:path";
+
+const [modules, mode, target, answersArg] = process.argv.slice(2);
+const sdk = (p) => import(pathToFileURL(join(modules, "@modelcontextprotocol/sdk/dist/esm", p)).href);
+const { Client } = await sdk("client/index.js");
+const types = await sdk("types.js");
+
+const answers = (answersArg || "").split(",").filter(Boolean);
+const out = { elicitations: [], listChanged: { tools: 0, resources: 0 } };
+const client = new Client(
+  { name: "ts-client", version: "1.0.0" },
+  { capabilities: { elicitation: { form: {} } } },
+);
+client.setRequestHandler(types.ElicitRequestSchema, async (request) => {
+  const action = answers.shift() || "decline";
+  out.elicitations.push({ message: request.params.message, action });
+  return action === "accept" ? { action, content: { approve: true } } : { action };
+});
+client.setNotificationHandler(types.ToolListChangedNotificationSchema, async () => {
+  out.listChanged.tools += 1;
+});
+client.setNotificationHandler(types.ResourceListChangedNotificationSchema, async () => {
+  out.listChanged.resources += 1;
+});
+
+let transport;
+if (mode === "stdio") {
+  const { StdioClientTransport } = await sdk("client/stdio.js");
+  const [command, ...args] = JSON.parse(target);
+  transport = new StdioClientTransport({ command, args, env: process.env, stderr: "inherit" });
+} else {
+  const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
+  transport = new StreamableHTTPClientTransport(new URL(target));
+}
+await client.connect(transport);
+out.server = client.getServerVersion();
+out.capabilities = client.getServerCapabilities();
+out.tools = (await client.listTools()).tools.map((t) => t.name);
+out.resources = (await client.listResources()).resources.map((r) => r.uri);
+out.templates = (await client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+
+const text = (result) => result.content.map((c) => c.text).join("\n");
+out.load = text(await client.callTool({ name: "skills.load", arguments: { names: ["report"] } }));
+out.resourcesAfterLoad = (await client.listResources()).resources.map((r) => r.uri);
+out.read = text(
+  await client.callTool({ name: "skills.read", arguments: { path: "references/format.md" } }),
+);
+const resource = await client.readResource({ uri: "skill://report/references/format.md" });
+out.resourceText = resource.contents[0].text;
+// parallel calls over one connection
+out.parallel = (
+  await Promise.all(
+    [1, 2, 3].map(() =>
+      client.callTool({ name: "skills.read", arguments: { path: "references/format.md" } }),
+    ),
+  )
+).map(text);
+// each script run asks for an approval (elicitation): the answers decide
+out.runs = [];
+for (let i = 0; i < (answersArg || "").split(",").filter(Boolean).length; i++) {
+  const result = await client.callTool({
+    name: "skills.run_script",
+    arguments: { path: "scripts/count.py", args: [`run${i}`] },
+  });
+  out.runs.push({ isError: result.isError === true, text: text(result) });
+}
+if (mode === "http") {
+  await transport.terminateSession(); // DELETE: the session ends
+  out.terminated = true;
+}
+await client.close();
+process.stdout.write(JSON.stringify(out) + "\n");
