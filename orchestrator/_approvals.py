@@ -161,12 +161,12 @@ async def decide_approval(
     )
     bodies: list[Event] = [decision]
     if remember is not None and not expired:
-        if not approved:
-            raise RememberError("only an approval can be remembered; nothing was written")
         try:
             grant = remembered_grant(remember, request, decided_by)
         except ValueError as e:
             raise RememberError(f"{e}; nothing was written") from e
+        if not approved:  # a remembered denial: what it covers is refused unasked
+            grant = msgspec.structs.replace(grant, approved=False)
         bodies += [grant, *_covered(state, grant, clock(), exclude=call_id)]
     now = clock()
     try:
@@ -205,6 +205,8 @@ def _covered(
         )
         if covered:
             decided.append(
-                ApprovalResolved(call_id=call_id, approved=True, decided_by=grant_label(grant))
+                ApprovalResolved(
+                    call_id=call_id, approved=grant.approved, decided_by=grant_label(grant)
+                )
             )
     return decided

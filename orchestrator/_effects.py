@@ -9,6 +9,7 @@ runs both.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import tempfile
@@ -31,10 +32,15 @@ from .skills import (
     InlineSkill,
     Skill,
     SkillManifest,
+    SkillSearch,
     SkillWatcher,
     Status,
+    check_env,
     check_signature,
+    env_state,
     load_skill,
+    python_requirements,
+    search_doc,
     snapshot_skill,
 )
 
@@ -182,6 +188,13 @@ class Effects(Protocol):
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
     async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
+
+    async def search_skills(
+        self, query: str, limit: int, among: Collection[str], call_id: str
+    ) -> str:
+        """``skills.search``: the ranked matches among ``among`` as JSON text."""
+        ...
+
     async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
         """What the MCP servers offer now that the log (``recorded``) does not say yet:
         a listing per server that connected or changed its tools, a failure per server
@@ -279,6 +292,28 @@ class LiveEffects:
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
         self._workdir: str | None = None
+        self._search: tuple[object, SkillSearch] | None = None  # (skills it indexed, index)
+
+    async def search_skills(
+        self, query: str, limit: int, among: Collection[str], call_id: str
+    ) -> str:
+        index = await trio.to_thread.run_sync(self._search_index)
+        hits = await trio.to_thread.run_sync(
+            functools.partial(index.search, query, limit=limit, among=among)
+        )
+        rows = [{"name": h.name, "description": h.description} for h in hits]
+        return msgspec.json.encode({"query": query, "results": rows}).decode()
+
+    def _search_index(self) -> SkillSearch:
+        """The search table of the current sources, built on first use and again after
+        a rescan replaced them."""
+        if self._search is None or self._search[0] is not self.skills:
+            docs = [
+                search_doc(s.name, s.description, s.properties.metadata, s.headings)
+                for s in map(_as_skill, self.skills.values())
+            ]
+            self._search = (self.skills, SkillSearch(docs))
+        return self._search[1]
 
     async def load_skill(self, name: str) -> LoadedSkill:
         source = self.skills.get(name)
@@ -389,7 +424,23 @@ class LiveEffects:
             root = await self._materialize(skill, get_blob)
         except WorkdirError as e:
             return ScriptResult.refusal(request.path, str(e))
-        return await run_script(msgspec.structs.replace(request, root=root), bwrap=self.bwrap)
+        python = python_requirements(skill.properties.metadata) if skill.properties else ()
+        if not python:
+            return await run_script(msgspec.structs.replace(request, root=root), bwrap=self.bwrap)
+        # The skill's own environment, checked like a changed skill is: by its hash.
+        state = await trio.to_thread.run_sync(env_state, python)
+        problem = await trio.to_thread.run_sync(check_env, state)
+        if problem is not None:
+            reason = (
+                f"{problem}: skill {skill.name!r} needs {' '.join(python)}; install them "
+                f"with skillog skills deps {skill.name} --install"
+            )
+            return msgspec.structs.replace(
+                ScriptResult.refusal(request.path, reason), env=state.key
+            )
+        request = msgspec.structs.replace(request, root=root, python_env=state.path)
+        result = await run_script(request, bwrap=self.bwrap)
+        return msgspec.structs.replace(result, env=state.key)
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
         return await self.tools[name].invoke(arguments, context)

@@ -129,7 +129,13 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     matching calls of every tier but third-party, as a Claude Code settings file's
     ``permissions.allow`` does. ``tiers``, ``sources``, ``skills``: per-tier, per-source
     and per-skill overrides, applied in that order (the most specific last). Every key
-    is in docs/policy.md.
+    is in docs/policy.md. ``scripts`` ``off`` refuses every script run. What an action
+    does asks whatever the tier (issue 29): with ``ask_destructive``, destructive tools
+    (an MCP tool annotated ``destructiveHint`` and not ``readOnlyHint``, a host tool
+    declared ``destructive``) and scripts given network; ``approve_effects`` names
+    effect classes whose host and MCP tools ask (``at-most-once``). Only an ``allow``
+    rule or a remembered decision answers those without asking, never a skill's own
+    ``allowed-tools``.
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -150,6 +156,9 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     sources: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
     skills: dict[str, PolicyOverride] = msgspec.field(default_factory=dict)
     mcp: McpToolRules = McpToolRules()
+    scripts: Literal["on", "off"] = "on"
+    ask_destructive: bool = True
+    approve_effects: tuple[EffectClass, ...] = ()
     context: ContextPolicy = ContextPolicy()
 
 
@@ -179,6 +188,7 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
     description: str
     input_schema: str
     effect: EffectClass = "at-most-once"
+    destructive: bool = False
 
 
 class McpToolDef(ToolDef, frozen=True, kw_only=True):
@@ -190,6 +200,14 @@ class McpToolDef(ToolDef, frozen=True, kw_only=True):
     server: str
     mcp_name: str
     annotations: str = ""
+
+
+CatalogMode = Literal["", "full", "compact", "names", "search"]
+"""How ``<available_skills>`` shows the catalog: ``full`` descriptions, ``compact``
+one-liners, ``names`` only, or ``search`` (no list: the model asks ``skills.search``).
+Any mode but ``""`` also offers ``skills.search`` and ``skills.list``; ``""`` (every
+session recorded before modes existed) is full up to ``compact_catalog_over`` skills,
+compact above, without those tools."""
 
 
 class SessionStarted(Event, frozen=True, kw_only=True):
@@ -217,6 +235,8 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     version: str = ""
     params: dict[str, str] = msgspec.field(default_factory=dict)
     instructions_in_results: bool = False
+    catalog_mode: CatalogMode = ""
+    warnings: tuple[str, ...] = ()
     context_window: int = 0
 
 
@@ -357,9 +377,11 @@ class ApprovalResolved(Event, frozen=True, kw_only=True):
 class ApprovalRemembered(Event, frozen=True, kw_only=True):
     """The approver said "always": later calls of this session that the grant covers
     are approved without asking (``decided_by`` ``remembered: ...``), on resume and
-    replay too. ``scope`` ``skill``: every call of the skill ``skill`` with the content
-    hash ``skill_hash``; ``pattern``: the calls that ``pattern`` (one ``allowed-tools``
-    rule) matches, of that same skill, or of host tools when ``skill`` is None.
+    replay too; with ``approved`` false it said "never", and they are denied without
+    asking (``remembered denial: ...``). ``scope`` ``skill``: every call of the skill
+    ``skill`` with the content hash ``skill_hash``; ``pattern``: the calls that
+    ``pattern`` (one ``allowed-tools`` rule) matches, of that same skill, or of host
+    tools when ``skill`` is None.
     Recorded with the ``approval.resolved`` of ``call_id`` (docs/policy.md)."""
 
     event_type: ClassVar[str] = "approval.remembered"
@@ -369,6 +391,7 @@ class ApprovalRemembered(Event, frozen=True, kw_only=True):
     skill_hash: str | None = None
     pattern: str | None = None
     decided_by: str = ""
+    approved: bool = True  # False: a remembered denial (refuses what it covers)
 
 
 ActivationTrigger = Literal["tool", "user", "file-read"]
@@ -476,6 +499,7 @@ class ScriptExecuted(Event, frozen=True, kw_only=True):
     refused: str | None = None
     killed: str | None = None
     enforced: Enforcement | None = None
+    env: str | None = None  # the key of the skill's own environment it ran with
 
 
 class SkillChanged(Event, frozen=True, kw_only=True):
@@ -503,6 +527,21 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
 
     event_type: ClassVar[str] = "catalog.indexed"
     record: CatalogRecord
+
+
+class SkillEnvBuilt(Event, frozen=True, kw_only=True):
+    """A skill's own Python environment was built (stream ``skills-index``): the key
+    (sha256 of requirements, interpreter, platform), what was asked for, the exact
+    versions installed (the lock) and the tree hash scripts are checked against."""
+
+    event_type: ClassVar[str] = "skill.env_built"
+    skill: str
+    key: str
+    requirements: tuple[str, ...]
+    interpreter: str
+    platform: str
+    lock: tuple[str, ...]
+    tree_hash: str
 
 
 class McpToolsListed(Event, frozen=True, kw_only=True):
@@ -671,6 +710,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ScriptExecuted,
     SkillChanged,
     CatalogIndexed,
+    SkillEnvBuilt,
     SessionSuspended,
     ContextCompacted,
     McpToolsListed,

@@ -86,9 +86,11 @@ class HostTool:
         positional: tuple[str, ...],
         context_parameter: str | None,
         effect: EffectClass = "at-most-once",
+        destructive: bool = False,
     ) -> None:
         self.name = name
         self.effect = effect
+        self.destructive = destructive
         self.description = description
         self.input_schema = input_schema
         self._fn = fn
@@ -106,6 +108,7 @@ class HostTool:
         name: str | None = None,
         description: str | None = None,
         effect: EffectClass = "at-most-once",
+        destructive: bool = False,
     ) -> HostTool:
         """Make a tool from an async or sync function.
 
@@ -117,7 +120,9 @@ class HostTool:
         the world, which decides what resume does with a call the process was running
         when it stopped (docs/effects.md): ``"at-most-once"`` (the default, the safe one)
         never runs it again, ``"idempotent"`` runs it again with the same idempotency
-        key, ``"pure"`` (read-only) runs it again. ``name`` defaults to the function's
+        key, ``"pure"`` (read-only) runs it again. ``destructive`` marks a tool whose
+        calls cannot be taken back (delete, send, pay): each asks for an approval
+        whatever the tier (``policy.ask_destructive``). ``name`` defaults to the function's
         name (letters, digits, ``_``, ``-`` and dots, at most 64 characters;
         ``skills.*`` is the runtime's), and ``description`` to its docstring. Raises
         :class:`HostToolError` when the function
@@ -147,6 +152,7 @@ class HostTool:
             positional=positional,
             context_parameter=context_parameter,
             effect=_check_effect(effect, where),
+            destructive=bool(destructive),
         )
 
     @property
@@ -164,6 +170,7 @@ class HostTool:
             description=self.description,
             input_schema=encode_canonical(self.input_schema).decode(),
             effect=self.effect,
+            destructive=self.destructive,
         )
 
     async def invoke(self, arguments_json: str, context: ToolContext) -> ToolOutcome:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from eventlog import ConcurrencyError, Event, EventStore
+from eventlog import ConcurrencyError, Event, EventStore, NewEvent
 
-from ._events import CODEC, CatalogIndexed
+from ._events import CODEC, CatalogIndexed, SkillEnvBuilt
 from ._streams import INDEX_STREAM
-from .skills import Catalog, CatalogRecord
+from .skills import Catalog, CatalogRecord, EnvRecord
 
 
 async def record_index_run(
@@ -27,6 +27,28 @@ async def record_index_run(
     which keeps the stream to the changes and the racers few."""
     record = catalog.record if isinstance(catalog, Catalog) else catalog
     event = CODEC.encode(CatalogIndexed(record=record), recorded_at=clock())
+    return await append_to_index(store, event)
+
+
+async def record_env_built(
+    store: EventStore, skill: str, env: EnvRecord, *, clock: Callable[[], int] = time.time_ns
+) -> Event:
+    """Append ``skill.env_built`` for ``env`` to :data:`INDEX_STREAM` (the lock)."""
+    body = SkillEnvBuilt(
+        skill=skill,
+        key=env.key,
+        requirements=env.requirements,
+        interpreter=env.interpreter,
+        platform=env.platform,
+        lock=env.lock,
+        tree_hash=env.tree_hash,
+    )
+    return await append_to_index(store, CODEC.encode(body, recorded_at=clock()))
+
+
+async def append_to_index(store: EventStore, event: NewEvent) -> Event:
+    """Append ``event`` to :data:`INDEX_STREAM`, unless its last event has the same type
+    and body; a lost race for the next seq is retried against the new head."""
     attempts = 20
     for attempt in range(attempts):
         head = await store.head(INDEX_STREAM)

@@ -32,7 +32,7 @@ from eventlog import EventStore, SkillogError
 
 from ._context import context_window_for
 from ._effects import Approver, LiveEffects, Reconciler
-from ._events import ModelFailed, ModelResponded, PolicyConfig, SessionStarted
+from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
 from ._model import (
@@ -44,7 +44,7 @@ from ._model import (
     StreamingAdapter,
     with_image_data,
 )
-from ._policy import over_budget
+from ._policy import over_budget, policy_warnings
 from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
 from ._visibility import Predicate
 from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
@@ -107,6 +107,7 @@ class Agent:
     clock: Clock = time.time_ns
     bwrap: str | None = None
     compact_catalog_over: int = 50
+    catalog_mode: CatalogMode = ""
     params: Mapping[str, str] = field(default_factory=dict)
     enabled: Mapping[str, Predicate] = field(default_factory=dict)
     watch: SkillWatcher | None = None
@@ -164,6 +165,8 @@ class Agent:
             policy=self.policy,
             host_tools=tuple(t.definition() for t in self.host_tools),
             compact_catalog_over=self.compact_catalog_over,
+            catalog_mode=self.catalog_mode,
+            warnings=policy_warnings(self.policy),
             version=VERSION,
             params=dict(self.params),
             instructions_in_results=self.instructions_in_results,

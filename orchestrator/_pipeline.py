@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+import msgspec
 import trio
 
 from eventlog import SkillogError
@@ -275,6 +276,16 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
         )
     requested = recorded.requested
     by = plan.approval.preapproved_by
+    refused = plan.approval.denied_by
+    if requested is None and refused is not None:
+        # A remembered denial covers it: recorded as decided, nobody asked.
+        await ctx.commit(
+            [
+                _request_event(ctx, plan, hooks.clock()),
+                ApprovalResolved(call_id=ctx.call.id, approved=False, decided_by=refused),
+            ]
+        )
+        return ApprovalDecision(approved=False, decided_by=refused)
     if requested is None and by is not None:
         # A trusted skill's allowed-tools allow it: recorded as decided, nobody asked.
         await ctx.commit(
@@ -323,11 +334,13 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
 
 
 def _grant(requested: ApprovalRequested, decision: ApprovalDecision) -> ApprovalRemembered | None:
-    """The grant an in-process approver's "always" records (nothing for a denial)."""
-    if decision.remember is None or not decision.approved:
+    """What an in-process approver's "always" records: a grant, or for a denial a
+    remembered denial (the same scopes)."""
+    if decision.remember is None:
         return None
     try:
-        return remembered_grant(decision.remember, requested, decision.decided_by)
+        grant = remembered_grant(decision.remember, requested, decision.decided_by)
+        return grant if decision.approved else msgspec.structs.replace(grant, approved=False)
     except ValueError as e:
         raise ApproverError(
             f"the approver's remember={decision.remember!r} for call {requested.call_id} "

@@ -35,9 +35,11 @@ from ._events import (
     ApprovalRemembered,
     ApprovalRequested,
     Budget,
+    McpToolDef,
     PolicyConfig,
     PolicyOverride,
     Sandbox,
+    ToolDef,
 )
 from ._state import ActiveSkill
 from .scripts import LimitsOverride, ScriptLimits
@@ -252,8 +254,12 @@ def skill_settings(
         if override is not None:
             settings = _overridden(settings, override)
     if third_party:
+        # Network only by an entry naming this very skill (recorded with a warning in
+        # session.started; its runs still ask): never by tier or source.
+        named = config.skills.get(name)
+        network = named is not None and named.network is True
         settings = msgspec.structs.replace(
-            settings, approve=True, network=False, sandbox="required", preapprove=False
+            settings, approve=True, network=network, sandbox="required", preapprove=False
         )
     return settings
 
@@ -324,11 +330,7 @@ def preapproved_by(
         if any(_names(r, tool) for r in rules[0][1]) and permits(rules, tool, path=path, args=args):
             tier = candidate.tier if candidate.tier in TIERS else "third-party"
             return f"allowed-tools of {candidate.name} ({tier})"
-    allow = settings_of(config, skill).allow if skill is not None else config.allow
-    for text in allow:
-        if rule_matches(text, tool, path=path, args=args):
-            return f"policy allow {text}"
-    return None
+    return allowed_by_rule(config, tool, skill=skill, path=path, args=args)
 
 
 def rule_matches(text: str, tool: str, *, path: str = "", args: Sequence[str] = ()) -> bool:
@@ -350,17 +352,106 @@ def granted_by(
 ) -> str | None:
     """The remembered grant that approves a call, as ``approval.resolved`` records it
     (``remembered: ...``), or None (pure)."""
+    return _remembered(grants, True, tool, skill=skill, path=path, args=args)
+
+
+def denied_by(
+    grants: Sequence[ApprovalRemembered],
+    tool: str,
+    *,
+    skill: ActiveSkill | None,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> str | None:
+    """The remembered denial that refuses a call without asking (``remembered denial:
+    ...``), or None (pure). A denial wins over a grant covering the same call."""
+    return _remembered(grants, False, tool, skill=skill, path=path, args=args)
+
+
+def _remembered(
+    grants: Sequence[ApprovalRemembered],
+    approved: bool,
+    tool: str,
+    *,
+    skill: ActiveSkill | None,
+    path: str,
+    args: Sequence[str],
+) -> str | None:
     name, hash_ = (skill.name, skill.hash) if skill is not None else (None, None)
     for grant in grants:
-        if grant_covers(grant, tool, skill=name, skill_hash=hash_, path=path, args=args):
+        if grant.approved is approved and grant_covers(
+            grant, tool, skill=name, skill_hash=hash_, path=path, args=args
+        ):
             return grant_label(grant)
     return None
 
 
 def grant_label(grant: ApprovalRemembered) -> str:
-    """The ``decided_by`` of a call a grant approved: ``remembered: RULE (by NAME)``."""
+    """The ``decided_by`` of a call a grant decided: ``remembered: RULE (by NAME)``, or
+    ``remembered denial: ...``."""
     what = f"every call of {grant.skill}" if grant.scope == "skill" else grant.pattern
-    return f"remembered: {what} (by {grant.decided_by})"
+    kind = "remembered" if grant.approved else "remembered denial"
+    return f"{kind}: {what} (by {grant.decided_by})"
+
+
+def destructive_mcp(annotations: str) -> bool:
+    """Whether an MCP tool's annotations (canonical JSON text, empty for none) say it
+    is destructive: ``destructiveHint`` true and ``readOnlyHint`` not true. Hints are
+    the server's word, not a guarantee: they only ever add a question."""
+    if not annotations:
+        return False
+    try:
+        hints = msgspec.json.decode(annotations)
+    except msgspec.DecodeError:
+        return False
+    return (
+        isinstance(hints, dict)
+        and hints.get("destructiveHint") is True
+        and hints.get("readOnlyHint") is not True
+    )
+
+
+def policy_warnings(config: PolicyConfig) -> tuple[str, ...]:
+    """What ``session.started`` warns about the policy (pure): per-skill entries that
+    give network, the one way a third-party skill's scripts reach it."""
+    return tuple(
+        f"policy gives network to the scripts of skill {name!r}, even if it is "
+        "third-party (each run still asks)"
+        for name, override in sorted(config.skills.items())
+        if override.network is True
+    )
+
+
+def asks_for_what_it_does(config: PolicyConfig, definition: ToolDef | None) -> str | None:
+    """Why a host or MCP tool call asks whatever the tier (pure): it is destructive, or
+    its effect class is one ``approve_effects`` names; None otherwise."""
+    if definition is None:
+        return None
+    if config.ask_destructive:
+        if definition.destructive:
+            return "declared destructive"
+        if isinstance(definition, McpToolDef) and destructive_mcp(definition.annotations):
+            return "annotated destructiveHint"
+    if definition.effect in config.approve_effects:
+        return f"its effect class is {definition.effect}"
+    return None
+
+
+def allowed_by_rule(
+    config: PolicyConfig,
+    tool: str,
+    *,
+    skill: ActiveSkill | None = None,
+    path: str = "",
+    args: Sequence[str] = (),
+) -> str | None:
+    """The policy ``allow`` rule that pre-approves a call, ignoring every skill's own
+    ``allowed-tools`` (what an action does is not the skill's to approve)."""
+    allow = settings_of(config, skill).allow if skill is not None else config.allow
+    for text in allow:
+        if rule_matches(text, tool, path=path, args=args):
+            return f"policy allow {text}"
+    return None
 
 
 def grant_covers(
@@ -481,13 +572,17 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     ``preapproved_by`` names what already allows the call (an active skill's
     ``allowed-tools``, a policy ``allow`` rule, a remembered grant), None when someone
     must be asked. ``settings`` is the policy of the skill whose file or script the call
-    uses (limits, sandbox, network), None for other tools."""
+    uses (limits, sandbox, network), None for other tools. ``because`` says what the
+    action does that asks whatever the tier (``declared destructive``, ``with
+    network``); ``denied_by`` names a remembered denial that refuses it unasked."""
 
     verdict: Verdict
     rule: str | None = None
     reason: str = ""
     preapproved_by: str | None = None
     settings: SkillSettings | None = None
+    because: str | None = None
+    denied_by: str | None = None
 
 
 def decide(
@@ -499,35 +594,64 @@ def decide(
     skill: ActiveSkill | None = None,
     path: str | None = None,
     args: Sequence[str] = (),
+    definition: ToolDef | None = None,
 ) -> Decision:
     """Everything policy says about one call of ``tool``, in one record (pure).
 
     ``skill``, ``path`` and ``args`` are the skill whose file (``skills.read``) or script
     (``skills.run_script``) the call names, and the script's arguments: the allowlist's
     patterns apply to them. A host or MCP tool reaches here only when the allowlist
-    offers it (the tool list the model is shown), where no pattern applies."""
+    offers it (the tool list the model is shown), where no pattern applies; its recorded
+    ``definition`` says what it does (destructive, its effect class).
+
+    What an action does asks whatever the tier (issue 29): a script given network, a
+    destructive tool, a tool of an effect class ``approve_effects`` names. Then only a
+    policy ``allow`` rule or a remembered grant answers unasked, never a skill's own
+    ``allowed-tools``. A remembered denial covering the call is named in ``denied_by``."""
     settings = settings_of(config, skill) if skill is not None else None
     if path is not None:
         rules = allowlist(active)
         if not permits(rules, tool, path=path, args=args):
             why = allowlist_reason(rules, tool, path)
             return Decision(verdict="denied", rule="allowed-tools", reason=why, settings=settings)
+    because: str | None = None
     if tool == "skills.run_script":
+        if config.scripts == "off":
+            reason = (
+                "this session's policy turns script execution off (policy scripts: off); "
+                "do the task without running scripts, or ask the user to allow them"
+            )
+            return Decision(verdict="denied", rule="scripts: off", reason=reason, settings=settings)
         rule = "approve" if settings is not None and settings.approve else None
+        if settings is not None and settings.network and config.ask_destructive:
+            because = "with network"
+            rule = rule or "network"
     elif tool == "skills.read":
         rule = None
-    elif host_tool_needs_approval(config, tool):
-        in_mcp = tool.startswith(MCP_PREFIX) and not _named_in(config.approve_host_tools, tool)
-        rule = "mcp.approve" if in_mcp else "approve_host_tools"
     else:
-        rule = None
+        because = asks_for_what_it_does(config, definition)
+        if host_tool_needs_approval(config, tool):
+            in_mcp = tool.startswith(MCP_PREFIX) and not _named_in(config.approve_host_tools, tool)
+            rule = "mcp.approve" if in_mcp else "approve_host_tools"
+        else:
+            rule = "destructive" if because else None
     if rule is None:
         return Decision(verdict="allowed", settings=settings)
     at = path or ""
-    by = preapproved_by(active, config, tool, skill=skill, path=at, args=args) or granted_by(
-        grants, tool, skill=skill, path=at, args=args
+    trusted = (
+        allowed_by_rule(config, tool, skill=skill, path=at, args=args)
+        if because
+        else preapproved_by(active, config, tool, skill=skill, path=at, args=args)
     )
-    return Decision(verdict="needs_approval", rule=rule, preapproved_by=by, settings=settings)
+    by = trusted or granted_by(grants, tool, skill=skill, path=at, args=args)
+    return Decision(
+        verdict="needs_approval",
+        rule=rule,
+        preapproved_by=by,
+        settings=settings,
+        because=because,
+        denied_by=denied_by(grants, tool, skill=skill, path=at, args=args),
+    )
 
 
 def allowlist_reason(rules: Allowlist, tool: str, path: str = "") -> str:

@@ -41,6 +41,10 @@ precedence.
 scripts (scripts/) with skills.run_script, using paths relative to the skill's root.
 - A tool error explains what went wrong; adjust and continue."""
 
+SEARCH_RULE = """
+- Find skills for a task with skills.search (ranked by relevance; it also shows their \
+descriptions); skills.list returns the whole catalog as data."""
+
 COMPACT_DESCRIPTION_CHARS = 120
 
 
@@ -74,14 +78,38 @@ def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:
     assert state.config is not None
     if not state.catalog and not state.active:
         return ""
-    sections = [BASE_RULES]
+    mode = state.config.catalog_mode
+    sections = [BASE_RULES + SEARCH_RULE if mode else BASE_RULES]
     if state.catalog:
         skills = tuple(state.catalog.values())
-        compact = len(skills) > state.config.compact_catalog_over
-        sections.append(available_skills(skills, state.config.file_access, compact=compact))
+        if not mode:
+            mode = "compact" if len(skills) > state.config.compact_catalog_over else "full"
+        sections.append(catalog_block(skills, state.config.file_access, mode))
     if state.active:
         sections.append(active_skills(state.active, bodies))
     return "\n\n".join(sections)
+
+
+def catalog_block(skills: tuple[SkillInfo, ...], file_access: bool, mode: str) -> str:
+    """``<available_skills>`` in catalog ``mode`` (``full``, ``compact``, ``names``,
+    ``search``)."""
+    if mode == "search":
+        return (
+            f'<available_skills count="{len(skills)}">'
+            "Find the skills you need with skills.search.</available_skills>"
+        )
+    if mode == "names":
+        return names_block(skills)
+    return available_skills(skills, file_access, compact=mode == "compact")
+
+
+@functools.lru_cache(maxsize=32)
+def names_block(skills: tuple[SkillInfo, ...]) -> str:
+    """Names only (seed 001's summary): the model searches for what they do."""
+    lines = ["<available_skills>"]
+    lines += [f"  <skill name={quoteattr(s.name)}/>" for s in skills]
+    lines.append("</available_skills>")
+    return "\n".join(lines)
 
 
 @functools.lru_cache(maxsize=32)
@@ -141,7 +169,13 @@ def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
     if state.catalog or state.active:
         # An active skill a rescan removed from the catalog stays readable (pinned).
         pinned = tuple(n for n in state.active_names if n not in state.catalog)
-        specs.extend(skill_tool_specs(tuple(state.catalog), state.config.max_active_skills, pinned))
+        mode = state.config.catalog_mode
+        # Listing the names as enums would put the catalog back into every request.
+        unlisted = mode in ("names", "search")
+        names = () if unlisted else tuple(state.catalog)
+        specs.extend(skill_tool_specs(names, state.config.max_active_skills, pinned, unlisted))
+        if mode:
+            specs.extend(SEARCH_TOOL_SPECS)
     specs.extend(_spec(t) for t in state.config.host_tools)
     specs.extend(_spec(t) for t in state.mcp_tools.values())
     for skill in state.active:
@@ -152,12 +186,14 @@ def tool_specs(state: SessionState) -> tuple[ToolSpec, ...]:
 
 @functools.lru_cache(maxsize=32)
 def skill_tool_specs(
-    names: tuple[str, ...], cap: int, pinned: tuple[str, ...] = ()
+    names: tuple[str, ...], cap: int, pinned: tuple[str, ...] = (), unlisted: bool = False
 ) -> tuple[ToolSpec, ...]:
     """The four runtime tools with JSON Schemas; skill names are an enum of the catalog
     (for reads and scripts, also of the ``pinned`` active skills no longer in it)."""
     load_enum: dict[str, Any] = {"type": "string", "enum": list(names)}
     name_enum: dict[str, Any] = {"type": "string", "enum": [*names, *pinned]}
+    if unlisted:  # catalog mode names or search: any name, checked when called
+        load_enum = name_enum = {"type": "string"}
     return (
         ToolSpec(
             name="skills.load",
@@ -222,6 +258,32 @@ def skill_tool_specs(
             },
         ),
     )
+
+
+SEARCH_TOOL_SPECS = (
+    ToolSpec(
+        name="skills.search",
+        description=(
+            "Search the available skills by what they do: ranked full-text search over "
+            "their names, descriptions, tags and headings. Returns the best matches with "
+            "their descriptions; load one with skills.load."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    ),
+    ToolSpec(
+        name="skills.list",
+        description="The available skills as JSON data: name, description, version, tier.",
+        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+    ),
+)
 
 
 def message_line(message: Message) -> bytes:

@@ -57,6 +57,9 @@ from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
+SEARCH_TOOLS = ("skills.search", "skills.list")
+"""Offered when the session has a catalog mode (``SessionStarted.catalog_mode``)."""
+MAX_SEARCH_RESULTS = 20
 FILE_READ_TOOLS = frozenset({"Read", "read_file", "read"})
 """Host tools whose reading a listed SKILL.md counts as activating that skill."""
 
@@ -95,6 +98,15 @@ class RunArgs(msgspec.Struct, forbid_unknown_fields=True):
     workdir: str = "."
 
 
+class SearchArgs(msgspec.Struct, forbid_unknown_fields=True):
+    query: str
+    limit: int = 5
+
+
+class ListArgs(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
 Act = Callable[[CallContext], Awaitable[str]]
 
 
@@ -110,6 +122,7 @@ class Approval:
     preapproved_by: str | None = None
     path: str | None = None
     args: tuple[str, ...] = ()
+    denied_by: str | None = None  # a remembered denial: refused, nobody asked
 
 
 @dataclass(frozen=True)
@@ -148,6 +161,11 @@ def plan_call(ctx: CallContext) -> Plan:
             return _plan_read(ctx, _args(ctx, ReadArgs))
         if name == "skills.run_script":
             return _plan_run(ctx, _args(ctx, RunArgs))
+        if name == "skills.search":
+            return Plan("pure", functools.partial(search, _args(ctx, SearchArgs)))
+        if name == "skills.list":
+            _args(ctx, ListArgs)
+            return Plan("pure", list_skills)
         if name in ctx.view.mcp:
             return _plan_mcp_tool(ctx, ctx.view.mcp[name])
         return _plan_host_tool(ctx)
@@ -169,6 +187,8 @@ def all_tools(view: View) -> set[str]:
     names.update(view.mcp)
     if view.catalog or view.active:
         names.update(SKILL_TOOLS)
+        if view.config.catalog_mode:
+            names.update(SEARCH_TOOLS)
     return names
 
 
@@ -194,6 +214,35 @@ def _args(ctx: CallContext, kind: type[A]) -> A:
         raise ToolError(
             f"invalid arguments for {ctx.call.name}: {e}", error_type="invalid_arguments"
         ) from None
+
+
+# -- skills.search / skills.list ------------------------------------------------------
+
+
+async def search(args: SearchArgs, ctx: CallContext) -> str:
+    """Ranked matches among the skills the session can see now; the result is the
+    record (replay reads it from the log; re-drive gets the recorded one back)."""
+    if not args.query.strip():
+        raise ToolError(
+            "query is empty; say what the skill should do", error_type="invalid_arguments"
+        )
+    if not 1 <= args.limit <= MAX_SEARCH_RESULTS:
+        raise ToolError(
+            f"limit must be 1 to {MAX_SEARCH_RESULTS}, not {args.limit}",
+            error_type="invalid_arguments",
+        )
+    return await ctx.effects.search_skills(
+        args.query, args.limit, frozenset(ctx.view.catalog), ctx.call.id
+    )
+
+
+async def list_skills(ctx: CallContext) -> str:
+    """The visible catalog as data (a pure function of the view)."""
+    rows = [
+        {"name": s.name, "description": s.description, "version": s.version, "tier": s.tier}
+        for s in ctx.view.catalog.values()
+    ]
+    return msgspec.json.encode({"skills": rows}).decode()
 
 
 # -- skills.load / skills.unload ------------------------------------------------------
@@ -466,7 +515,16 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     action = f"run {rel} {' '.join(args.args)}".strip()
     approval = None
     if decision.verdict == "needs_approval":
-        approval = Approval(action, skill, decision.preapproved_by, path=rel, args=request.args)
+        if decision.because:
+            action += f" ({decision.because})"
+        approval = Approval(
+            action,
+            skill,
+            decision.preapproved_by,
+            path=rel,
+            args=request.args,
+            denied_by=decision.denied_by,
+        )
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
@@ -496,6 +554,7 @@ async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> s
             refused=result.refused,
             killed=result.killed,
             enforced=enforced,
+            env=result.env,
         )
     )
     if result.refused is not None:
@@ -530,11 +589,8 @@ def _plan_host_tool(ctx: CallContext) -> Plan:
     # tool is offered exactly when the allowlist permits it (no patterns apply).
     name = ctx.call.name
     definition = host_tool_def(ctx.view, name)
-    decision = _decide(ctx, name)
-    approval = None
-    if decision.verdict == "needs_approval":
-        action = f"call {name} with {ctx.call.arguments}"
-        approval = Approval(action, None, decision.preapproved_by)
+    decision = _decide(ctx, name, definition=definition)
+    approval = _host_approval(decision, f"call {name} with {ctx.call.arguments}")
     return Plan(
         definition.effect if definition is not None else "at-most-once",
         host_tool,
@@ -547,12 +603,20 @@ def _plan_mcp_tool(ctx: CallContext, tool: McpToolDef) -> Plan:
     ``policy.approve_host_tools`` or ``policy.mcp.approve`` names the tool or its server
     (``mcp__github``), unless pre-approved or covered by a remembered grant."""
     check_arguments(ctx)
-    decision = _decide(ctx, tool.name)
-    approval = None
-    if decision.verdict == "needs_approval":
-        action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
-        approval = Approval(action, None, decision.preapproved_by)
+    decision = _decide(ctx, tool.name, definition=tool)
+    action = f"call {tool.mcp_name} on MCP server {tool.server} with {ctx.call.arguments}"
+    approval = _host_approval(decision, action)
     return Plan(tool.effect, functools.partial(call_mcp_tool, tool), approval=approval)
+
+
+def _host_approval(decision: Decision, action: str) -> Approval | None:
+    """The approval a host or MCP tool call needs, as policy decided it; the action says
+    what it does when that is why it asks (destructive, an effect class)."""
+    if decision.verdict != "needs_approval":
+        return None
+    if decision.because:
+        action += f" ({decision.because})"
+    return Approval(action, None, decision.preapproved_by, denied_by=decision.denied_by)
 
 
 async def host_tool(ctx: CallContext) -> str:
@@ -622,11 +686,19 @@ def _decide(
     skill: ActiveSkill | None = None,
     path: str | None = None,
     args: tuple[str, ...] = (),
+    definition: ToolDef | None = None,
 ) -> Decision:
     """The one question a plan asks policy about its call (``_policy.decide``)."""
     view = ctx.view
     return decide(
-        view.config.policy, view.active, view.grants, tool, skill=skill, path=path, args=args
+        view.config.policy,
+        view.active,
+        view.grants,
+        tool,
+        skill=skill,
+        path=path,
+        args=args,
+        definition=definition,
     )
 
 

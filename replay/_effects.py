@@ -16,7 +16,7 @@ different contents) each get their own recorded activation.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import cast
 
 import msgspec
@@ -164,6 +164,7 @@ class RecordedEffects:
                     refused=body.refused,
                     killed=body.killed,
                     enforced=body.enforced,
+                    env=body.env,
                 )
         return ScriptResult.refusal(
             request.path, f"{NO_RECORDING} run of {skill.name}/{request.path} at seq {start}"
@@ -178,6 +179,15 @@ class RecordedEffects:
                 error_type="redrive",
             )
         return ToolOutcome(content=done.content, is_error=done.is_error, error_type=done.error_type)
+
+    async def search_skills(
+        self, query: str, limit: int, among: Collection[str], call_id: str
+    ) -> str:
+        """The recorded result of this ``skills.search`` call: nothing is searched."""
+        done = self._tools.get(call_id)
+        if done is None or done.tool != "skills.search" or done.is_error:
+            return f"{NO_RECORDING} result of skills.search call {call_id!r}"
+        return done.content
 
     async def refresh(self, context: RefreshContext) -> tuple[SkillChanged, ...]:
         """The catalog changes the recorded session made between turns at this point

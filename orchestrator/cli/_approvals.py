@@ -32,16 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--by", default=None, help="who decides (recorded; default: the OS user name)"
     )
-    parser.set_defaults(remember=None)
-    if parser.prog.split()[-1] == "approve":
-        parser.add_argument(
-            "--remember",
-            metavar="skill|pattern:RULE",
-            help="approve for the rest of the session too: 'skill' (every call of this "
-            "skill as loaded now) or 'pattern:RULE' (the calls of this skill, or of host "
-            "tools, that one allowed-tools rule matches; it must match this call), e.g. "
-            "--remember 'pattern:Bash(python3 scripts/x.py:*)' (docs/policy.md)",
-        )
+    verb = parser.prog.split()[-1]
+    parser.add_argument(
+        "--remember",
+        metavar="skill|pattern:RULE",
+        help=f"{verb} for the rest of the session too: 'skill' (every call of this "
+        "skill as loaded now) or 'pattern:RULE' (the calls of this skill, or of host "
+        "tools, that one allowed-tools rule matches; it must match this call), e.g. "
+        "--remember 'pattern:Bash(python3 scripts/x.py:*)' (docs/policy.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,7 +68,7 @@ async def _list(args: argparse.Namespace) -> int:
         print(f"    {visible(p.action[:200])}")
     print(
         f"\n{len(pending)} pending; decide with `skillog approve|deny SESSION CALL` "
-        "(approve --remember skill|pattern:RULE: for the rest of the session)"
+        "(--remember skill|pattern:RULE: for the rest of the session)"
     )
     return 0
 
@@ -87,7 +86,7 @@ async def _decide(args: argparse.Namespace) -> int:
             remember=args.remember,
         )
     verdict = "approved" if decision.approved else "denied"
-    if args.remember and decision.approved:
+    if args.remember and decision.decided_by != "expired":
         verdict += f" and remembered ({args.remember})"
     print(
         visible(

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     log_to_stderr()
-    found = discover(args.skills, Tier(args.tier), project=args.project)
+    found = discover(args.skills, Tier(args.tier), project=args.project, db=args.db)
     config = ServeConfig(
         skills=tuple(found.skills),
         hidden=tuple(found.hidden),

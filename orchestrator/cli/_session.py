@@ -23,7 +23,9 @@ from eventlog import (
     default_db,
     describe_db,
     inert_json,
+    is_postgres_url,
     open_store,
+    sqlite_path,
     visible,
 )
 from eventlog import (
@@ -51,6 +53,8 @@ from .._transcript import transcript
 from ..skills import (
     Catalog,
     Skill,
+    SkillIndex,
+    SkillIndexError,
     SkillsConfig,
     SkillSource,
     SkillWatcher,
@@ -148,6 +152,13 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="list skills one line each when there are more than N "
         "(default: skills.compact_catalog_over, 50)",
+    )
+    parser.add_argument(
+        "--catalog-mode",
+        choices=["full", "compact", "names", "search"],
+        help="how the model sees the catalog: full descriptions, compact one-liners, names "
+        "only, or search (no list); any of them offers skills.search and skills.list "
+        "(default: skills.catalog_mode, else full and compact over --compact-catalog-over)",
     )
     parser.add_argument(
         "--watch",
@@ -396,7 +407,7 @@ def agent_for(
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()
     config = load_config(cfg_file)
-    found = discover(args.skills, Tier(args.tier), project=args.project, config=config)
+    found = discover(args.skills, Tier(args.tier), project=args.project, config=config, db=args.db)
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
     return Agent(
@@ -409,6 +420,7 @@ def agent_for(
         file_access=args.file_access,
         policy=policy or PolicyConfig(),
         compact_catalog_over=config.compact_catalog_over if compact is None else compact,
+        catalog_mode=getattr(args, "catalog_mode", None) or config.catalog_mode or "",
         watch=found.watcher() if (config.watch if watch is None else watch) else None,
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
@@ -435,20 +447,36 @@ class Discovered:
 
 
 def discover(
-    dirs: Sequence[str], tier: Tier, *, project: str, config: SkillsConfig | None = None
+    dirs: Sequence[str],
+    tier: Tier,
+    *,
+    project: str,
+    config: SkillsConfig | None = None,
+    db: str | None = None,
 ) -> Discovered:
-    """The configured and conventional sources plus ``dirs``, indexed."""
+    """The configured and conventional sources plus ``dirs``, indexed: with a SQLite
+    ``db``, through its persistent skills index, so a warm start stats the skills'
+    files instead of reading and hashing them (a PostgreSQL log keeps no index)."""
     config = config if config is not None else load_config(config_path())
     refs, folders = split_skill_dirs(dirs, tier)
     sources = [*folders, *default_sources(config, project=project)]
-    catalog = build_catalog(sources, config=config, refs=refs, ref_tier=tier)
+    index = _skill_index(db)
+    try:
+        servers = [s.name for s in load_mcp_servers(config_path())]
+        catalog = build_catalog(
+            sources, config=config, refs=refs, ref_tier=tier, index=index, mcp_servers=servers
+        )
+    finally:
+        if index is not None:
+            index.close()
     for rejected in catalog.rejected:
         skipped = f"skipped {rejected.path}: {rejected.problems[0]}"
         print(visible(skipped), file=sys.stderr)
     shown = catalog.visible()
     hidden = [(e.name, f"{e.status}: {e.reason}") for e in catalog.entries if e not in shown]
     return Discovered(
-        skills=[catalog.get(e.name) for e in shown],
+        # From the index: a skill is read and hashed again when a session loads it.
+        skills=[catalog.indexed(e.name) for e in shown],
         hidden=hidden,
         catalog=catalog,
         sources=sources,
@@ -456,6 +484,18 @@ def discover(
         tier=tier,
         config=config,
     )
+
+
+def _skill_index(db: str | None) -> SkillIndex | None:
+    """The skills index in the log's SQLite file; None (scan everything, as without
+    one) for a PostgreSQL log or an index that cannot be used, which is only a cache."""
+    if not db or is_postgres_url(db):
+        return None
+    try:
+        return SkillIndex(sqlite_path(db))
+    except SkillIndexError as e:
+        print(visible(f"skills index not used: {e}"), file=sys.stderr)
+        return None
 
 
 def cli_approver(approve: bool, deny: bool) -> Approver | None:
@@ -473,10 +513,11 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
         asked = f"approve {request.tool} for {request.skill or 'host'}: {request.action}?"
         prompt = (
             f"{visible(asked)}\n"
-            f"  y: once   s: always for this skill   p: always for {visible(rule)}   [y/s/p/N] "
+            f"  y: once   s: always for this skill   p: always for {visible(rule)}   "
+            f"x: never for {visible(rule)}   [y/s/p/x/N] "
         )
         answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
-        remember = {"s": "skill", "p": f"pattern:{rule}"}.get(answer)
+        remember = {"s": "skill", "p": f"pattern:{rule}", "x": f"pattern:{rule}"}.get(answer)
         if remember == "skill" and request.skill is None:
             remember = f"pattern:{rule}"
         return ApprovalDecision(

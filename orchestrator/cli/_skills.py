@@ -19,25 +19,33 @@ from eventlog._progress import Progress
 
 from ..skills import (
     Catalog,
+    EnvRecord,
     Rejected,
     SkillIndex,
     SkillNotFoundError,
     SkillsConfig,
+    SkillSearch,
     SkillValidationError,
     Status,
     Tier,
     build_catalog,
+    build_env,
+    check_env,
     check_signature,
     config_path,
     default_sources,
+    env_state,
     filter_reason,
     install,
     load_config,
     load_mcp_servers,
     load_skill,
     materialize,
+    parse_requires,
+    python_requirements,
     remove,
     save_config,
+    search_doc,
     sign_skill,
     trusted_signers,
     update,
@@ -73,6 +81,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also record this indexing run in the event log (stream skills-index of --db)",
     )
+    p = sub.add_parser(
+        "search", help="rank the visible skills for a query (what skills.search answers)"
+    )
+    p.add_argument("query", nargs="+")
+    p.add_argument("--limit", type=int, default=5, help="how many results (default: 5)")
+    _json_flag(p, '{"query", "results": [{"name", "description"}]}')
+    p = sub.add_parser(
+        "deps",
+        help="show a skill's metadata.requires and their state; --install builds its own "
+        "Python environment (pip, network for that step only) and records the lock",
+    )
+    p.add_argument("name")
+    p.add_argument(
+        "--install", action="store_true", help="build the skill's environment (asks for user "
+        "and third-party skills unless --yes)",
+    )  # fmt: skip
+    p.add_argument("--yes", action="store_true", help="install without asking")
+    _json_flag(p, '{"name", "needs": [{"kind", "spec"}], "env": {key, path, built, lock}}')
     p = sub.add_parser("show", help="show one skill's entry and SKILL.md body")
     p.add_argument("name")
     _json_flag(p, "the catalog entry with its body, or {name, rejected: [...]}")
@@ -201,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
         if args.record:
             _record(catalog, args.db or default_db())
         return _list(catalog, as_json=args.json)
+    if action == "deps":
+        return _deps(catalog, args)
+    if action == "search":
+        return _search(catalog, " ".join(args.query), args.limit, as_json=args.json)
     if action == "show":
         trusted = trusted_signers(config, cfg_file)
         return _show(catalog, args.name, trusted, cfg_file, as_json=args.json)
@@ -216,15 +246,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
     sources = default_sources(config, project=args.project)
+    servers = [s.name for s in load_mcp_servers(args.config or config_path())]
     if args.no_index:
-        return build_catalog(sources, config=config)
+        return build_catalog(sources, config=config, mcp_servers=servers)
     db = args.db or default_db()
     if is_postgres_url(db):
         # The index is a local cache in the SQLite file; a PostgreSQL log has none.
-        return build_catalog(sources, config=config)
+        return build_catalog(sources, config=config, mcp_servers=servers)
     index = SkillIndex(sqlite_path(db))
     try:
-        return build_catalog(sources, config=config, index=index)
+        return build_catalog(sources, config=config, index=index, mcp_servers=servers)
     finally:
         index.close()
 
@@ -314,6 +345,94 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         print(f"note: {visible(n)}")
     if not (catalog.entries or catalog.rejected):
         print("no skills found")
+    elif catalog.visible():
+        tokens = "  ".join(f"{m} {n}" for m, n in catalog_tokens(catalog).items())
+        shown = len(catalog.visible())
+        print(f"catalog tokens by catalog_mode ({shown} visible skills): {tokens}")
+    return 0
+
+
+def catalog_tokens(catalog: Catalog) -> dict[str, int]:
+    """The estimated tokens of ``<available_skills>`` in each catalog mode, for the
+    visible skills (what a session started now would show, before predicates)."""
+    # Imported here: the runtime's composer imports this package.
+    from .._context import tokens_of
+    from .._effects import skill_info
+    from .._prompt import catalog_block
+
+    infos = tuple(skill_info(catalog.indexed(e.name), False) for e in catalog.visible())
+    modes = ("full", "compact", "names", "search")
+    return {m: tokens_of(len(catalog_block(infos, False, m).encode())) for m in modes}
+
+
+def _deps(catalog: Catalog, args: argparse.Namespace) -> int:
+    e = catalog.entry(args.name)
+    needs = parse_requires(e.properties.metadata.get("requires", ""))
+    python = python_requirements(e.properties.metadata)
+    state = env_state(python) if python else None
+    if args.install and state is not None:
+        if e.tier in (Tier.USER, Tier.THIRD_PARTY) and not args.yes:
+            question = (
+                f"install {' '.join(python)} for {e.name} ({e.tier}) from the package index "
+                "(network for pip only)?"
+            )
+            if not sys.stdin.isatty():
+                print(
+                    visible(f"skillog skills deps: {question} needs an answer: pass --yes"),
+                    file=sys.stderr,
+                )
+                return 2
+            if input(visible(question) + " [y/N] ").strip().lower() not in ("y", "yes"):
+                print("not installed", file=sys.stderr)
+                return 1
+        with _progress("installing", args.json):
+            record = build_env(python)
+        _record_env(e.name, record, args.db or default_db())
+        state = env_state(python)
+    env: dict[str, object] | None = None
+    lines = [f"{e.name}: {e.status}" + (f" ({e.reason})" if e.reason else "")]
+    lines += [f"  {n.kind}: {n.spec}" for n in needs] or ["  no requirements"]
+    if state is not None:
+        problem = check_env(state) if state.record is not None else None
+        lock = list(state.record.lock) if state.record is not None else []
+        built = state.record is not None and problem is None
+        env = {"key": state.key, "path": state.path, "built": built, "problem": problem}
+        env["lock"] = lock
+        said = "built" if built else (problem or "not built")
+        lines.append(f"  environment {state.key[:12]}: {said}")
+        lines += [f"    {pin}" for pin in lock]
+    data = {"name": e.name, "needs": [{"kind": n.kind, "spec": n.spec} for n in needs], "env": env}
+    _out(args.json, data, "\n".join(lines))
+    return 0
+
+
+def _record_env(name: str, record: EnvRecord, db: str) -> None:
+    # Imported here: the runtime's event catalog imports this package.
+    import trio
+
+    from .._catalog import open_log
+    from .._index_log import record_env_built
+
+    async def append() -> None:
+        async with open_log(db) as store:
+            event = await record_env_built(store, name, record)
+        print(f"recorded the lock as {event.stream} seq {event.seq}", file=sys.stderr)
+
+    trio.run(append)
+
+
+def _search(catalog: Catalog, query: str, limit: int, *, as_json: bool) -> int:
+    if not 1 <= limit <= 100:
+        print(f"skillog skills search: --limit must be 1 to 100, not {limit}", file=sys.stderr)
+        return 2
+    skills = [catalog.indexed(e.name) for e in catalog.visible()]
+    index = SkillSearch(
+        search_doc(s.name, s.description, s.properties.metadata, s.headings) for s in skills
+    )
+    hits = index.search(query, limit=limit)
+    rows = [{"name": h.name, "description": h.description} for h in hits]
+    lines = [f"{h.rank}. {h.name}\n    {h.description[:100]}" for h in hits]
+    _out(as_json, {"query": query, "results": rows}, "\n".join(lines) or "no matching skills")
     return 0
 
 
@@ -348,9 +467,16 @@ def _show(
     print(f"{_SYMBOL[e.status]} {visible(e.name)} ({e.status}{reason})")
     print(f"id: {visible(e.id)}\nsource: {visible(e.source)}\ntier: {e.tier}")
     print(f"path: {visible(str(e.path))}\nhash: sha256:{e.hash}")
-    version = e.properties.metadata.get("version")
-    if version is not None:
-        print(f"version: {visible(version)}")
+    props = e.properties
+    for label, value in (
+        ("version", props.metadata.get("version")),
+        ("license", props.license),
+        ("compatibility", props.compatibility),
+        ("allowed-tools", props.allowed_tools),
+        ("requires", props.metadata.get("requires")),
+    ):
+        if value is not None:
+            print(f"{label}: {visible(value)}")
     if check is not None:
         print(f"signature: {'valid, ' if check.signed_by else ''}{visible(check.detail)}")
     if e.provenance:

@@ -33,6 +33,7 @@ from ._limits import (
 )
 from ._paths import PathRefusedError, check_relative_path, is_inside, resolve_in_root, show_path
 from ._sandbox import (
+    ENV_MOUNT,
     SANDBOX_TMP,
     SKILL_MOUNT,
     SYSTEM_PATH,
@@ -107,6 +108,7 @@ class ScriptRequest(msgspec.Struct, frozen=True, kw_only=True):
     sandbox: SandboxPolicy = "required"
     network: bool = False
     limits: ScriptLimits = ScriptLimits()
+    python_env: str | None = None  # the skill's own environment (a venv), host path
 
 
 class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +132,7 @@ class ScriptResult(msgspec.Struct, frozen=True, kw_only=True):
     refused: str | None = None
     killed: str | None = None
     enforced: Enforcement | None = None
+    env: str | None = None  # the key of the skill's environment it ran with
 
     @classmethod
     def refusal(cls, path: str, reason: str) -> ScriptResult:
@@ -336,6 +339,9 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
     prefix = interpreter_command(request.path, executable=os.access(script, os.X_OK))
     if not prefix:
         _check_startable(script)
+    env_python: str | None = None
+    if request.python_env is not None and prefix[:1] == [sys.executable]:
+        env_python = os.path.join(request.python_env, "bin", "python")
     sandboxed = False
     if request.sandbox != "off":
         probe = probe_sandbox(bwrap)
@@ -351,6 +357,8 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
         assert probe.bwrap is not None and probe.layout is not None
         script_in = _inside_path(root_real, str(script))
         workdir_in = _inside_path(root_real, str(workdir))
+        if env_python is not None:  # the venv, read-only at a path that names no host dir
+            prefix = [f"{ENV_MOUNT}/bin/python", *prefix[1:]]
         command = [*inner, *prefix, script_in, *request.args]
         argv = build_bwrap_argv(
             bwrap=probe.bwrap,
@@ -362,6 +370,7 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
             network=request.network,
             disable_userns=probe.disable_userns,
             tmp_bytes=request.limits.file_bytes,
+            extra_binds=[(request.python_env, ENV_MOUNT)] if request.python_env else [],
         )
         # Nothing of the host's working directory reaches the sandbox: bubblewrap is
         # the sandbox's PID 1 and its environment is /proc/1/environ there, so it (and
@@ -381,6 +390,8 @@ def _prepare(request: ScriptRequest, bwrap: str | None) -> _Plan:
     # No sandbox to die with the runtime: the kernel kills the script when it goes.
     setpriv = shutil.which("setpriv", path=SYSTEM_PATH)
     deathsig = [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+    if env_python is not None:
+        prefix = [env_python, *prefix[1:]]
     argv = [*outer, *deathsig, *inner, *prefix, str(script), *request.args]
     return _Plan(argv, base_env(tmpdir, request.env), str(workdir), tmpdir, group, enforced)
 

@@ -28,6 +28,8 @@ from ._paths import is_inside
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Where the skill directory appears inside the sandbox (read-only).
 SKILL_MOUNT = "/skill"
+#: Where a skill's own environment (its venv) appears, read-only (docs/skills.md).
+ENV_MOUNT = "/skill-env"
 #: The private writable tmpfs inside the sandbox; also HOME and TMPDIR there.
 SANDBOX_TMP = "/tmp"
 #: Hostname inside the sandbox, so scripts see the same value on every machine.
@@ -112,6 +114,7 @@ def build_bwrap_argv(
     network: bool,
     disable_userns: bool = True,
     tmp_bytes: int | None = None,
+    extra_binds: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The full ``bwrap`` command line running ``command`` in the sandbox (pure).
 
@@ -120,7 +123,9 @@ def build_bwrap_argv(
     sandbox. ``env`` replaces the environment entirely (``--clearenv``). With
     ``network=False`` the sandbox has its own network namespace with only a loopback
     interface; with ``network=True`` it shares the host's network and sees the ``/etc``
-    files needed for name resolution and TLS. ``tmp_bytes`` caps the private ``/tmp``.
+    files needed for name resolution and TLS. ``tmp_bytes`` caps the private ``/tmp``;
+    ``extra_binds`` are ``(host, inside)`` directories bound read-only (a skill's
+    environment).
     """
     argv = [bwrap, "--unshare-all", "--unshare-user"]
     if disable_userns:
@@ -152,6 +157,8 @@ def build_bwrap_argv(
         argv += ["--ro-bind-try", path, path]
     for path in layout.prefixes:
         argv += ["--ro-bind", path, path]
+    for host, inside in extra_binds:
+        argv += ["--ro-bind", host, inside]
     argv += [
         "--ro-bind",
         skill_root,

@@ -32,6 +32,15 @@ from ._config import save_config as save_config
 from ._config import trusted_keys_default as trusted_keys_default
 from ._config import trusted_signers as trusted_signers
 from ._config import unknown_key as unknown_key
+from ._deps import DependencyError as DependencyError
+from ._deps import EnvRecord as EnvRecord
+from ._deps import EnvState as EnvState
+from ._deps import Need as Need
+from ._deps import build_env as build_env
+from ._deps import check_env as check_env
+from ._deps import env_state as env_state
+from ._deps import parse_requires as parse_requires
+from ._deps import python_requirements as python_requirements
 from ._discover import SkillSource as SkillSource
 from ._discover import default_sources as default_sources
 from ._discover import find_skill_dirs as find_skill_dirs
@@ -68,6 +77,10 @@ from ._parse import ParsedSkillMd as ParsedSkillMd
 from ._parse import load_skill as load_skill
 from ._parse import parse_skill_md as parse_skill_md
 from ._requires import CommandChecker as CommandChecker
+from ._search import SearchDoc as SearchDoc
+from ._search import SearchHit as SearchHit
+from ._search import SkillSearch as SkillSearch
+from ._search import search_doc as search_doc
 from ._sign import SignatureCheck as SignatureCheck
 from ._sign import SignatureError as SignatureError
 from ._sign import check_signature as check_signature
@@ -86,18 +99,24 @@ __all__ = [
     "CatalogRecord",
     "CommandChecker",
     "ConfigError",
+    "DependencyError",
     "DuplicateSkillError",
+    "EnvRecord",
+    "EnvState",
     "InlineSkill",
     "InstallError",
     "InstalledSkill",
     "ManifestEntry",
     "ManifestError",
     "McpServerConfig",
+    "Need",
     "ParsedSkillMd",
     "Problem",
     "Provenance",
     "Rejected",
     "Role",
+    "SearchDoc",
+    "SearchHit",
     "ServiceConfig",
     "ServiceToken",
     "Shadowed",
@@ -111,6 +130,7 @@ __all__ = [
     "SkillManifest",
     "SkillNotFoundError",
     "SkillProperties",
+    "SkillSearch",
     "SkillSource",
     "SkillTreeError",
     "SkillValidationError",
@@ -122,9 +142,12 @@ __all__ = [
     "add_service_token",
     "build_catalog",
     "build_catalog_async",
+    "build_env",
+    "check_env",
     "check_signature",
     "config_path",
     "default_sources",
+    "env_state",
     "filter_reason",
     "find_skill_dirs",
     "hash_manifest",
@@ -138,11 +161,14 @@ __all__ = [
     "make_manifest",
     "manifest_of",
     "materialize",
+    "parse_requires",
     "parse_skill_md",
+    "python_requirements",
     "read_manifest_file",
     "remove",
     "remove_service_tokens",
     "save_config",
+    "search_doc",
     "sign_skill",
     "signature_path",
     "skill_from_manifest",

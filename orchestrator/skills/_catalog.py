@@ -12,13 +12,14 @@ import enum
 import fnmatch
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 
 import msgspec
 import trio
 
 from ._config import SkillsConfig
+from ._deps import DependencyError, missing_needs, parse_requires
 from ._discover import SkillSource, find_skill_dirs
 from ._errors import (
     DuplicateSkillError,
@@ -31,7 +32,7 @@ from ._index import RACY_NS, IndexedSkill, SkillIndex, fingerprint
 from ._inline import InlineSkill
 from ._model import Skill, SkillProperties, Tier
 from ._parse import dir_problem, load_skill, skill_from_tree
-from ._requires import CommandChecker, required_commands
+from ._requires import CommandChecker
 from ._tree import TreeDir, TreeFile, stamps, stat_known, walk_tree
 
 
@@ -102,11 +103,18 @@ class CatalogRecord(msgspec.Struct, frozen=True, kw_only=True):
 class Catalog:
     """The resolved skills: entries by name, plus what was rejected and shadowed."""
 
-    def __init__(self, record: CatalogRecord, inline: dict[str, InlineSkill], strict: bool) -> None:
+    def __init__(
+        self,
+        record: CatalogRecord,
+        inline: dict[str, InlineSkill],
+        strict: bool,
+        headings: dict[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self.record = record
         self._inline = inline
         self._strict = strict
         self._by_name = {e.name: e for e in record.entries}
+        self._headings = headings or {}  # by skill directory
 
     @property
     def entries(self) -> tuple[CatalogEntry, ...]:
@@ -165,6 +173,30 @@ class Catalog:
             )
         return skill
 
+    def indexed(self, name: str) -> Skill:
+        """The visible skill ``name`` as the index holds it, reading nothing: its
+        ``body`` is empty (loading it in a session reads and re-hashes it then). What a
+        runtime starts from, so a warm start costs the index's stats, not a hash of
+        every skill (:meth:`get` reads and hashes now)."""
+        e = self.entry(name)
+        if e.status is not Status.ENABLED:
+            raise SkillNotFoundError(f"skill {name!r} is {e.status}: {e.reason}")
+        if name in self._inline:
+            return self._inline[name].to_skill()
+        return Skill(
+            name=e.name,
+            description=e.description,
+            body="",
+            properties=e.properties,
+            hash=e.hash,
+            tier=e.tier,
+            source=e.source,
+            root=e.path,
+            location=e.location,
+            warnings=e.warnings,
+            headings=self._headings.get(e.path or "", ()),
+        )
+
     async def get_async(self, name: str) -> Skill:
         """:meth:`get` on a worker thread, for use inside trio."""
         return await trio.to_thread.run_sync(self.get, name)
@@ -180,6 +212,7 @@ def build_catalog(
     index: SkillIndex | None = None,
     checker: CommandChecker | None = None,
     clock: Callable[[], int] = time.time_ns,
+    mcp_servers: Collection[str] | None = None,
 ) -> Catalog:
     """Discover, load (or reuse from ``index``) and resolve every skill.
 
@@ -187,6 +220,7 @@ def build_catalog(
     code), then ``sources`` in order; within a source, by relative path. Two inline
     skills, two refs, or an inline skill and a ref with one name raise
     :class:`DuplicateSkillError` naming both; any other collision shadows.
+    ``mcp_servers`` are the configured MCP servers' names (``mcp:`` requirements).
     """
     config = config or SkillsConfig()
     strict = not config.lenient
@@ -195,8 +229,14 @@ def build_catalog(
     now = clock()
     changed: list[tuple[str, str, bool, IndexedSkill, tuple[list[str], list[str]]]] = []
     seen: set[str] = set()
+    heads: dict[str, tuple[str, ...]] = {}
 
     def scan(root: str) -> IndexedSkill:
+        rec = _scan(root)
+        heads[root] = rec.headings
+        return rec
+
+    def _scan(root: str) -> IndexedSkill:
         seen.add(root)
         hit = cache.get(root)
         if hit is not None and not hit[1]:
@@ -263,11 +303,13 @@ def build_catalog(
     if index is not None:
         index.save(changed, keep=seen, now=now)
     winners, shadowed = resolve(candidates)
-    entries = tuple(sorted((_status(e, config, checker) for e in winners), key=lambda e: e.name))
+    entries = tuple(
+        sorted((_status(e, config, checker, mcp_servers) for e in winners), key=lambda e: e.name)
+    )
     record = CatalogRecord(
         entries=entries, rejected=tuple(rejected), shadowed=tuple(shadowed), notes=tuple(notes)
     )
-    return Catalog(record, {s.name: s for s in inline}, strict)
+    return Catalog(record, {s.name: s for s in inline}, strict, heads)
 
 
 async def build_catalog_async(sources: Sequence[SkillSource], **kwargs: object) -> Catalog:
@@ -302,13 +344,25 @@ def filter_reason(name: str, config: SkillsConfig) -> str | None:
     return None
 
 
-def _status(e: CatalogEntry, config: SkillsConfig, checker: CommandChecker) -> CatalogEntry:
+def _status(
+    e: CatalogEntry,
+    config: SkillsConfig,
+    checker: CommandChecker,
+    mcp_servers: Collection[str] | None = None,
+) -> CatalogEntry:
     reason = filter_reason(e.name, config)
     if reason is not None:
         return msgspec.structs.replace(e, status=Status.DISABLED, reason=reason)
-    missing = checker.missing(required_commands(e.properties.metadata))
-    if missing is not None:
-        return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason=missing)
+    try:
+        needs = parse_requires(e.properties.metadata.get("requires", ""))
+    except DependencyError as err:
+        return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason=str(err))
+    commands = [n.spec for n in needs if n.kind == "command"]
+    missing = checker.missing(commands) if commands else None
+    unmet = missing_needs(needs, name=e.name, mcp_servers=mcp_servers)
+    if missing is not None or unmet:
+        reasons = [*([missing] if missing else []), *(f"needs {u}" for u in unmet)]
+        return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason="; ".join(reasons))
     return e
 
 
@@ -332,6 +386,7 @@ def _load(root: str, files: list[TreeFile], problems: list[Problem], strict: boo
         hash=skill.hash,
         last_modified=max((f.mtime_ns for f in files), default=0),
         warnings=skill.warnings,
+        headings=skill.headings,
     )
 
 

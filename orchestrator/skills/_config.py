@@ -65,6 +65,8 @@ class SkillsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_dirs: int = 2000
     follow_external_symlinks: bool = False  # follow symlinked folders leaving a source
     compact_catalog_over: int = 50  # the model's catalog is one line per skill above this
+    # full | compact | names | search; unset: full, compact over compact_catalog_over
+    catalog_mode: Literal["full", "compact", "names", "search"] | None = None
     watch: bool = False  # rescan the sources between turns (stat-based)
     trusted_signers: str | None = None  # a public key file or trusted-keys file
     installed: tuple[InstalledSkill, ...] = ()

@@ -20,7 +20,9 @@ Tables (prefixed ``skills_``, next to the event log's tables, never touching the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import sqlite3
 from collections.abc import Iterable
 
@@ -30,7 +32,7 @@ import sqlite_utils
 from ._errors import Problem, SkillIndexError
 from ._model import SkillProperties
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RACY_NS = 2_000_000_000  # FAT's 2 s timestamps are the coarsest in common use
 
 
@@ -44,6 +46,7 @@ class IndexedSkill(msgspec.Struct, frozen=True, kw_only=True):
     last_modified: int = 0  # newest file mtime, ns
     warnings: tuple[Problem, ...] = ()
     problems: tuple[Problem, ...] = ()
+    headings: tuple[str, ...] = ()
 
 
 _encoder = msgspec.json.Encoder()
@@ -69,6 +72,11 @@ class SkillIndex:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        if path != ":memory:":
+            # The index may create the log's file (a runtime indexes before it opens
+            # the log): made owner-only, like the log makes it (eventlog.create_private).
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
         try:
             conn = sqlite3.connect(path, timeout=10.0, check_same_thread=False)
             self._db = sqlite_utils.Database(conn)
@@ -148,22 +156,23 @@ class SkillIndex:
             raise SkillIndexError(f"{self.path}: cannot write the skills index ({e})") from e
 
     def _migrate(self) -> None:
-        with self._db.conn:
-            self._db.execute("CREATE TABLE IF NOT EXISTS skills_schema (version INTEGER NOT NULL)")
-            row = self._db.execute("SELECT version FROM skills_schema").fetchone()
-            if row is not None and row[0] == SCHEMA_VERSION:
-                return
-            self._db.execute("DROP TABLE IF EXISTS skills_index")
-            self._db.execute("DELETE FROM skills_schema")
-            self._db.execute("INSERT INTO skills_schema (version) VALUES (?)", [SCHEMA_VERSION])
-            self._db.table("skills_index").create(
-                {
-                    "root": str,
-                    "fingerprint": str,
-                    "racy": int,
-                    "record": bytes,
-                    "paths": bytes,
-                    "indexed_at": int,
-                },
-                pk="root",
-            )
+        # One immediate transaction around check, drop and create: many processes open
+        # the index at once (a service starting sessions), and outside a transaction
+        # one's DROP could land between another's CREATE and its first read.
+        conn = self._db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS skills_schema (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT version FROM skills_schema").fetchone()
+            if row is None or row[0] != SCHEMA_VERSION:
+                conn.execute("DROP TABLE IF EXISTS skills_index")
+                conn.execute("DELETE FROM skills_schema")
+                conn.execute("INSERT INTO skills_schema (version) VALUES (?)", [SCHEMA_VERSION])
+                conn.execute(
+                    "CREATE TABLE skills_index (root TEXT PRIMARY KEY, fingerprint TEXT, "
+                    "racy INTEGER, record BLOB, paths BLOB, indexed_at INTEGER)"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -45,7 +45,8 @@ class Skill(msgspec.Struct, frozen=True, kw_only=True):
     stable label without absolute paths (``project:.claude/skills``,
     ``user:~/.agents/skills``, ``builtin``, ``inline``); ``root`` and ``location`` are the
     absolute skill directory and ``SKILL.md`` path, or ``None`` for inline skills.
-    ``warnings`` holds what lenient loading let pass.
+    ``warnings`` holds what lenient loading let pass. A skill made from the persistent
+    index (:meth:`Catalog.indexed`) has an empty ``body``: loading it reads the body.
     """
 
     name: str
@@ -58,6 +59,7 @@ class Skill(msgspec.Struct, frozen=True, kw_only=True):
     root: str | None = None
     location: str | None = None
     warnings: tuple[Problem, ...] = ()
+    headings: tuple[str, ...] = ()  # the body's markdown headings, for search
 
 
 class ManifestEntry(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,6 +16,7 @@ from ._errors import Problem, SkillValidationError
 from ._frontmatter import Finding, load_frontmatter, quote_colon_values, split_frontmatter
 from ._hash import SKILL_MD_NAMES, hash_files
 from ._model import Skill, SkillProperties, Tier
+from ._search import headings
 from ._tree import TreeFile, walk_tree
 from ._validate import validate_fields
 
@@ -52,6 +53,7 @@ class ParsedSkillMd(msgspec.Struct, frozen=True, kw_only=True):
             root=root,
             location=location,
             warnings=self.warnings,
+            headings=headings(self.body),
         )
 
 

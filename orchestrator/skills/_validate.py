@@ -16,6 +16,7 @@ as a directory name (path separators, control characters) are rejected in both m
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from ._errors import Problem
@@ -48,6 +49,11 @@ LENIENT_RULES = frozenset(
         "yaml-lenient-fix",
     }
 )
+
+
+# Rules that only ever warn, in both modes (seed 004 K6).
+WARNING_RULES = frozenset({"description-xml-tags"})
+_XML_TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>")
 
 
 def normalize_name(name: str) -> str:
@@ -165,6 +171,16 @@ def validate_fields(
                 "description", data["description"], MAX_DESCRIPTION, required=True
             )
         ]
+    description = data.get("description")
+    if isinstance(description, str) and (tag := _XML_TAG.search(description)):
+        found.append(
+            (
+                "description",
+                "description-xml-tags",
+                f"the description holds {tag.group(0)[:40]!r}, which reads as an XML tag; "
+                "the catalog escapes it, but write it without angle brackets",
+            )
+        )
     if "compatibility" in data:
         found += [
             ("compatibility", r, m)
@@ -190,7 +206,8 @@ def validate_fields(
     warnings: list[Problem] = []
     for field, rule, message in found:
         p = Problem(file=file, field=field, rule=rule, message=message)
-        (warnings if not strict and rule in LENIENT_RULES else errors).append(p)
+        warn = rule in WARNING_RULES or (not strict and rule in LENIENT_RULES)
+        (warnings if warn else errors).append(p)
     if errors:
         return None, errors, warnings
     rules = {rule for _, rule, _ in found}

@@ -288,7 +288,7 @@ def test_ids_and_stream_names_typed_or_stored_with_the_corpus_are_escaped(cli: C
 
 def on_a_terminal(args: list[str], tmp_path: Path, answer: bytes = b"") -> tuple[int, str]:
     """Run ``skillog ARGS`` with a real pseudo-terminal as stdin, stdout and stderr;
-    ``answer`` is typed at the first ``[y/s/p/N]``. The exit code and all it showed."""
+    ``answer`` is typed at the first ``[y/s/p/x/N]``. The exit code and all it showed."""
     env = {
         **os.environ,
         "HOME": str(tmp_path / "home"),
@@ -311,7 +311,7 @@ def on_a_terminal(args: list[str], tmp_path: Path, answer: bytes = b"") -> tuple
             if not chunk:
                 break
             seen += chunk
-            if answer and b"[y/s/p/N]" in seen:
+            if answer and b"[y/s/p/x/N]" in seen:
                 os.write(main_fd, answer)
                 answer = b""
         code = proc.wait(timeout=60)
@@ -323,7 +323,7 @@ def on_a_terminal(args: list[str], tmp_path: Path, answer: bytes = b"") -> tuple
 
 
 def test_the_terminal_approval_prompt_shows_the_arguments_escaped(tmp_path: Path) -> None:
-    """``skillog run`` on a terminal asks ``[y/s/p/N]``: through a real pseudo-terminal,
+    """``skillog run`` on a terminal asks ``[y/s/p/x/N]``: through a real pseudo-terminal,
     the question shows the model's arguments escaped."""
     skill = tmp_path / "skills" / "corpus"
     (skill / "scripts").mkdir(parents=True)
@@ -353,7 +353,7 @@ def test_the_terminal_approval_prompt_shows_the_arguments_escaped(tmp_path: Path
         answer=b"n\n",
     )  # fmt: skip
     assert code in (0, 1), text
-    question = text[: text.index("[y/s/p/N]")]
+    question = text[: text.index("[y/s/p/x/N]")]
     assert "\\x1b[2K" in question and "\\u202e" in question, question
     assert raw_controls(text) == [], text
 

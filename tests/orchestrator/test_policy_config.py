@@ -253,9 +253,10 @@ def test_overrides_apply_tier_then_source_then_skill_and_third_party_floors_hold
     assert pdf.script_timeout_ms == 3000 and pdf.allow == ("Read", "Bash(a:*)", "x")
     assert pdf.script_limits == ScriptLimits(cpu_s=None)  # the rest stays as it was
     evil = skill_settings(policy, "third-party", name="evil")
+    # Network by an entry naming the skill is the one way in (issue 29); the rest holds.
     assert (evil.approve, evil.network, evil.sandbox, evil.preapprove) == (
         True,
-        False,
+        True,
         "required",
         False,
     )

@@ -17,7 +17,6 @@ from orchestrator import (
     ApproverError,
     HostTool,
     PolicyConfig,
-    RememberError,
     ToolContext,
     decide_approval,
     pending_approvals,
@@ -271,21 +270,24 @@ async def test_a_remembered_decision_resolves_the_other_pending_requests_it_cove
     assert done.state.status == "awaiting_approval"
     pending = await pending_approvals(store, "s")
     assert len(pending) == 3
-    with pytest.raises(RememberError, match="only an approval"):
-        await decide_approval(
-            store, "s", pending[0].call_id, approved=False, decided_by="x", remember="skill"
-        )
     first = next(p for p in pending if p.skill == "tool")
     await decide_approval(
         store, "s", first.call_id, approved=True, decided_by="bo", remember="skill"
     )
     (left,) = await pending_approvals(store, "s")
     assert left.skill == "other"
+    # A denial is remembered the same way (issue 29).
+    await decide_approval(
+        store, "s", left.call_id, approved=False, decided_by="cy", remember="skill"
+    )
     bodies = await kit.bodies(store, "s")
-    assert [r.decided_by for r in kit.of_type(bodies, ApprovalResolved)] == [
-        "bo",
-        "remembered: every call of tool (by bo)",
+    resolved = kit.of_type(bodies, ApprovalResolved)
+    assert [(r.approved, r.decided_by) for r in resolved] == [
+        (True, "bo"),
+        (True, "remembered: every call of tool (by bo)"),
+        (False, "cy"),
     ]
+    assert [g.approved for g in kit.of_type(bodies, ApprovalRemembered)] == [True, False]
 
 
 async def read_log(db: Path, sid: str) -> list[Event]:

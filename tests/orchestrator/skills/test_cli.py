@@ -263,3 +263,52 @@ def test_show_says_which_mcp_tools_allowed_tools_unlock(
     assert "  mcp__github__create_issue: the tool create_issue of MCP server github\n" in out
     assert "  mcp__docs: every tool of MCP server docs (not a configured server)\n" in out
     assert "mcp__github__list_*: the tools of MCP server github starting with 'list_'" in out
+
+
+def test_search_ranks_and_list_counts_tokens_per_mode(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(
+        project / ".claude/skills",
+        "pdf-forms",
+        frontmatter="name: pdf-forms\ndescription: Fill in PDF forms.\n",
+    )
+    write_skill(
+        project / ".claude/skills",
+        "charts",
+        frontmatter="name: charts\ndescription: Draw charts.\nmetadata:\n  tags: plots\n",
+    )
+    assert main(["skills", "search", "fill", "a", "pdf", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["query"] == "fill a pdf" and [r["name"] for r in data["results"]] == ["pdf-forms"]
+    assert main(["skills", "search", "plots"]) == 0
+    assert capsys.readouterr().out.startswith("1. charts\n    Draw charts.")
+    assert main(["skills", "search", "nothing-like-it"]) == 0
+    assert capsys.readouterr().out == "no matching skills\n"
+    assert main(["skills", "search", "x", "--limit", "0"]) == 2
+    assert "--limit must be 1 to 100" in capsys.readouterr().err
+    assert main(["skills", "list"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    counts = dict(re.findall(r"(full|compact|names|search) (\d+)", line))
+    assert line.startswith("catalog tokens by catalog_mode (2 visible skills)")
+    assert int(counts["full"]) > int(counts["names"]) >= int(counts["search"]) > 0
+
+
+def test_show_prints_license_compatibility_allowed_tools_and_requires(
+    project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_skill(
+        project / ".claude/skills",
+        "full",
+        frontmatter="name: full\ndescription: d\nlicense: MIT\ncompatibility: Linux only\n"
+        "allowed-tools: Read Bash(python3:*)\nmetadata:\n  requires: sh\n",
+    )
+    assert main(["skills", "show", "full"]) == 0
+    out = capsys.readouterr().out
+    for line in (
+        "license: MIT",
+        "compatibility: Linux only",
+        "allowed-tools: Read Bash(python3:*)",
+        "requires: sh",
+    ):
+        assert f"\n{line}\n" in out
