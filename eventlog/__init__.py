@@ -56,6 +56,7 @@ from ._snapshot import Snapshot as Snapshot
 from ._snapshot import SnapshotStore as SnapshotStore
 from ._sqlite import SqliteStore as SqliteStore
 from ._sqlite import open_sqlite_store as open_sqlite_store
+from ._sqlite_db import create_private as create_private
 from ._terminal import inert_json as inert_json
 from ._terminal import visible as visible
 from ._types import Event as Event
@@ -116,6 +117,7 @@ __all__ = [
     "append_checkpoint",
     "blob_digest",
     "closing",
+    "create_private",
     "default_db",
     "describe_db",
     "event_hash",

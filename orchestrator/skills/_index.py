@@ -20,14 +20,15 @@ Tables (prefixed ``skills_``, next to the event log's tables, never touching the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import sqlite3
 from collections.abc import Iterable
+from pathlib import Path
 
 import msgspec
 import sqlite_utils
+
+from eventlog import create_private
 
 from ._errors import Problem, SkillIndexError
 from ._model import SkillProperties
@@ -74,9 +75,8 @@ class SkillIndex:
         self.path = path
         if path != ":memory:":
             # The index may create the log's file (a runtime indexes before it opens
-            # the log): made owner-only, like the log makes it (eventlog.create_private).
-            with contextlib.suppress(OSError):
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+            # the log): made owner-only, as the log makes it.
+            create_private(Path(path))
         try:
             conn = sqlite3.connect(path, timeout=10.0, check_same_thread=False)
             self._db = sqlite_utils.Database(conn)

@@ -123,3 +123,15 @@ def test_new_hostile_entry_in_a_cached_skill_is_seen(
     cat = build_catalog(sources, index=SkillIndex(db))
     assert "skill-0" not in {e.name for e in cat.entries}
     assert any(p.rule == "symlink-escape" for r in cat.rejected for p in r.problems)
+
+
+def test_a_new_index_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """The index may create the log's file: owner-only, as the log makes it (and its
+    -wal/-shm take that mode); an existing file keeps its own."""
+    SkillIndex(str(tmp_path / "new.db")).close()
+    assert (tmp_path / "new.db").stat().st_mode & 0o777 == 0o600
+    existing = tmp_path / "existing.db"
+    existing.touch(mode=0o640)
+    existing.chmod(0o640)
+    SkillIndex(str(existing)).close()
+    assert existing.stat().st_mode & 0o777 == 0o640
