@@ -16,7 +16,7 @@ from ._catalog import SessionEntry, catalog_current, entry_of
 from ._events import CODEC
 from ._fleet import lease_history
 from ._state import SessionState, apply
-from ._streams import LEASE_PREFIX
+from ._streams import is_session_stream
 
 STATES = ("running", "awaiting_approval", "resumable", "ended")
 """The states a session listing filters on (``--status``, ``?status=``)."""
@@ -107,7 +107,7 @@ def session_row(row: CatalogRow) -> SessionRow:
 async def _scan_rows(store: EventStore) -> list[SessionRow]:
     rows: list[tuple[int, str, SessionRow]] = []
     for info in await store.streams():
-        if info.stream.startswith(LEASE_PREFIX):
+        if not is_session_stream(info.stream):
             continue
         state = SessionState(info.stream)
         async for event in store.read(info.stream):
