@@ -208,7 +208,7 @@ function setupLive() {
     if (state.ok) document.getElementById("status").textContent = state.data.status_text;
     const panel = await fetch("/console/sessions/" + encodeURIComponent(session) + "/approvals",
       { credentials: "same-origin" });
-    if (panel.ok) document.getElementById("approvals").innerHTML = await panel.text();  // server-escaped
+    if (panel.ok) mergeApprovals(document.getElementById("approvals"), await panel.text());
   }
   // EventSource reconnects by itself, sending Last-Event-ID: the server resumes after it.
   const source = new EventSource(base + "/stream");
@@ -242,36 +242,39 @@ function setupLive() {
   };
 }
 
-// The approvals inbox, live: fetched again every 2 s; a new request is added, one
-// decided elsewhere removed; one being worked on here (a reason typed, a message
-// shown) is left alone. The panel is server-escaped HTML.
+// A pending-approvals panel brought up to date with a fresh copy (server-escaped HTML):
+// a new request is added, one decided elsewhere removed; one being worked on here (a
+// reason typed, a message shown) is left alone, so a live update never wipes it.
+function mergeApprovals(panel, html) {
+  const key = (a) => a.dataset.session + "/" + a.dataset.call;
+  const fresh = document.createElement("template");
+  fresh.innerHTML = html;  // server-escaped
+  const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
+  for (const article of Array.from(panel.querySelectorAll("article.approval"))) {
+    const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent;
+    if (!incoming.has(key(article)) && !busy) article.remove();
+    incoming.delete(key(article));
+  }
+  if (incoming.size) panel.querySelectorAll("p.none").forEach((p) => p.remove());
+  for (const article of incoming.values()) panel.append(article);
+  if (!panel.querySelector("article.approval") && !panel.querySelector("p.none")) {
+    const none = document.createElement("p");
+    none.className = "none";
+    none.textContent = "none";
+    panel.append(none);
+  }
+}
+
+// The approvals inbox, live: fetched again every 2 s and merged (mergeApprovals).
 function setupInbox() {
   const inbox = document.getElementById("inbox");
   if (!inbox) return;
-  const key = (a) => a.dataset.session + "/" + a.dataset.call;
   async function refresh() {
     let response;
     try {
       response = await fetch("/console/approvals/inbox", { credentials: "same-origin" });
     } catch (e) { return; }
-    if (!response.ok) return;
-    const fresh = document.createElement("template");
-    fresh.innerHTML = await response.text();  // server-escaped
-    const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
-    const here = Array.from(inbox.querySelectorAll("article.approval"));
-    for (const article of here) {
-      const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent;
-      if (!incoming.has(key(article)) && !busy) article.remove();
-      incoming.delete(key(article));
-    }
-    if (incoming.size) inbox.querySelectorAll("p.none").forEach((p) => p.remove());
-    for (const article of incoming.values()) inbox.append(article);
-    if (!inbox.querySelector("article.approval") && !inbox.querySelector("p.none")) {
-      const none = document.createElement("p");
-      none.className = "none";
-      none.textContent = "none";
-      inbox.append(none);
-    }
+    if (response.ok) mergeApprovals(inbox, await response.text());
   }
   setInterval(refresh, 2000);
 }
