@@ -17,6 +17,7 @@ from .._catalog import open_log
 from .._events import SessionStarted
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
+from .._previews import SideFileWriter, side_file_log
 from ..skills import Tier
 from ._session import add_arguments as add_session_arguments
 from ._session import add_catalog_options, add_db, agent_for, session_policy
@@ -106,6 +107,8 @@ async def _work(args: argparse.Namespace) -> int:
         open_log(args.db) as store,
         trio.open_nursery() as nursery,
     ):
+        db = side_file_log(store)  # SQLite: previews cross to `skillog serve` by its side file
+        writer = None if db is None else SideFileWriter(db)
         worker = Worker(
             store,
             make_agent,
@@ -113,7 +116,10 @@ async def _work(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             lease_ms=args.lease_ms,
             poll_ms=args.poll_ms,
+            previews=None if writer is None else writer.publish,
         )
+        if writer is not None:
+            await nursery.start(writer.run)
         nursery.start_soon(_stop_on_signals, stop, worker.name)
         print(visible(f"worker {worker.name} on {args.db}"), file=sys.stderr, flush=True)
         await worker.run(stop, drain_s=args.drain_s, once=args.once)

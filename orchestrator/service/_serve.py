@@ -14,6 +14,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from eventlog import SkillogError
 
 from .._fleet import Worker
+from .._previews import SideFileReader, SideFileWriter, fan_out, side_file_log
 from ._app import create_app
 from ._context import ServiceContext
 from ._notify import Notifier
@@ -53,8 +54,16 @@ async def serve(
 ) -> None:
     """Serve ``ctx`` on ``bind`` (``HOST:PORT``; port 0 picks one) and run ``workers``
     until ``stop`` is set; ``task_status.started`` gets the bound URLs. The workers then
-    drain as ``skillog worker`` does on SIGTERM."""
+    drain as ``skillog worker`` does on SIGTERM. The workers' streamed answers are
+    previewed to this server's followers (and, on SQLite, through the side file to
+    other processes'); previews from other processes' workers are read from it."""
     app = create_app(ctx)
+    db = side_file_log(ctx.store)
+    writer = None if db is None else SideFileWriter(db)
+    for worker in workers:
+        if worker.previews is None:
+            local = ctx.previews.publish
+            worker.previews = local if writer is None else fan_out(local, writer.publish)
     config = hypercorn_config(bind)
 
     async def http(task_status: trio.TaskStatus[list[str]]) -> None:
@@ -80,6 +89,11 @@ async def serve(
 
     async with trio.open_nursery() as outer:
         await outer.start(tail)
+        if db is not None and writer is not None:
+            await outer.start(writer.run)
+            driving = [w.running for w in workers]
+            reader = SideFileReader(db, ctx.previews, lambda s: any(s in r for r in driving))
+            await outer.start(reader.run)
         if ctx.webhook is not None:
             await outer.start(notify)
         async with trio.open_nursery() as nursery:
