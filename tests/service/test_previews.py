@@ -128,3 +128,52 @@ async def test_previews_cross_from_a_worker_process(
             code = await worker.wait()
     assert code == 0, err.decode()
     check_previews(seen, stored)
+
+
+def test_console_shows_the_answer_as_it_streams_in_chromium(tmp_path: Path) -> None:
+    """The session page shows the streamed text below the trace before the response is
+    recorded, and drops it for the recorded response when ``model.responded`` lands."""
+    from chromium import ARGS, CHROMIUM, need_chromium
+    from playwright.sync_api import expect, sync_playwright
+
+    from orchestrator.service import new_token
+    from orchestrator.skills._config import add_service_token
+
+    from .conftest import write_skill
+    from .test_cli_serve import start, stop
+
+    need_chromium()
+    config = tmp_path / "config.yaml"
+    token, entry = new_token("ada", ("admin",))
+    add_service_token(str(config), entry)
+    skill = write_skill(tmp_path)
+    (tmp_path / "turns.yaml").write_text(SLOW.replace("60", "150"))
+    env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home")}
+    proc, url = start(
+        tmp_path, env, "--model", f"scripted:{tmp_path / 'turns.yaml'}", "--skills", str(skill),
+        "--poll-ms", "100",
+    )  # fmt: skip
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(url + "/console/login")
+                page.fill("#token", token)
+                page.click("#login button")
+                page.fill("#task", "stream to me")
+                page.click("#submit button")
+                page.wait_for_url(url + "/console/sessions/*")
+                responded = page.locator('#events li[data-type="model.responded"]')
+                # Some text shows while the answer streams, none of it recorded yet.
+                expect(page.locator("#preview")).to_contain_text("Streaming, one piece")
+                assert responded.count() == 0
+                assert TEXT not in page.locator("#trace").inner_text()
+                # Then the recorded response replaces it.
+                expect(responded).to_have_count(1, timeout=30_000)
+                expect(page.locator("#preview")).to_be_hidden()
+                expect(page.locator("#trace .said")).to_have_text(TEXT)
+            finally:
+                browser.close()
+    finally:
+        stop(proc)
