@@ -36,7 +36,7 @@ import msgspec
 import trio
 
 from eventlog import Event as StoredEvent
-from eventlog import EventStore, SqliteStore
+from eventlog import EventStore, SqliteStore, create_private
 
 from ._model import Delta
 
@@ -189,6 +189,7 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS previews (id INTEGER PRIMARY KEY, batch BL
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    create_private(path)  # streamed text, as private as the log (0600)
     conn = sqlite3.connect(
         path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False
     )  # used by one task at a time, from trio's worker threads
