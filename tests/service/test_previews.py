@@ -10,13 +10,16 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
 import trio
+from standin import StandIn, anthropic_events
 
+from orchestrator._events import CODEC, ModelResponded
 from orchestrator._previews import side_file
 
 from .conftest import running_service
@@ -61,13 +64,18 @@ async def messages(
         nursery.cancel_scope.cancel()
 
 
-async def watch(client: httpx.AsyncClient, session: str) -> list[Message]:
-    """Every message of the session's stream until its ``session.ended``."""
+async def watch(
+    client: httpx.AsyncClient, session: str, on_delta: Callable[[], None] = lambda: None
+) -> list[Message]:
+    """Every message of the session's stream until its ``session.ended``; ``on_delta``
+    is called at each delta."""
     seen: list[Message] = []
     async with messages(client, f"/api/sessions/{session}/stream?previews=1") as stream:
         with trio.fail_after(60):
             while not seen or seen[-1][1].get("type") != "session.ended":
                 seen.append(await stream.receive())
+                if seen[-1][0] == "delta":
+                    on_delta()
     return seen
 
 
@@ -133,6 +141,59 @@ async def test_previews_cross_from_a_worker_process(
             code = await worker.wait()
     assert code == 0, err.decode()
     check_previews(seen, stored, whole=False)
+
+
+ANSWER = ["Streamed by ", "a real SDK, ", "over HTTP."]
+MESSAGE = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+    "content": [], "stop_reason": None, "stop_sequence": None,
+    "usage": {"input_tokens": 900, "output_tokens": 1, "cache_read_input_tokens": 800,
+              "cache_creation_input_tokens": 60},
+}  # fmt: skip
+EVENTS = [
+    {"type": "message_start", "message": MESSAGE},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    *({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}
+      for t in ANSWER),
+    {"type": "content_block_stop", "index": 0},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+     "usage": {"output_tokens": 9}},
+    {"type": "message_stop"},
+]  # fmt: skip
+
+
+async def test_a_provider_stream_reaches_a_follower_while_it_streams(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole path with the real Anthropic SDK: serve's worker streams from a local
+    stand-in of the API, which holds the answer after its first piece until the SSE
+    follower has received that piece as a delta; the rest then flows, and the log
+    records the whole answer, with the cache usage, once."""
+    config, tokens = service_env
+    with StandIn().serving() as api:
+        api.stream(anthropic_events(EVENTS), hold_after=3)  # held after the first piece
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        extra = ("--model", "anthropic:claude-test")
+        async with running_service(tmp_path, config, tokens, *extra) as service:
+            async with service.client("sam") as client:
+                answer = await client.post(
+                    "/api/sessions", json={"task": "stream", "model": "anthropic:claude-test"}
+                )
+                assert answer.status_code == 201, answer.text
+                session = answer.json()["session_id"]
+                seen = await watch(client, session, api.gate.set)
+            bodies = [CODEC.decode(e) async for e in service.store.read(session)]
+        assert api.held  # the rest was sent only after the follower had the first piece
+    deltas = [str(data["text"]) for kind, data, _ in seen if kind == "delta"]
+    assert deltas == ANSWER
+    (responded,) = [b for b in bodies if isinstance(b, ModelResponded)]
+    assert responded.response.text == "".join(ANSWER)
+    usage = responded.response.usage
+    assert (usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (800, 60)
+    (request,) = api.requests
+    assert request.path == "/v1/messages" and request.body["stream"] is True
+    assert request.body["system"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
 def test_console_shows_the_answer_as_it_streams_in_chromium(tmp_path: Path) -> None:

@@ -16,12 +16,11 @@ import anthropic
 import msgspec
 import openai
 import pytest
+from standin import StandIn, anthropic_events, openai_events
 
 from orchestrator._events import CODEC, ModelResponded
 from orchestrator._model import Delta, ModelError, ModelRequest, ModelResponse, Usage
 from orchestrator.adapters import AnthropicAdapter, OpenAIAdapter
-
-from .standin import StandIn, anthropic_events, openai_events
 
 
 @pytest.fixture
