@@ -30,13 +30,13 @@ import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import msgspec
 import trio
 
 from eventlog import Event as StoredEvent
-from eventlog import EventStore, SqliteStore, create_private
+from eventlog import EventStore, SkillogError, SqliteStore, create_private
 
 from ._model import Delta
 
@@ -167,6 +167,38 @@ class PreviewBoard:
 def side_file(db: Path) -> Path:
     """The side file of the SQLite log at ``db``."""
     return db.with_name(db.name + "-live")
+
+
+class PreviewWriter(Protocol):
+    """Publishes previews to other processes; :meth:`run` (in a nursery) sends them."""
+
+    def publish(self, preview: Preview) -> None: ...
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> None: ...
+
+
+def preview_writer(store: EventStore) -> PreviewWriter | None:
+    """What carries previews from this process to others over ``store``: its side file
+    (SQLite), ``NOTIFY`` (PostgreSQL); None for a store with neither (memory)."""
+    db = side_file_log(store)
+    if db is not None:
+        return SideFileWriter(db)
+    if hasattr(store, "notifier"):
+        return NotifyWriter(store)
+    return None
+
+
+def preview_reader(
+    store: EventStore, board: PreviewBoard, local: Callable[[str], bool] = lambda _: False
+) -> SideFileReader | NotifyReader | None:
+    """What brings other processes' previews over ``store`` into ``board`` (see
+    :func:`preview_writer`), skipping the sessions for which ``local`` is true."""
+    db = side_file_log(store)
+    if db is not None:
+        return SideFileReader(db, board, local)
+    if hasattr(store, "notifications"):
+        return NotifyReader(store, board, local)
+    return None
 
 
 def side_file_log(store: EventStore) -> Path | None:
@@ -300,3 +332,107 @@ def _read(conn: sqlite3.Connection, last: int) -> tuple[int, list[list[Preview]]
         except msgspec.DecodeError:
             continue  # not ours: skip it
     return last, batches
+
+
+CHANNEL = "skillog_previews"
+MAX_PAYLOAD = 7900  # PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
+RECONNECT_S = 1.0
+
+
+def payloads(batch: Sequence[Preview]) -> tuple[list[str], int]:
+    """``batch`` as JSON lists under :data:`MAX_PAYLOAD` bytes each, and how many
+    previews did not fit any (one preview over the limit alone: dropped)."""
+    out: list[str] = []
+    group: list[bytes] = []
+    size = 2
+    dropped = 0
+    for preview in batch:
+        encoded = _ENCODER.encode(preview)
+        if len(encoded) + 3 > MAX_PAYLOAD:
+            dropped += 1
+            continue
+        if size + len(encoded) + 1 > MAX_PAYLOAD:
+            out.append("[" + b",".join(group).decode() + "]")
+            group, size = [], 2
+        group.append(encoded)
+        size += len(encoded) + 1
+    if group:
+        out.append("[" + b",".join(group).decode() + "]")
+    return out, dropped
+
+
+class NotifyWriter:
+    """Publishes previews with PostgreSQL's ``NOTIFY`` on :data:`CHANNEL` (stored
+    nowhere, delivered to whoever listens now): :meth:`publish` queues (at most
+    :data:`MAX_PENDING`, the oldest dropped past it); :meth:`run` sends what is queued
+    every :data:`FLUSH_S`, as few payloads as fit; a lost connection drops the batch
+    and is opened again."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._pending: list[Preview] = []
+        self.dropped = 0
+
+    def publish(self, preview: Preview) -> None:
+        self._pending.append(preview)
+        if len(self._pending) > MAX_PENDING:
+            del self._pending[0]
+            self.dropped += 1
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        notifier = self.store.notifier  # type: ignore[attr-defined]
+        task_status.started()
+        while True:
+            try:
+                async with notifier(CHANNEL) as send:
+                    while True:
+                        await trio.sleep(FLUSH_S)
+                        if not self._pending:
+                            continue
+                        batch, self._pending = self._pending, []
+                        sent, dropped = payloads(batch)
+                        self.dropped += dropped
+                        try:
+                            await send(sent)
+                        except SkillogError:
+                            self.dropped += len(batch) - dropped
+                            raise
+            except SkillogError as e:
+                log.debug("previews: notifying: %s", e)
+                await trio.sleep(RECONNECT_S)
+
+
+class NotifyReader:
+    """Listens on :data:`CHANNEL` and publishes what comes into ``board`` (the
+    previews of sessions for which ``local`` is true skipped); a lost connection is
+    opened again (what was sent meanwhile is lost: previews)."""
+
+    def __init__(
+        self, store: EventStore, board: PreviewBoard, local: Callable[[str], bool] = lambda _: False
+    ) -> None:
+        self.store, self.board, self.local = store, board, local
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        notifications = self.store.notifications  # type: ignore[attr-defined]
+        started = False
+        while True:
+            try:
+                async with notifications(CHANNEL) as receive:
+                    if not started:
+                        task_status.started()
+                        started = True
+                    while (got := await receive()) is not None:
+                        for payload in got:
+                            try:
+                                batch = _BATCH.decode(payload)
+                            except msgspec.DecodeError:
+                                continue  # not ours
+                            for preview in batch:
+                                if not self.local(preview.session):
+                                    self.board.publish(preview)
+            except SkillogError as e:
+                log.debug("previews: listening: %s", e)
+            if not started:
+                task_status.started()
+                started = True
+            await trio.sleep(RECONNECT_S)

@@ -18,7 +18,7 @@ from .._catalog import open_log
 from .._events import CODEC, ModelResponded, SessionEnded, SessionStarted, SessionSuspended
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
-from .._previews import PreviewBoard, SideFileReader, SideFileWriter, side_file_log
+from .._previews import PreviewBoard, preview_reader, preview_writer
 from ..skills import Tier
 from ._session import _report as report
 from ._session import add_arguments as add_session_arguments
@@ -32,9 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         add_session_arguments(parser)  # the same as `skillog run`: the session to queue
         parser.add_argument(
             "--follow", action="store_true",
-            help="with one task: stay, print what the workers record (and, on SQLite, the "
-            "answer's text as it streams) to stderr until the session ends or waits for an "
-            "approval, then its transcript as `skillog run` does",
+            help="with one task: stay, print what the workers record (and the answer's text "
+            "as it streams) to stderr until the session ends or waits for an approval, then "
+            "its transcript as `skillog run` does",
         )  # fmt: skip
         return
     add_db(parser)
@@ -96,18 +96,18 @@ async def _submit(args: argparse.Namespace) -> int:
 
 async def follow_session(store: EventStore, session_id: str, out: TextIO) -> None:
     """Print to ``out`` what is recorded of ``session_id`` from now on, one line per
-    event, and the text of its answers as they stream (previews through the log's side
-    file, on SQLite; never recorded), until the session ends or suspends. Previews are
+    event, and the text of its answers as they stream (previews from the workers, through
+    the log's side file or NOTIFY; never recorded), until the session ends or suspends. Previews are
     lossy: when a ``model.responded`` lands, the rest of its recorded text is printed
     if what streamed was the start of it. Everything printed goes through ``visible``."""
     board = PreviewBoard()
-    db = side_file_log(store)
+    reader = preview_reader(store, board)
     next_seq = 0
     shown, answered = "", 0  # the text previewed of the answer being streamed
     with board.following(session_id) as previews:
         async with trio.open_nursery() as nursery:
-            if db is not None:
-                await nursery.start(SideFileReader(db, board).run)
+            if reader is not None:
+                await nursery.start(reader.run)
             while True:
                 while True:  # the previews that came, then the events
                     try:
@@ -166,8 +166,7 @@ async def _work(args: argparse.Namespace) -> int:
         open_log(args.db) as store,
         trio.open_nursery() as nursery,
     ):
-        db = side_file_log(store)  # SQLite: previews cross to `skillog serve` by its side file
-        writer = None if db is None else SideFileWriter(db)
+        writer = preview_writer(store)  # previews cross to `skillog serve` and `--follow`
         worker = Worker(
             store,
             make_agent,

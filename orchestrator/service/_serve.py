@@ -14,7 +14,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from eventlog import SkillogError
 
 from .._fleet import Worker
-from .._previews import SideFileReader, SideFileWriter, fan_out, side_file_log
+from .._previews import fan_out, preview_reader, preview_writer
 from ._app import create_app
 from ._context import ServiceContext
 from ._notify import Notifier
@@ -55,11 +55,10 @@ async def serve(
     """Serve ``ctx`` on ``bind`` (``HOST:PORT``; port 0 picks one) and run ``workers``
     until ``stop`` is set; ``task_status.started`` gets the bound URLs. The workers then
     drain as ``skillog worker`` does on SIGTERM. The workers' streamed answers are
-    previewed to this server's followers (and, on SQLite, through the side file to
-    other processes'); previews from other processes' workers are read from it."""
+    previewed to this server's followers and to other processes' (the side file on
+    SQLite, NOTIFY on PostgreSQL); other processes' previews are read from there."""
     app = create_app(ctx)
-    db = side_file_log(ctx.store)
-    writer = None if db is None else SideFileWriter(db)
+    writer = preview_writer(ctx.store)
     for worker in workers:
         if worker.previews is None:
             local = ctx.previews.publish
@@ -89,10 +88,11 @@ async def serve(
 
     async with trio.open_nursery() as outer:
         await outer.start(tail)
-        if db is not None and writer is not None:
+        if writer is not None:
             await outer.start(writer.run)
-            driving = [w.running for w in workers]
-            reader = SideFileReader(db, ctx.previews, lambda s: any(s in r for r in driving))
+        driving = [w.running for w in workers]
+        reader = preview_reader(ctx.store, ctx.previews, lambda s: any(s in r for r in driving))
+        if reader is not None:
             await outer.start(reader.run)
         if ctx.webhook is not None:
             await outer.start(notify)

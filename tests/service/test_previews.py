@@ -116,13 +116,20 @@ async def test_a_follower_sees_the_text_before_the_response(
     assert side_file(service.db).stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_previews_cross_from_a_worker_process(
-    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+    tmp_path: Path,
+    service_env: tuple[Path, dict[str, str]],
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
-    """``skillog serve --workers 0`` over a SQLite file, a ``skillog worker`` process
-    driving the session: the previews come through the side file."""
+    """``skillog serve --workers 0``, a ``skillog worker`` process driving the session:
+    the previews come through the side file (SQLite) or NOTIFY (PostgreSQL)."""
     config, tokens = service_env
-    async with running_service(tmp_path, config, tokens, "--workers", "0", turns=SLOW) as service:
+    db = tmp_path / "service.db" if backend == "sqlite" else request.getfixturevalue("pg_dsn")
+    async with running_service(
+        tmp_path, config, tokens, "--workers", "0", turns=SLOW, db=db
+    ) as service:
         env = {**os.environ, "SKILLOG_CONFIG": str(config)}
         worker = await trio.lowlevel.open_process(
             [sys.executable, "-m", "orchestrator.cli", "worker", "--db", str(service.db),
