@@ -16,7 +16,6 @@ Prints, from one run:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import tempfile
@@ -128,20 +127,6 @@ async def appends(db: Path, n: int, beside: bool) -> list[float]:
     return times
 
 
-def pg_store() -> tuple[Any, str]:
-    path = Path(__file__).resolve().parents[1] / "tests" / "pgcluster.py"
-    spec = importlib.util.spec_from_file_location("pgcluster", path)
-    assert spec is not None and spec.loader is not None
-    pgcluster = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pgcluster)
-    bindir = pgcluster.find_bindir()
-    if bindir is None:
-        sys.exit("no PostgreSQL binaries (initdb) found; install postgresql")
-    cluster = pgcluster.PgCluster(bindir)
-    cluster.start()
-    return cluster, cluster.create_database("bench_previews")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=400, help="previews per measurement (400)")
@@ -158,9 +143,12 @@ def main() -> None:
     side = trio.run(delivery, SideFileWriter(db), SideFileReader(db, board), board, args.n)
     print(f"  delivery, SQLite side file:   {ms(side)}")
     if args.pg:
+        from postgres import Server  # bench/postgres.py: a throwaway cluster
+
         from eventlog import open_postgres_store
 
-        cluster, dsn = pg_store()
+        server = Server(None)
+        dsn = server.database("previews")
         try:
 
             async def notify() -> list[float]:
@@ -170,7 +158,7 @@ def main() -> None:
 
             print(f"  delivery, PostgreSQL NOTIFY:  {ms(trio.run(notify))}")
         finally:
-            cluster.stop()
+            server.close()
 
     alone: list[float] = []
     beside: list[float] = []

@@ -231,13 +231,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class SideFileWriter:
-    """Publishes previews to the side file of the log at ``db`` (see the module
-    docstring): :meth:`publish` only queues (at most :data:`MAX_PENDING`; past it the
-    oldest are dropped); :meth:`run` writes what is queued every :data:`FLUSH_S`."""
+class _Queue:
+    """A writer's queue: :meth:`publish` only appends (at most :data:`MAX_PENDING`; past
+    it the oldest are dropped, counted in :attr:`dropped`); :meth:`take` empties it."""
 
-    def __init__(self, db: Path) -> None:
-        self.path = side_file(db)
+    def __init__(self) -> None:
         self._pending: list[Preview] = []
         self.dropped = 0
 
@@ -247,15 +245,29 @@ class SideFileWriter:
             del self._pending[0]
             self.dropped += 1
 
+    def take(self) -> list[Preview]:
+        batch, self._pending = self._pending, []
+        return batch
+
+
+class SideFileWriter(_Queue):
+    """Publishes previews to the side file of the log at ``db`` (see the module
+    docstring): :meth:`publish` only queues (at most :data:`MAX_PENDING`; past it the
+    oldest are dropped); :meth:`run` writes what is queued every :data:`FLUSH_S`."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__()
+        self.path = side_file(db)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         conn: sqlite3.Connection | None = None
         task_status.started()
         try:
             while True:
                 await trio.sleep(FLUSH_S)
-                if not self._pending:
+                batch = self.take()
+                if not batch:
                     continue
-                batch, self._pending = self._pending, []
                 try:
                     if conn is None:
                         conn = await trio.to_thread.run_sync(_connect, self.path)
@@ -361,7 +373,7 @@ def payloads(batch: Sequence[Preview]) -> tuple[list[str], int]:
     return out, dropped
 
 
-class NotifyWriter:
+class NotifyWriter(_Queue):
     """Publishes previews with PostgreSQL's ``NOTIFY`` on :data:`CHANNEL` (stored
     nowhere, delivered to whoever listens now): :meth:`publish` queues (at most
     :data:`MAX_PENDING`, the oldest dropped past it); :meth:`run` sends what is queued
@@ -369,15 +381,8 @@ class NotifyWriter:
     and is opened again."""
 
     def __init__(self, store: EventStore) -> None:
+        super().__init__()
         self.store = store
-        self._pending: list[Preview] = []
-        self.dropped = 0
-
-    def publish(self, preview: Preview) -> None:
-        self._pending.append(preview)
-        if len(self._pending) > MAX_PENDING:
-            del self._pending[0]
-            self.dropped += 1
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         notifier = self.store.notifier  # type: ignore[attr-defined]
@@ -387,9 +392,9 @@ class NotifyWriter:
                 async with notifier(CHANNEL) as send:
                     while True:
                         await trio.sleep(FLUSH_S)
-                        if not self._pending:
+                        batch = self.take()
+                        if not batch:
                             continue
-                        batch, self._pending = self._pending, []
                         sent, dropped = payloads(batch)
                         self.dropped += dropped
                         try:

@@ -163,23 +163,6 @@ async def test_anthropic_streams_deltas_as_they_arrive_and_records_the_same_byte
     ]
 
 
-@pytest.mark.parametrize("streamed", [False, True])
-async def test_anthropic_prompt_too_long_is_a_context_overflow(
-    standin: StandIn, request_: ModelRequest, streamed: bool
-) -> None:
-    standin.json(OVERFLOW, status=400, **{"request-id": "req_overflow"})
-    adapter = claude(standin)
-    with pytest.raises(ModelError) as info:
-        if streamed:
-            await adapter.stream(request_, lambda d: None)
-        else:
-            await adapter.complete(request_)
-    error = info.value
-    assert (error.kind, error.retryable, error.status) == ("context_overflow", False, 400)
-    assert "prompt is too long" in str(error) and "req_overflow" in str(error)
-    assert standin.body.get("stream", False) is streamed
-
-
 async def test_anthropic_error_event_mid_stream_is_retryable(
     standin: StandIn, request_: ModelRequest
 ) -> None:
@@ -288,23 +271,6 @@ async def test_openai_streams_deltas_as_they_arrive_and_records_the_same_bytes(
     ]
 
 
-@pytest.mark.parametrize("streamed", [False, True])
-async def test_openai_context_length_exceeded_is_a_context_overflow(
-    standin: StandIn, request_: ModelRequest, streamed: bool
-) -> None:
-    standin.json(CONTEXT_LENGTH, status=400, **{"x-request-id": "req_ctx"})
-    adapter = gpt(standin)
-    with pytest.raises(ModelError) as info:
-        if streamed:
-            await adapter.stream(request_, lambda d: None)
-        else:
-            await adapter.complete(request_)
-    error = info.value
-    assert (error.kind, error.retryable, error.status) == ("context_overflow", False, 400)
-    assert "maximum context length" in str(error) and "req_ctx" in str(error)
-    assert standin.body.get("stream", False) is streamed
-
-
 async def test_openai_error_mid_stream_is_retryable(
     standin: StandIn, request_: ModelRequest
 ) -> None:
@@ -329,3 +295,29 @@ async def test_openai_stream_cut_short_is_retryable_not_an_answer(
         await gpt(standin).stream(request_, lambda d: None)
     assert (info.value.kind, info.value.retryable) == ("connection", True)
     assert "before [DONE]" in str(info.value)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_request_over_the_window_is_a_context_overflow(
+    standin: StandIn, request_: ModelRequest, provider: str, streamed: bool
+) -> None:
+    """Each provider's 400 for a prompt over the context window (the loop compacts and
+    sends the turn once more, docs/context.md; any other 400 ends the session), whether
+    the request streamed or not; the message keeps the API's words and request id."""
+    if provider == "anthropic":
+        standin.json(OVERFLOW, status=400, **{"request-id": "req_1"})
+        adapter: AnthropicAdapter | OpenAIAdapter = claude(standin)
+        said = "prompt is too long"
+    else:
+        standin.json(CONTEXT_LENGTH, status=400, **{"x-request-id": "req_1"})
+        adapter, said = gpt(standin), "maximum context length"
+    with pytest.raises(ModelError) as info:
+        if streamed:
+            await adapter.stream(request_, lambda d: None)
+        else:
+            await adapter.complete(request_)
+    error = info.value
+    assert (error.kind, error.retryable, error.status) == ("context_overflow", False, 400)
+    assert said in str(error) and "req_1" in str(error)
+    assert standin.body.get("stream", False) is streamed
