@@ -59,7 +59,7 @@ from ._events import (
     SessionSuspended,
 )
 from ._loop import Agent
-from ._previews import PreviewSink, PreviewTap
+from ._previews import PreviewSink, PreviewTap, fan_out
 from ._state import SessionState, apply
 from ._streams import LEASE_PREFIX, QUEUED, lease_stream
 
@@ -536,7 +536,10 @@ class Worker:
         agent = self.make_agent(started)
         if self.previews is not None:
             tap = PreviewTap(session_id, self.previews)
-            agent.on_delta, agent.observers = tap.delta, [*agent.observers, tap.event]
+            agent.on_delta = (
+                tap.delta if agent.on_delta is None else fan_out(agent.on_delta, tap.delta)
+            )
+            agent.observers = [*agent.observers, tap.event]
         outcome = "suspended"
         try:
             session = await agent.resume(self.store, session_id)

@@ -30,7 +30,7 @@ import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 import msgspec
 import trio
@@ -67,6 +67,8 @@ class Preview(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str = ""
     name: str = ""
 
+
+T = TypeVar("T")
 
 PreviewSink = Callable[[Preview], None]
 """Where previews go; called on the trio thread, must not block."""
@@ -207,12 +209,12 @@ def side_file_log(store: EventStore) -> Path | None:
     return store.path if isinstance(store, SqliteStore) else None
 
 
-def fan_out(*sinks: PreviewSink) -> PreviewSink:
-    """One sink that publishes to each of ``sinks``."""
+def fan_out(*sinks: Callable[[T], None]) -> Callable[[T], None]:
+    """One sink (of previews, of deltas) that hands each item to every one of ``sinks``."""
 
-    def publish(preview: Preview) -> None:
+    def publish(item: T) -> None:
         for sink in sinks:
-            sink(preview)
+            sink(item)
 
     return publish
 
