@@ -9,6 +9,10 @@ exhausted a default server's 100), and waking every stream on every commit made 
 followers read their sessions thousands of times a second (bench/service.py). Reading
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
+
+Asked for (``?previews=1``), previews of streamed answers are interleaved as
+``event: delta`` messages with no id: never recorded, dropped rather than waited for
+(``orchestrator._previews``).
 """
 
 from __future__ import annotations
