@@ -9,10 +9,15 @@ exhausted a default server's 100), and waking every stream on every commit made 
 followers read their sessions thousands of times a second (bench/service.py). Reading
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
+
+Asked for (``?previews=1``), previews of streamed answers are interleaved as
+``event: delta`` messages with no id: never recorded, dropped rather than waited for
+(``orchestrator._previews``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
@@ -22,6 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from eventlog import Event, EventStore, closing
 
+from .._previews import Preview, PreviewBoard, encode_preview
 from ._errors import error_response
 from ._schemas import EventOut
 
@@ -85,6 +91,12 @@ def event_out(event: Event) -> EventOut:
 
 def is_end(event: Event) -> bool:
     return event.type.split("@")[0] == ENDED
+
+
+def delta_frame(preview: Preview) -> bytes:
+    """One preview as an SSE message of type ``delta``, with no ``id:`` (the client's
+    Last-Event-ID stays the seq of the last recorded event it has)."""
+    return b"event: delta\ndata: %s\n\n" % encode_preview(preview)
 
 
 def sse_frame(event: Event) -> bytes:
@@ -170,9 +182,10 @@ class EventStreamResponse:
         *,
         limits: StreamLimits,
         holder: tuple[str, str],
+        previews: PreviewBoard | None = None,
     ) -> None:
         self.store, self.tail, self.stream, self.from_seq = store, tail, stream, from_seq
-        self.limits, self.holder = limits, holder
+        self.limits, self.holder, self.previews = limits, holder, previews
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Checked and counted with no await between: no burst gets past the cap.
@@ -219,9 +232,20 @@ class EventStreamResponse:
                     return
 
     async def _produce(self, frames: trio.MemorySendChannel[bytes]) -> None:
-        async with frames:
+        async with frames, trio.open_nursery() as previewing:
+            if self.previews is not None:
+                previewing.start_soon(self._preview, self.previews, frames)
             async for event in session_events(self.store, self.tail, self.stream, self.from_seq):
                 await frames.send(sse_frame(event))
+            previewing.cancel_scope.cancel()
+
+    async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:
+        """Previews interleaved with the events, dropped rather than waited for when
+        the client reads slowly: the recorded response is the answer."""
+        with board.following(self.stream) as previews:
+            async for preview in previews:
+                with contextlib.suppress(trio.WouldBlock):
+                    frames.send_nowait(delta_frame(preview))
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -211,7 +211,9 @@ function setupLive() {
     if (panel.ok) mergeApprovals(document.getElementById("approvals"), await panel.text());
   }
   // EventSource reconnects by itself, sending Last-Event-ID: the server resumes after it.
-  const source = new EventSource(base + "/stream");
+  const source = new EventSource(base + "/stream?previews=1");
+  const preview = makePreview(document.getElementById("trace"));
+  source.addEventListener("delta", (message) => preview.add(JSON.parse(message.data)));
   source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
   source.onerror = () => {
     // Closed for good: the session ended (the server answers 204 past session.ended).
@@ -232,6 +234,7 @@ function setupLive() {
     item.append(type, " ", body);
     list.append(item);
     addToTrace(event);
+    preview.recorded(event);
     if (event.type.split("@")[0] === "session.ended") {
       source.close();  // nothing follows it
       live.textContent = "ended";
@@ -239,6 +242,32 @@ function setupLive() {
     }
     clearTimeout(refreshing);
     refreshing = setTimeout(refresh, 100);
+  };
+}
+
+// A streamed answer as it arrives (event: delta, never recorded), below the trace; the
+// recorded model.responded of its turn replaces it (the trace shows what was said).
+function makePreview(trace) {
+  const box = document.createElement("p");
+  box.id = "preview";
+  box.className = "said preview";
+  box.hidden = true;
+  trace.after(box);
+  let turn = 0;
+  let answered = 0;
+  return {
+    add(delta) {
+      if (delta.turn <= answered) return;  // its response is recorded already
+      if (delta.turn !== turn) { turn = delta.turn; box.textContent = ""; }
+      if (delta.kind === "text") box.textContent += delta.text;
+      else if (delta.name) box.textContent += (box.textContent ? "\n" : "") + "→ " + delta.name;
+      box.hidden = !box.textContent;
+    },
+    recorded(event) {
+      const tag = event.type.split("@")[0];
+      if (tag === "model.responded") answered = Math.max(answered, event.body.turn);
+      if (tag === "model.responded" || tag === "model.failed") { box.textContent = ""; box.hidden = true; }
+    },
   };
 }
 
