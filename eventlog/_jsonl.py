@@ -28,6 +28,7 @@ from typing import BinaryIO
 import msgspec
 import trio
 
+from ._checkpoint import Checkpoint
 from ._errors import BlobNotFoundError, ImportFormatError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, blob_digest, check_name, event_hash, is_digest
 from ._types import Event, EventStore, NewEvent
@@ -57,10 +58,13 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     streams: list[str]
     blobs: int
     complete: bool = True
+    checkpoint: Checkpoint | None = None
+    """The signed checkpoint of an archive's end line (``eventlog._archive``)."""
 
 
 class _End(msgspec.Struct, forbid_unknown_fields=True):
     events: int
+    checkpoint: Checkpoint | None = None  # an archive's (eventlog/_archive.py)
 
 
 class _EndLine(msgspec.Struct, forbid_unknown_fields=True):
@@ -159,6 +163,7 @@ class ImportChecker:
         self.blobs: dict[str, bytes] = {}
         self.events = 0
         self._header: bool | None = None  # None until the first non-blank line
+        self.checkpoint: Checkpoint | None = None
         self._ended = False
 
     def fail(self, lineno: int, message: str) -> ImportFormatError:
@@ -229,9 +234,10 @@ class ImportChecker:
 
     def _end(self, lineno: int, raw: bytes) -> None:
         try:
-            count = _END_DECODER.decode(raw).end.events
+            end = _END_DECODER.decode(raw).end
         except msgspec.MsgspecError as e:
             raise self.fail(lineno, f"not an end line: {e}") from e
+        count, self.checkpoint = end.events, end.checkpoint
         if not self._header:
             raise self.fail(lineno, "an end line in a file without the export header line")
         if count != self.events:
@@ -287,7 +293,11 @@ def import_lines(
     if progress:
         progress(len(rows))
     report = ImportReport(
-        events=count, streams=sorted(checker.heads), blobs=len(checker.blobs), complete=complete
+        events=count,
+        streams=sorted(checker.heads),
+        blobs=len(checker.blobs),
+        complete=complete,
+        checkpoint=checker.checkpoint,
     )
     return report, checker.blobs, position
 
@@ -350,4 +360,5 @@ async def import_jsonl(
         streams=sorted(checker.heads),
         blobs=len(checker.blobs),
         complete=complete,
+        checkpoint=checker.checkpoint,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 
 import msgspec
 import trio
@@ -21,6 +21,14 @@ from ._hashchain import (
     in_log,
 )
 from ._snapshot import Snapshot
+from ._tombstone import (
+    MAINTENANCE_STREAM,
+    ArchiveCommit,
+    ArchiveOutcome,
+    Tombstone,
+    archived_event,
+    group_heads,
+)
 from ._types import Event, Head, NewEvent, StreamInfo
 
 
@@ -42,6 +50,7 @@ class MemoryStore:
         self._streams: dict[str, list[Event]] = {}
         self._blobs: dict[str, bytes] = {}
         self._snapshots: dict[tuple[str, str], Snapshot] = {}
+        self._tombstones: dict[str, Tombstone] = {}
         self._appended = trio.Event()
 
     async def append(
@@ -132,6 +141,56 @@ class MemoryStore:
         self._catalog = {}
         self._project(self._events)
         return len(self._catalog)
+
+    # -- retention (eventlog/_archive.py) -------------------------------------------
+
+    async def commit_archive(self, commit: ArchiveCommit) -> ArchiveOutcome:
+        """Remove the archived streams, leave tombstones, record it (atomic: no await
+        between the checks and the changes but the append's own)."""
+        projection = self.projection
+        groups = group_heads(commit.heads, projection.key if projection else None)
+        archived: list[str] = []
+        skipped: list[str] = []
+        stones: list[Tombstone] = []
+        for key, heads in sorted(groups.items()):
+            moved = any(
+                not (chain := self._streams.get(h.stream))
+                or (chain[-1].seq, chain[-1].hash) != (h.seq, h.hash)
+                for h in heads
+            )
+            row = self._catalog.get(key) if projection is not None else None
+            if moved or (row is not None and row.holder is not None):
+                skipped.append(key)
+                continue
+            archived.append(key)
+            for h in heads:
+                gone = self._streams.pop(h.stream)
+                positions = {e.position for e in gone}
+                self._events = [e for e in self._events if e.position not in positions]
+                for name in [k for k in self._snapshots if k[0] == h.stream]:
+                    del self._snapshots[name]
+                stones.append(
+                    Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
+                              checkpoint=commit.checkpoint)
+                )  # fmt: skip
+            self._catalog.pop(key, None)
+        if stones:
+            for t in stones:
+                self._tombstones[t.stream] = t
+            event, blob = archived_event(commit, stones, len(archived), len(skipped))
+            chain = self._streams.get(MAINTENANCE_STREAM, [])
+            await self.append(MAINTENANCE_STREAM, [event], expected_seq=len(chain), blobs=[blob])
+        return ArchiveOutcome(
+            archived=tuple(archived),
+            skipped=tuple(skipped),
+            tombstones=tuple(stones),
+            events=sum(t.length for t in stones),
+        )
+
+    async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:
+        await trio.lowlevel.checkpoint()
+        names = sorted(self._tombstones if streams is None else set(streams))
+        return [self._tombstones[s] for s in names if s in self._tombstones]
 
     async def head(self, stream: str) -> Head | None:
         """The last event's seq and hash, or None for a stream with no events."""

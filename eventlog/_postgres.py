@@ -10,7 +10,7 @@ async connection).
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO, TypeVar
 
@@ -34,6 +34,7 @@ from ._postgres_db import CHANNEL, check_readable, connect, migrate, redact, tra
 from ._postgres_writer import PgWriter, heads_of, insert_blobs, insert_events, lock_for_append
 from ._postgres_writer import notify as notify_followers
 from ._snapshot import Snapshot
+from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -544,6 +545,36 @@ class PostgresStore:
         if writer is None or writer.projection is None:
             raise StoreError(f"{self.where}: reindex needs a store opened with a projection")
         return await self.call_in_writer(writer.build_catalog, doing="rebuilding the catalog")
+
+    # -- retention (eventlog/_archive.py) -------------------------------------------
+
+    async def commit_archive(self, commit: ArchiveCommit) -> ArchiveOutcome:
+        """Remove the archived streams, leave their tombstones and record it, in one
+        transaction (see :func:`eventlog._archive.archive`)."""
+        writer = self._writer
+        if writer is None:
+            raise ReadOnlyDatabaseError(f"{self.where}: opened read-only")
+        return await self.call_in_writer(lambda conn: writer.archive(conn, commit),
+                                         doing="archiving")  # fmt: skip
+
+    async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:
+        """The tombstones of archived streams (of ``streams``), by stream."""
+
+        def read(conn: Conn) -> list[Tombstone]:
+            if conn.execute(b"SELECT to_regclass('eventlog_tombstones')").fetchone() == (None,):
+                return []
+            sql = b"SELECT stream, length, head_hash, checkpoint FROM eventlog_tombstones"
+            if streams is None:
+                rows = conn.execute(sql + b" ORDER BY stream").fetchall()
+            else:
+                where = b" WHERE stream = ANY(%s::text[]) ORDER BY stream"
+                rows = conn.execute(sql + where, (sorted(set(streams)),)).fetchall()
+            return [
+                Tombstone(stream=r[0], length=int(r[1]), head_hash=r[2], checkpoint=r[3])
+                for r in rows
+            ]
+
+        return await self._read(read, "reading the tombstones")
 
     # -- lifecycle ------------------------------------------------------------------
 

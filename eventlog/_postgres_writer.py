@@ -38,6 +38,14 @@ from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._postgres_db import CHANNEL, translate
+from ._tombstone import (
+    MAINTENANCE_STREAM,
+    ArchiveCommit,
+    ArchiveOutcome,
+    Tombstone,
+    archived_event,
+    group_heads,
+)
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
 
@@ -214,6 +222,73 @@ class PgWriter(BatchWriter):
             notify(conn)
             self.project(events)
         return events
+
+    def archive(self, conn: psycopg.Connection[Any], commit: ArchiveCommit) -> ArchiveOutcome:
+        """(In a transaction, under the writers' lock) remove each group of streams
+        whose heads are still the ones archived, leave their tombstones and record
+        ``log.archived``; a group that moved (or whose lease is held) is skipped whole."""
+        last = lock_for_append(conn)
+        projection = self.projection
+        groups = group_heads(commit.heads, projection.key if projection else None)
+        heads = heads_of(conn, [h.stream for h in commit.heads])
+        archived: list[str] = []
+        skipped: list[str] = []
+        stones: list[Tombstone] = []
+        for key, group in sorted(groups.items()):
+            moved = any(heads.get(h.stream) != (h.seq + 1, h.hash) for h in group)
+            held = (
+                projection is not None
+                and conn.execute(
+                    b"SELECT 1 FROM eventlog_catalog WHERE key = %s AND holder IS NOT NULL "
+                    b"FOR UPDATE",
+                    (key,),
+                ).fetchone()
+            )
+            if moved or held:
+                skipped.append(key)
+                continue
+            archived.append(key)
+            streams = [h.stream for h in group]
+            conn.execute(
+                b"DELETE FROM events WHERE stream = ANY(%s::text[]) AND seq >= 0", (streams,)
+            )
+            conn.execute(
+                b"DELETE FROM eventlog_snapshots WHERE stream = ANY(%s::text[])", (streams,)
+            )
+            if projection is not None:
+                conn.execute(b"DELETE FROM eventlog_catalog WHERE key = %s", (key,))
+            stones += [
+                Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
+                          checkpoint=commit.checkpoint)
+                for h in group
+            ]  # fmt: skip
+        if stones:
+            conn.execute(
+                b"INSERT INTO eventlog_tombstones (stream, length, head_hash, checkpoint) "
+                b"SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[])",
+                (
+                    [t.stream for t in stones],
+                    [t.length for t in stones],
+                    [t.head_hash for t in stones],
+                    [t.checkpoint for t in stones],
+                ),
+            )
+            event, blob = archived_event(commit, stones, len(archived), len(skipped))
+            length, prev = heads_of(conn, [MAINTENANCE_STREAM]).get(
+                MAINTENANCE_STREAM, (0, GENESIS_HASH)
+            )
+            events = build_events(MAINTENANCE_STREAM, prev, length, last + 1, [event])
+            insert_blobs(conn, {blob_digest(blob): blob})
+            insert_events(conn, events)
+            notify(conn)
+            self.project(events)
+        self._forget()
+        return ArchiveOutcome(
+            archived=tuple(archived),
+            skipped=tuple(skipped),
+            tombstones=tuple(stones),
+            events=sum(t.length for t in stones),
+        )
 
     # -- appends ----------------------------------------------------------------------
 

@@ -25,6 +25,14 @@ from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._sqlite_db import SEQ_IN_LOG, immediate
+from ._tombstone import (
+    MAINTENANCE_STREAM,
+    ArchiveCommit,
+    ArchiveOutcome,
+    Tombstone,
+    archived_event,
+    group_heads,
+)
 from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
 
@@ -225,3 +233,56 @@ class Writer(BatchWriter):
         self._insert(requests, {})
         self._forget()  # the memory of heads and positions is behind these appends
         return [r.result[0] for r in requests if r.result]
+
+    def archive(self, conn: sqlite3.Connection, commit: ArchiveCommit) -> ArchiveOutcome:
+        """(In a write transaction) remove each group of streams whose heads are still
+        the ones archived, leave their tombstones and record ``log.archived``; a group
+        that moved (or whose lease is held) is skipped whole."""
+        projection = self.projection
+        groups = group_heads(commit.heads, projection.key if projection else None)
+        archived: list[str] = []
+        skipped: list[str] = []
+        stones: list[Tombstone] = []
+        for key, heads in sorted(groups.items()):
+            current = [conn.execute(HEAD, (h.stream,)).fetchone() for h in heads]
+            row = catalog.load(conn, key) if projection is not None else None
+            if any(
+                c is None or (c[0], c[1]) != (h.seq, h.hash)
+                for c, h in zip(current, heads, strict=True)
+            ) or (row is not None and row.holder is not None):
+                skipped.append(key)
+                continue
+            archived.append(key)
+            for h in heads:
+                conn.execute(f"DELETE FROM events WHERE stream = ? AND {SEQ_IN_LOG}", (h.stream,))
+                conn.execute("DELETE FROM eventlog_snapshots WHERE stream = ?", (h.stream,))
+                stones.append(
+                    Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
+                              checkpoint=commit.checkpoint)
+                )  # fmt: skip
+            if projection is not None:
+                conn.execute("DELETE FROM eventlog_catalog WHERE key = ?", (key,))
+        if stones:
+            conn.executemany(
+                "INSERT INTO eventlog_tombstones (stream, length, head_hash, checkpoint) "
+                "VALUES (?, ?, ?, ?)",
+                [(t.stream, t.length, t.head_hash, t.checkpoint) for t in stones],
+            )
+            event, blob = archived_event(commit, stones, len(archived), len(skipped))
+            head = conn.execute(HEAD, (MAINTENANCE_STREAM,)).fetchone()
+            request = AppendRequest(
+                stream=MAINTENANCE_STREAM,
+                events=(event,),
+                expected_seq=0 if head is None else int(head[0]) + 1,
+                blobs=(blob,),
+            )
+            self._insert([request], {})
+            if request.error is not None:
+                raise request.error
+        self._forget()  # the memory of heads and positions is behind these changes
+        return ArchiveOutcome(
+            archived=tuple(archived),
+            skipped=tuple(skipped),
+            tombstones=tuple(stones),
+            events=sum(t.length for t in stones),
+        )
