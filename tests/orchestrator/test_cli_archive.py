@@ -1,0 +1,273 @@
+"""``skillog log archive`` and ``replay --archive`` as an operator and an auditor type
+them: only ended sessions go, the live log still verifies (chains, grammar, catalog,
+checkpoints), the archive proves each archived session byte for byte, and bad input
+(a wrong date, a tampered archive, an archive given as the log) is a clear exit 2."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+
+SKILL = """\
+---
+name: greet
+description: Greets people.
+---
+Run scripts/hi.py.
+"""
+TURNS = """\
+turns:
+  - text: "Loading."
+    tool_calls: [{name: skills.load, arguments: {names: [greet]}}]
+  - text: "Running it."
+    tool_calls: [{name: skills.run_script, arguments: {path: scripts/hi.py, args: [a]}}]
+  - text: "Done."
+"""
+
+
+class Cli:
+    def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.tmp, self.capsys = tmp_path, capsys
+        self.db: str | Path = tmp_path / "log.db"
+
+    def __call__(self, *args: str | Path, db: bool = True) -> tuple[int, str, str]:
+        more = ("--db", self.db) if db else ()
+        code = main([str(a) for a in (*args, *more)])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def model(self) -> str:
+        return f"scripted:{self.tmp / 'turns.yaml'}"
+
+    def run(self, *more: str) -> str:
+        code, out, err = self(
+            "run", "greet me", "--model", self.model(),
+            "--skills", self.tmp / "skills" / "greet", "--project", self.tmp, *more,
+        )  # fmt: skip
+        assert code in (0, 1), out + err
+        return str(self.rows()[0]["session"])
+
+    def rows(self, *more: str) -> list[dict[str, object]]:
+        code, out, _ = self("sessions", "--json", "--all", *more)
+        assert code == 0
+        return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    skill = tmp_path / "skills" / "greet"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "SKILL.md").write_text(SKILL)
+    (skill / "scripts" / "hi.py").write_text("print('hi')\n")
+    (tmp_path / "turns.yaml").write_text(TURNS)
+    return Cli(tmp_path, capsys)
+
+
+def now() -> str:
+    moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=-0.001)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def sessions_of(cli: Cli) -> tuple[str, str, str, str]:
+    """One session of each kind: ended twice, suspended, queued (never run)."""
+    done = cli.run("--approve")
+    capped = cli.run("--approve", "--max-turns", "1")
+    suspended = cli.run()  # nobody to ask: it suspends awaiting approval
+    code, _, err = cli("submit", "queued task", "--model", cli.model())
+    assert code == 0, err
+    known = (done, capped, suspended)
+    queued = next(str(r["session"]) for r in cli.rows() if r["session"] not in known)
+    return done, capped, suspended, queued
+
+
+def test_only_ended_sessions_are_archived_and_both_sides_prove_themselves(cli: Cli) -> None:
+    done, capped, suspended, queued = sessions_of(cli)
+    assert cli("log", "keygen", "--out", cli.tmp / "k.pem", db=False)[0] == 0
+    assert cli("log", "checkpoint", "--key", cli.tmp / "k.pem", "--out", cli.tmp / "cp")[0] == 0
+    time.sleep(0.01)
+    before = now()
+    code, out, err = cli("log", "archive", "--before", before, "--key", "k.pem", "--out", "a.jsonl")
+    assert code == 0, err
+    assert out.startswith("archived 2 sessions") and "log file" in out
+    # Listings leave archived sessions out; the running and suspended ones stay.
+    assert {r["session"] for r in cli.rows()} == {suspended, queued}
+    code, out, err = cli("log", "verify", "--checkpoint", "cp", "--key", "k.pem.pub")
+    assert code == 0, out + err
+    assert cli("log", "reindex")[0] == 0
+    assert cli("log", "verify")[0] == 0
+    # A checkpoint after the archive extends the one before (tombstoned heads signed).
+    code, out, err = cli("log", "checkpoint", "--key", "k.pem", "--out", "cp")
+    assert code == 0, err
+    assert cli("log", "verify", "--checkpoint", "cp", "--key", "k.pem.pub")[0] == 0
+    # The auditor proves an archived session from the archive, against the live log.
+    for session in (done, capped):
+        code, out, err = cli("replay", session, "--archive", "a.jsonl", "--key", "k.pem.pub")
+        assert code == 0, out + err
+        assert "archive chain and signed checkpoint verified" in out
+        assert "every request reproduced byte for byte" in out
+    code, out, err = cli("replay", done, "--archive", "a.jsonl", "--key", "k.pem.pub", "--json")
+    assert code == 0 and json.loads(out)["ok"] is True
+    # Archiving again: nothing else has ended; the same --out is already done.
+    code, out, _ = cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "b.jsonl")
+    assert code == 0 and "nothing archived" in out and not (cli.tmp / "b.jsonl").exists()
+    code, out, _ = cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "a.jsonl")
+    assert code == 0 and "already archived" in out
+    # The archive is an export too: it imports into a fresh log, which verifies.
+    cli.db = cli.tmp / "restored.db"
+    assert cli("log", "import", "a.jsonl")[0] == 0
+    assert {r["session"] for r in cli.rows()} == {done, capped}
+
+
+def test_replay_archive_finds_a_tampered_or_mismatched_archive(cli: Cli) -> None:
+    done = cli.run("--approve")
+    cli("log", "keygen", "--out", cli.tmp / "k.pem", db=False)
+    time.sleep(0.01)
+    assert cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "a.jsonl")[0] == 0
+    lines = (cli.tmp / "a.jsonl").read_bytes().splitlines(keepends=True)
+    assert any(b"greet me" in line for line in lines)
+    (cli.tmp / "edited.jsonl").write_bytes(
+        b"".join(line.replace(b"greet me", b"greet ME") for line in lines)
+    )
+    code, _, err = cli("replay", done, "--archive", "edited.jsonl", "--key", "k.pem.pub")
+    assert code == 2 and "hash does not match the content (altered line)" in err
+    # Re-signed with another key: the signature is the auditor's key's or nothing.
+    cli("log", "keygen", "--out", cli.tmp / "other.pem", db=False)
+    code, _, err = cli("replay", done, "--archive", "a.jsonl", "--key", "other.pem.pub")
+    assert code == 2 and "not among the 1 trusted key" in err
+    code, _, err = cli("replay", done, "--archive", "a.jsonl")
+    assert code == 2 and "no trusted key" in err
+    # The tombstone names the archive's checkpoint: an edited tombstone is found by
+    # verify, and a replay against the live log says the two disagree.
+    with sqlite3.connect(cli.tmp / "log.db") as conn:
+        conn.execute("UPDATE eventlog_tombstones SET length = length - 1")
+    code, out, _ = cli("log", "verify")
+    assert code == 1 and "FAULT" in out and "tombstone" in out
+    code, _, err = cli("replay", done, "--archive", "a.jsonl", "--key", "k.pem.pub")
+    assert code == 2 and "does not match the live log's tombstone" in err
+
+
+def test_bad_input_is_a_clear_exit_2(cli: Cli) -> None:
+    cli.run("--approve")
+    cli("log", "keygen", "--out", cli.tmp / "k.pem", db=False)
+    for date, says in [
+        ("2026-13-01", "not a date or time; write YYYY-MM-DD"),
+        ("yesterday", "not a date or time"),
+        ("2026-01-31T12:00:00", "needs its offset"),
+        ("2999-01-01", "is in the future"),
+    ]:
+        code, _, err = cli("log", "archive", "--before", date, "--key", "k.pem")
+        assert code == 2 and says in err and "Traceback" not in err, err
+    time.sleep(0.01)
+    assert cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "a.jsonl")[0] == 0
+    # An archive given as the log to archive: refused as what it is, not a database.
+    cli.db = cli.tmp / "a.jsonl"
+    code, _, err = cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "b.jsonl")
+    assert code == 2 and "Traceback" not in err and "a.jsonl" in err
+    # An export (no signed checkpoint) given as an archive.
+    cli.db = cli.tmp / "log.db"
+    cli("log", "export", "--out", "plain.jsonl")
+    code, _, err = cli("replay", "x", "--archive", "plain.jsonl", "--key", "k.pem.pub")
+    assert code == 2 and "not an archive" in err
+
+
+def test_postgres_archive_round_trip(cli: Cli, pg_dsn: str) -> None:
+    cli.db = pg_dsn
+    done = cli.run("--approve")
+    cli("log", "keygen", "--out", cli.tmp / "k.pem", db=False)
+    time.sleep(0.01)
+    code, out, err = cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "a.jsonl")
+    assert code == 0 and out.startswith("archived 1 sessions"), err
+    assert cli.rows() == []
+    assert cli("log", "verify")[0] == 0
+    code, out, err = cli("replay", done, "--archive", "a.jsonl", "--key", "k.pem.pub")
+    assert code == 0, out + err
+
+
+CRASH = """
+import os, signal, sys
+import eventlog._archive as archive, eventlog._sqlite as sqlite, eventlog._sqlite_writer as writer
+from orchestrator.cli import main
+
+point = sys.argv[1]
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+def wrap(owner, name, *, before=False, after=False, nth=0):
+    original = getattr(owner, name)
+    calls = [0]
+    def patched(*a, **k):
+        calls[0] += 1
+        if before or calls[0] == nth:
+            die()
+        result = original(*a, **k)
+        if after:
+            die()
+        return result
+    async def apatched(*a, **k):
+        if before:
+            die()
+        result = await original(*a, **k)
+        if after:
+            die()
+        return result
+    import inspect
+    setattr(owner, name, apatched if inspect.iscoroutinefunction(original) else patched)
+if point == "before_file":
+    wrap(archive, "write_archive", before=True)
+elif point == "mid_file":
+    wrap(archive, "encode_line", nth=5)
+elif point == "after_file":
+    wrap(sqlite.SqliteStore, "commit_archive", before=True)
+elif point == "in_commit":
+    wrap(writer.Writer, "archive", after=True)  # in the transaction, before COMMIT
+elif point == "after_commit":
+    wrap(sqlite.SqliteStore, "commit_archive", after=True)
+sys.exit(main(sys.argv[2:]))
+"""
+POINTS = ("before_file", "mid_file", "after_file", "in_commit", "after_commit")
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_mid_archive_leaves_the_file_and_tombstones_both_or_neither(
+    cli: Cli, tmp_path: Path, point: str
+) -> None:
+    """A real ``skillog log archive`` process SIGKILLed at each point where it can die:
+    a tombstone never exists without its complete archive file, the log verifies, and
+    the same command run again finishes the archive."""
+    for _ in range(3):
+        cli.run("--approve")
+    cli("log", "keygen", "--out", cli.tmp / "k.pem", db=False)
+    time.sleep(0.01)
+    before = now()
+    out = tmp_path / "a.jsonl"
+    args = ["log", "archive", "--db", str(cli.db), "--before", before,
+            "--key", str(tmp_path / "k.pem"), "--out", str(out)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH, point, *args], env=env, capture_output=True, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    with sqlite3.connect(cli.db) as conn:
+        stones = conn.execute("SELECT count(*) FROM eventlog_tombstones").fetchone()[0]
+    assert stones == (6 if point == "after_commit" else 0)  # 3 sessions, 3 lease streams
+    assert out.exists() == (point in ("after_file", "in_commit", "after_commit"))
+    assert cli("log", "verify")[0] == 0
+    code, text, err = cli("log", "archive", "--before", before, "--key", "k.pem", "--out", out)
+    assert code == 0, err
+    done = "already archived" if point == "after_commit" else "archived 3 sessions"
+    assert done in text
+    assert cli.rows() == [] and cli("log", "verify")[0] == 0
