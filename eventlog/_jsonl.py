@@ -62,7 +62,7 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     """The signed checkpoint of an archive's end line (``eventlog._archive``)."""
 
 
-class _End(msgspec.Struct, forbid_unknown_fields=True):
+class _End(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     events: int
     checkpoint: Checkpoint | None = None  # an archive's (eventlog/_archive.py)
 
