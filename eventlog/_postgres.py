@@ -34,7 +34,7 @@ from ._postgres_db import CHANNEL, check_readable, connect, migrate, redact, tra
 from ._postgres_writer import PgWriter, heads_of, insert_blobs, insert_events, lock_for_append
 from ._postgres_writer import notify as notify_followers
 from ._snapshot import Snapshot
-from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone
+from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone, archived_stream
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -188,7 +188,7 @@ class PostgresStore:
             report, blobs, position = import_lines(
                 f,
                 source,
-                head_of=lambda s: heads_of(conn, [s]).get(s, (0, GENESIS_HASH)),
+                head_of=lambda s: import_head(conn, source, s),
                 first_position=last + 1,
                 insert=insert,
                 progress=progress,
@@ -620,6 +620,17 @@ class PostgresStore:
             writer.run()
 
         await trio.to_thread.run_sync(body)
+
+
+def import_head(conn: Conn, source: str, stream: str) -> tuple[int, str]:
+    """The head an imported stream continues; an archived stream is refused."""
+    head = heads_of(conn, [stream]).get(stream)
+    if head is not None:
+        return head
+    archived = b"SELECT 1 FROM eventlog_tombstones WHERE stream = %s"
+    if conn.execute(archived, (stream,)).fetchone():
+        raise archived_stream(source, stream)
+    return (0, GENESIS_HASH)
 
 
 async def _notified(conn: Conn) -> bool:

@@ -43,7 +43,7 @@ from ._sqlite_db import (
     translate,
 )
 from ._sqlite_writer import HEAD, INSERT_BLOB, INSERT_EVENT, Writer
-from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone
+from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone, archived_stream
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -198,6 +198,10 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> ImportReport:
             def head_of(stream: str) -> tuple[int, str]:
                 row = conn.execute(HEAD, (stream,)).fetchone()
+                if row is None:
+                    archived = "SELECT 1 FROM eventlog_tombstones WHERE stream = ?"
+                    if conn.execute(archived, (stream,)).fetchone():
+                        raise archived_stream(source, stream)
                 return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
 
             def insert(events: list[Event]) -> None:

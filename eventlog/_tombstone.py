@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 import msgspec
 
 from ._checkpoint import CheckpointHead
+from ._errors import ImportFormatError
 from ._hashchain import blob_digest
 from ._types import NewEvent
 
@@ -110,3 +111,12 @@ def archived_event(
     )
     event = NewEvent(type=ARCHIVED_TYPE, body=_ENCODER.encode(body), recorded_at=commit.recorded_at)
     return event, blob
+
+
+def archived_stream(source: str, stream: str) -> ImportFormatError:
+    """An import would bring back an archived stream beside its tombstone."""
+    return ImportFormatError(
+        f"{source}: stream {stream!r} was archived from this log (it has a tombstone), so "
+        "it cannot come back beside it; nothing was imported - import the archive into a "
+        "new database to read it there"
+    )

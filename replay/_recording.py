@@ -91,6 +91,16 @@ async def load_recording(store: EventStore, session: str) -> Recording:
     does not decode (an unknown type, a schema version newer than this code)."""
     events = [e async for e in store.read(session)]
     if not events:
+        read_tombstones = getattr(store, "tombstones", None)
+        stones = await read_tombstones([session]) if read_tombstones is not None else []
+        if stones:
+            raise BrokenLogError(
+                session,
+                None,
+                f"archived from this log ({stones[0].length} events, archive checkpoint "
+                f"{stones[0].checkpoint[:16]}...): replay it from its archive with "
+                "`skillog replay SESSION --archive FILE --key KEY --db LOG`",
+            )
         raise BrokenLogError(
             session, None, "no such session in this log; `skillog sessions` lists them"
         )

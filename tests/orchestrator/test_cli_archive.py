@@ -127,6 +127,11 @@ def test_only_ended_sessions_are_archived_and_both_sides_prove_themselves(cli: C
     assert code == 0 and "nothing archived" in out and not (cli.tmp / "b.jsonl").exists()
     code, out, _ = cli("log", "archive", "--before", now(), "--key", "k.pem", "--out", "a.jsonl")
     assert code == 0 and "already archived" in out
+    # The live log says where an archived session went, and will not take it back.
+    code, _, err = cli("replay", done)
+    assert code == 2 and "archived from this log" in err and "--archive FILE" in err
+    code, _, err = cli("log", "import", "a.jsonl")
+    assert code == 2 and "was archived from this log" in err
     # The archive is an export too: it imports into a fresh log, which verifies.
     cli.db = cli.tmp / "restored.db"
     assert cli("log", "import", "a.jsonl")[0] == 0
