@@ -28,6 +28,7 @@ from ._tombstone import (
     Tombstone,
     archived_event,
     group_heads,
+    others,
 )
 from ._types import Event, Head, NewEvent, StreamInfo
 
@@ -158,6 +159,7 @@ class MemoryStore:
                 or (chain[-1].seq, chain[-1].hash) != (h.seq, h.hash)
                 for h in heads
             )
+            moved = moved or any(self._streams.get(s) for s in others(projection, key, heads))
             row = self._catalog.get(key) if projection is not None else None
             if moved or (row is not None and row.holder is not None):
                 skipped.append(key)

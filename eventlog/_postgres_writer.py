@@ -45,6 +45,7 @@ from ._tombstone import (
     Tombstone,
     archived_event,
     group_heads,
+    others,
 )
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -236,6 +237,8 @@ class PgWriter(BatchWriter):
         stones: list[Tombstone] = []
         for key, group in sorted(groups.items()):
             moved = any(heads.get(h.stream) != (h.seq + 1, h.hash) for h in group)
+            extra = others(projection, key, group)
+            moved = moved or bool(extra and heads_of(conn, extra))
             held = (
                 projection is not None
                 and conn.execute(

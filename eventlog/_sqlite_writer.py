@@ -32,6 +32,7 @@ from ._tombstone import (
     Tombstone,
     archived_event,
     group_heads,
+    others,
 )
 from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -245,11 +246,12 @@ class Writer(BatchWriter):
         stones: list[Tombstone] = []
         for key, heads in sorted(groups.items()):
             current = [conn.execute(HEAD, (h.stream,)).fetchone() for h in heads]
-            row = catalog.load(conn, key) if projection is not None else None
-            if any(
+            moved = any(
                 c is None or (c[0], c[1]) != (h.seq, h.hash)
                 for c, h in zip(current, heads, strict=True)
-            ) or (row is not None and row.holder is not None):
+            ) or any(conn.execute(HEAD, (s,)).fetchone() for s in others(projection, key, heads))
+            row = catalog.load(conn, key) if projection is not None else None
+            if moved or (row is not None and row.holder is not None):
                 skipped.append(key)
                 continue
             archived.append(key)

@@ -120,3 +120,14 @@ def archived_stream(source: str, stream: str) -> ImportFormatError:
         "it cannot come back beside it; nothing was imported - import the archive into a "
         "new database to read it there"
     )
+
+
+def others(projection: object, key: str, heads: Sequence[CheckpointHead]) -> list[str]:
+    """The streams the catalog row ``key`` gathers (a projection's optional
+    ``streams(key)``) that the archive did not choose: if one exists now (a lease taken
+    and let go since), archiving the rest would orphan it, so the group is skipped."""
+    streams = getattr(projection, "streams", None)
+    if streams is None:
+        return []
+    chosen = {h.stream for h in heads}
+    return [s for s in streams(key) if s not in chosen]

@@ -88,6 +88,10 @@ class SessionProjection:
             return stream[len(LEASE_PREFIX) :] or None
         return None if stream in (INDEX_STREAM, MAINTENANCE_STREAM) else stream
 
+    def streams(self, key: str) -> list[str]:
+        """The streams a session's row gathers: archived together or not at all."""
+        return [key, lease_stream(key)]
+
     def apply(
         self, row: CatalogRow | None, key: str, events: Sequence[StoredEvent]
     ) -> CatalogRow | None:

@@ -13,10 +13,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from eventlog import EventStore, MemoryStore, archive_streams, open_store
+from orchestrator import Agent, verdict
+from orchestrator._catalog import SESSIONS, ended_before, open_log
+from orchestrator._fleet import acquire, release
+from orchestrator.adapters import ScriptedModel
 from orchestrator.cli import main
 
 SKILL = """\
@@ -276,3 +283,41 @@ def test_sigkill_mid_archive_leaves_the_file_and_tombstones_both_or_neither(
     done = "already archived" if point == "after_commit" else "archived 3 sessions"
     assert done in text
     assert cli.rows() == [] and cli("log", "verify")[0] == 0
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
+    if request.param == "memory":
+        yield MemoryStore(projection=SESSIONS)
+    elif request.param == "sqlite":
+        async with open_log(tmp_path / "log.db") as s:
+            yield s
+    else:
+        async with open_store(request.getfixturevalue("pg_dsn"), projection=SESSIONS) as pg:
+            yield pg
+
+
+async def test_a_leased_session_is_never_archived_even_once_ended(
+    store: EventStore, tmp_path: Path
+) -> None:
+    """A driver that has not let go yet (its session ended, its lease still live) keeps
+    the session out of the selection, and out of a commit chosen before it took it."""
+    agent = Agent(model=ScriptedModel([{"text": "done"}]), model_name="m")
+    for sid in ("free", "held", "raced", "visited"):
+        await agent.run(store, "a task", session_id=sid)
+    await acquire(store, "held", "worker-1", ttl_ns=60 * 10**9)
+    heads = await ended_before(store, time.time_ns())
+    assert {h.stream for h in heads} == {"free", "raced", "visited"}  # no lease stream yet
+    # Taken after the choice: only its catalog row says so (its session stream did not
+    # move), and the commit reads the row under the same lock.
+    await acquire(store, "raced", "worker-2", ttl_ns=60 * 10**9)
+    # Taken and let go since: its new lease stream would be left without its session.
+    lease = await acquire(store, "visited", "worker-3", ttl_ns=60 * 10**9)
+    await release(store, lease, "ended", time.time_ns())
+    result = await archive_streams(
+        store, heads, out=tmp_path / "a.jsonl", key=Ed25519PrivateKey.generate(),
+        by="test", before=time.time_ns(), clock=time.time_ns,
+    )  # fmt: skip
+    assert result.archived == ("free",) and result.skipped == ("raced", "visited")
+    assert await store.head("held") is not None and await store.head("raced") is not None
+    assert (await verdict(store)).ok
