@@ -31,7 +31,6 @@ head moved since it was chosen is skipped as a whole, never half archived.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -40,15 +39,14 @@ import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ._checkpoint import CHECKPOINT_VERSION, Checkpoint, CheckpointHead, Statement, public_hex
-from ._errors import BlobNotFoundError, EventLogError, ImportFormatError
+from ._errors import EventLogError, ImportFormatError
 from ._hashchain import GENESIS_HASH
-from ._jsonl import HEADER, encode_line, import_jsonl
+from ._jsonl import HEADER, import_jsonl, line_with_blobs
 from ._memory import MemoryStore
 from ._output import output_file
 from ._tombstone import ArchiveCommit, ArchiveOutcome
 from ._types import EventStore
 
-_DIGEST_IN_BODY = re.compile(rb'"([0-9a-f]{64})"')
 _ENCODER = msgspec.json.Encoder(order="sorted")
 
 
@@ -96,17 +94,7 @@ async def write_archive(
         for head in cp.heads:
             n, last = 0, None
             async for event in store.read(head.stream, to_seq=head.seq + 1):
-                needed: dict[str, bytes] = {}
-                for m in _DIGEST_IN_BODY.finditer(event.body):
-                    digest = m.group(1).decode()
-                    if digest in sent or digest in needed:
-                        continue
-                    try:
-                        needed[digest] = await store.get_blob(digest)
-                    except BlobNotFoundError:
-                        continue  # a digest of something else (a skill, a request)
-                sent.update(needed)
-                chunk.append(encode_line(event, needed))
+                chunk.append(await line_with_blobs(store, event, sent))
                 n, last = n + 1, event.hash
                 if len(chunk) >= 1024:
                     await trio.to_thread.run_sync(f.writelines, chunk)

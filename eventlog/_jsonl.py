@@ -106,6 +106,22 @@ def encode_line(event: Event, blobs: dict[str, bytes]) -> bytes:
     return _ENCODER.encode(line) + b"\n"
 
 
+async def line_with_blobs(store: EventStore, event: Event, sent: set[str]) -> bytes:
+    """The export line of ``event`` carrying each blob its body names that is stored and
+    not in ``sent`` yet (then added to it)."""
+    needed: dict[str, bytes] = {}
+    for m in _DIGEST_IN_BODY.finditer(event.body):
+        digest = m.group(1).decode()
+        if digest in sent or digest in needed:
+            continue
+        try:
+            needed[digest] = await store.get_blob(digest)
+        except BlobNotFoundError:
+            continue  # a digest of something else (a skill, a request)
+    sent.update(needed)
+    return encode_line(event, needed)
+
+
 async def export_jsonl(
     store: EventStore,
     out: BinaryIO,
@@ -124,17 +140,7 @@ async def export_jsonl(
     sources = [store.read(s) for s in streams] if streams is not None else [store.read_all()]
     for source in sources:
         async for event in source:
-            needed: dict[str, bytes] = {}
-            for m in _DIGEST_IN_BODY.finditer(event.body):
-                digest = m.group(1).decode()
-                if digest in sent or digest in needed:
-                    continue
-                try:
-                    needed[digest] = await store.get_blob(digest)
-                except BlobNotFoundError:
-                    continue  # a digest of something else (a skill, a request)
-            sent.update(needed)
-            chunk.append(encode_line(event, needed))
+            chunk.append(await line_with_blobs(store, event, sent))
             count += 1
             if len(chunk) >= 1024:
                 await trio.to_thread.run_sync(out.writelines, chunk)

@@ -27,8 +27,7 @@ from ._tombstone import (
     ArchiveOutcome,
     Tombstone,
     archived_event,
-    group_heads,
-    others,
+    sort_out,
 )
 from ._types import Event, Head, NewEvent, StreamInfo
 
@@ -149,45 +148,32 @@ class MemoryStore:
         """Remove the archived streams, leave tombstones, record it (atomic: no await
         between the checks and the changes but the append's own)."""
         projection = self.projection
-        groups = group_heads(commit.heads, projection.key if projection else None)
-        archived: list[str] = []
-        skipped: list[str] = []
-        stones: list[Tombstone] = []
-        for key, heads in sorted(groups.items()):
-            moved = any(
-                not (chain := self._streams.get(h.stream))
-                or (chain[-1].seq, chain[-1].hash) != (h.seq, h.hash)
-                for h in heads
-            )
-            moved = moved or any(self._streams.get(s) for s in others(projection, key, heads))
+
+        def head(stream: str) -> tuple[int, str] | None:
+            chain = self._streams.get(stream)
+            return (chain[-1].seq, chain[-1].hash) if chain else None
+
+        def held(key: str) -> bool:
             row = self._catalog.get(key) if projection is not None else None
-            if moved or (row is not None and row.holder is not None):
-                skipped.append(key)
-                continue
-            archived.append(key)
-            for h in heads:
-                gone = self._streams.pop(h.stream)
-                positions = {e.position for e in gone}
+            return row is not None and row.holder is not None
+
+        def remove(key: str, streams: list[str]) -> None:
+            for stream in streams:
+                positions = {e.position for e in self._streams.pop(stream)}
                 self._events = [e for e in self._events if e.position not in positions]
-                for name in [k for k in self._snapshots if k[0] == h.stream]:
+                for name in [k for k in self._snapshots if k[0] == stream]:
                     del self._snapshots[name]
-                stones.append(
-                    Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
-                              checkpoint=commit.checkpoint)
-                )  # fmt: skip
             self._catalog.pop(key, None)
+
+        outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
+        stones = outcome.tombstones
         if stones:
             for t in stones:
                 self._tombstones[t.stream] = t
-            event, blob = archived_event(commit, stones, len(archived), len(skipped))
+            event, blob = archived_event(commit, outcome)
             chain = self._streams.get(MAINTENANCE_STREAM, [])
             await self.append(MAINTENANCE_STREAM, [event], expected_seq=len(chain), blobs=[blob])
-        return ArchiveOutcome(
-            archived=tuple(archived),
-            skipped=tuple(skipped),
-            tombstones=tuple(stones),
-            events=sum(t.length for t in stones),
-        )
+        return outcome
 
     async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:
         await trio.lowlevel.checkpoint()

@@ -42,10 +42,8 @@ from ._tombstone import (
     MAINTENANCE_STREAM,
     ArchiveCommit,
     ArchiveOutcome,
-    Tombstone,
     archived_event,
-    group_heads,
-    others,
+    sort_out,
 )
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -230,28 +228,17 @@ class PgWriter(BatchWriter):
         ``log.archived``; a group that moved (or whose lease is held) is skipped whole."""
         last = lock_for_append(conn)
         projection = self.projection
-        groups = group_heads(commit.heads, projection.key if projection else None)
-        heads = heads_of(conn, [h.stream for h in commit.heads])
-        archived: list[str] = []
-        skipped: list[str] = []
-        stones: list[Tombstone] = []
-        for key, group in sorted(groups.items()):
-            moved = any(heads.get(h.stream) != (h.seq + 1, h.hash) for h in group)
-            extra = others(projection, key, group)
-            moved = moved or bool(extra and heads_of(conn, extra))
-            held = (
-                projection is not None
-                and conn.execute(
-                    b"SELECT 1 FROM eventlog_catalog WHERE key = %s AND holder IS NOT NULL "
-                    b"FOR UPDATE",
-                    (key,),
-                ).fetchone()
-            )
-            if moved or held:
-                skipped.append(key)
-                continue
-            archived.append(key)
-            streams = [h.stream for h in group]
+        chosen = heads_of(conn, [h.stream for h in commit.heads])  # one query for most
+
+        def head(stream: str) -> tuple[int, str] | None:
+            found = chosen.get(stream) if stream in chosen else heads_of(conn, [stream]).get(stream)
+            return None if found is None else (found[0] - 1, found[1])
+
+        def held(key: str) -> bool:
+            sql = b"SELECT 1 FROM eventlog_catalog WHERE key = %s AND holder IS NOT NULL FOR UPDATE"
+            return projection is not None and conn.execute(sql, (key,)).fetchone() is not None
+
+        def remove(key: str, streams: list[str]) -> None:
             conn.execute(
                 b"DELETE FROM events WHERE stream = ANY(%s::text[]) AND seq >= 0", (streams,)
             )
@@ -260,11 +247,9 @@ class PgWriter(BatchWriter):
             )
             if projection is not None:
                 conn.execute(b"DELETE FROM eventlog_catalog WHERE key = %s", (key,))
-            stones += [
-                Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
-                          checkpoint=commit.checkpoint)
-                for h in group
-            ]  # fmt: skip
+
+        outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
+        stones = outcome.tombstones
         if stones:
             conn.execute(
                 b"INSERT INTO eventlog_tombstones (stream, length, head_hash, checkpoint) "
@@ -276,7 +261,7 @@ class PgWriter(BatchWriter):
                     [t.checkpoint for t in stones],
                 ),
             )
-            event, blob = archived_event(commit, stones, len(archived), len(skipped))
+            event, blob = archived_event(commit, outcome)
             length, prev = heads_of(conn, [MAINTENANCE_STREAM]).get(
                 MAINTENANCE_STREAM, (0, GENESIS_HASH)
             )
@@ -286,12 +271,7 @@ class PgWriter(BatchWriter):
             notify(conn)
             self.project(events)
         self._forget()
-        return ArchiveOutcome(
-            archived=tuple(archived),
-            skipped=tuple(skipped),
-            tombstones=tuple(stones),
-            events=sum(t.length for t in stones),
-        )
+        return outcome
 
     # -- appends ----------------------------------------------------------------------
 

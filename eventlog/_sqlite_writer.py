@@ -29,10 +29,8 @@ from ._tombstone import (
     MAINTENANCE_STREAM,
     ArchiveCommit,
     ArchiveOutcome,
-    Tombstone,
     archived_event,
-    group_heads,
-    others,
+    sort_out,
 )
 from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -240,51 +238,40 @@ class Writer(BatchWriter):
         the ones archived, leave their tombstones and record ``log.archived``; a group
         that moved (or whose lease is held) is skipped whole."""
         projection = self.projection
-        groups = group_heads(commit.heads, projection.key if projection else None)
-        archived: list[str] = []
-        skipped: list[str] = []
-        stones: list[Tombstone] = []
-        for key, heads in sorted(groups.items()):
-            current = [conn.execute(HEAD, (h.stream,)).fetchone() for h in heads]
-            moved = any(
-                c is None or (c[0], c[1]) != (h.seq, h.hash)
-                for c, h in zip(current, heads, strict=True)
-            ) or any(conn.execute(HEAD, (s,)).fetchone() for s in others(projection, key, heads))
+
+        def head(stream: str) -> tuple[int, str] | None:
+            row = conn.execute(HEAD, (stream,)).fetchone()
+            return None if row is None else (int(row[0]), str(row[1]))
+
+        def held(key: str) -> bool:
             row = catalog.load(conn, key) if projection is not None else None
-            if moved or (row is not None and row.holder is not None):
-                skipped.append(key)
-                continue
-            archived.append(key)
-            for h in heads:
-                conn.execute(f"DELETE FROM events WHERE stream = ? AND {SEQ_IN_LOG}", (h.stream,))
-                conn.execute("DELETE FROM eventlog_snapshots WHERE stream = ?", (h.stream,))
-                stones.append(
-                    Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
-                              checkpoint=commit.checkpoint)
-                )  # fmt: skip
+            return row is not None and row.holder is not None
+
+        def remove(key: str, streams: list[str]) -> None:
+            for stream in streams:
+                conn.execute(f"DELETE FROM events WHERE stream = ? AND {SEQ_IN_LOG}", (stream,))
+                conn.execute("DELETE FROM eventlog_snapshots WHERE stream = ?", (stream,))
             if projection is not None:
                 conn.execute("DELETE FROM eventlog_catalog WHERE key = ?", (key,))
+
+        outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
+        stones = outcome.tombstones
         if stones:
             conn.executemany(
                 "INSERT INTO eventlog_tombstones (stream, length, head_hash, checkpoint) "
                 "VALUES (?, ?, ?, ?)",
                 [(t.stream, t.length, t.head_hash, t.checkpoint) for t in stones],
             )
-            event, blob = archived_event(commit, stones, len(archived), len(skipped))
-            head = conn.execute(HEAD, (MAINTENANCE_STREAM,)).fetchone()
+            event, blob = archived_event(commit, outcome)
+            last = head(MAINTENANCE_STREAM)
             request = AppendRequest(
                 stream=MAINTENANCE_STREAM,
                 events=(event,),
-                expected_seq=0 if head is None else int(head[0]) + 1,
+                expected_seq=0 if last is None else last[0] + 1,
                 blobs=(blob,),
             )
             self._insert([request], {})
             if request.error is not None:
                 raise request.error
         self._forget()  # the memory of heads and positions is behind these changes
-        return ArchiveOutcome(
-            archived=tuple(archived),
-            skipped=tuple(skipped),
-            tombstones=tuple(stones),
-            events=sum(t.length for t in stones),
-        )
+        return outcome

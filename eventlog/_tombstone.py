@@ -93,21 +93,20 @@ def group_heads(
     return groups
 
 
-def archived_event(
-    commit: ArchiveCommit, tombstones: Sequence[Tombstone], groups: int, skipped: int
-) -> tuple[NewEvent, bytes]:
+def archived_event(commit: ArchiveCommit, outcome: ArchiveOutcome) -> tuple[NewEvent, bytes]:
     """The ``log.archived`` event of a commit and the tombstone list blob it names."""
-    blob = _ENCODER.encode(sorted(tombstones, key=lambda t: t.stream))
+    stones = outcome.tombstones
+    blob = _ENCODER.encode(sorted(stones, key=lambda t: t.stream))
     body = Archived(
         by=commit.by,
         before=commit.before,
         checkpoint=commit.checkpoint,
         file=commit.file,
         tombstones=blob_digest(blob),
-        groups=groups,
-        streams=len(tombstones),
-        events=sum(t.length for t in tombstones),
-        skipped=skipped,
+        groups=len(outcome.archived),
+        streams=len(stones),
+        events=outcome.events,
+        skipped=len(outcome.skipped),
     )
     event = NewEvent(type=ARCHIVED_TYPE, body=_ENCODER.encode(body), recorded_at=commit.recorded_at)
     return event, blob
@@ -131,3 +130,42 @@ def others(projection: object, key: str, heads: Sequence[CheckpointHead]) -> lis
         return []
     chosen = {h.stream for h in heads}
     return [s for s in streams(key) if s not in chosen]
+
+
+def sort_out(
+    commit: ArchiveCommit,
+    projection: object | None,
+    *,
+    head: Callable[[str], tuple[int, str] | None],
+    held: Callable[[str], bool],
+    remove: Callable[[str, list[str]], None],
+) -> ArchiveOutcome:
+    """(Inside a store's archive transaction) decide each group: archived when each of
+    its streams still ends at the chosen ``(seq, hash)`` (``head``), no other stream of
+    its catalog row exists and nobody ``held`` its lease (then ``remove(key, streams)``
+    deletes the streams, their snapshots and the row), else skipped whole."""
+    key_of = getattr(projection, "key", None)
+    archived: list[str] = []
+    skipped: list[str] = []
+    stones: list[Tombstone] = []
+    for key, heads in sorted(group_heads(commit.heads, key_of).items()):
+        if (
+            any(head(h.stream) != (h.seq, h.hash) for h in heads)
+            or any(head(s) is not None for s in others(projection, key, heads))
+            or held(key)
+        ):
+            skipped.append(key)
+            continue
+        remove(key, [h.stream for h in heads])
+        archived.append(key)
+        stones += [
+            Tombstone(stream=h.stream, length=h.seq + 1, head_hash=h.hash,
+                      checkpoint=commit.checkpoint)
+            for h in heads
+        ]  # fmt: skip
+    return ArchiveOutcome(
+        archived=tuple(archived),
+        skipped=tuple(skipped),
+        tombstones=tuple(stones),
+        events=sum(t.length for t in stones),
+    )

@@ -230,7 +230,8 @@ def wrap(owner, name, *, before=False, after=False, nth=0):
             die()
         return result
     async def apatched(*a, **k):
-        if before:
+        calls[0] += 1
+        if before or calls[0] == nth:
             die()
         result = await original(*a, **k)
         if after:
@@ -241,7 +242,7 @@ def wrap(owner, name, *, before=False, after=False, nth=0):
 if point == "before_file":
     wrap(archive, "write_archive", before=True)
 elif point == "mid_file":
-    wrap(archive, "encode_line", nth=5)
+    wrap(archive, "line_with_blobs", nth=5)
 elif point == "after_file":
     wrap(sqlite.SqliteStore, "commit_archive", before=True)
 elif point == "in_commit":
