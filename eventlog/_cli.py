@@ -497,6 +497,10 @@ async def _archive(args: argparse.Namespace) -> int:
         f"archived {len(result.archived)} sessions ({result.streams} streams, {result.events} "
         f"events) into {out}, checkpoint {result.checkpoint[:16]}{skipped}\n"
     )
+    if size is None and args.vacuum:
+        _out(
+            "--vacuum is for SQLite: PostgreSQL's autovacuum makes the deleted rows' space reusable\n"
+        )
     if size is not None:
         path = sqlite_path(args.db)
         if args.vacuum:
