@@ -499,7 +499,8 @@ async def _archive(args: argparse.Namespace) -> int:
     )
     if size is None and args.vacuum:
         _out(
-            "--vacuum is for SQLite: PostgreSQL's autovacuum makes the deleted rows' space reusable\n"
+            "--vacuum is for SQLite: PostgreSQL's autovacuum makes the deleted rows' space "
+            "reusable\n"
         )
     if size is not None:
         path = sqlite_path(args.db)
