@@ -17,9 +17,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from eventlog import EventStore, MemoryStore, archive_streams, open_store
+from eventlog import EventStore, MemoryStore, archive_streams, load_archive, open_store
 from orchestrator import Agent, verdict
 from orchestrator._catalog import SESSIONS, ended_before, open_log
 from orchestrator._fleet import acquire, release
@@ -322,3 +323,58 @@ async def test_a_leased_session_is_never_archived_even_once_ended(
     assert result.archived == ("free",) and result.skipped == ("raced", "visited")
     assert await store.head("held") is not None and await store.head("raced") is not None
     assert (await verdict(store)).ok
+
+
+def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: Path) -> None:
+    """A real ``skillog worker`` drives twelve queued sessions (each runs a script)
+    while ``log archive`` runs again and again: every archive holds only sessions that
+    had ended, each session is archived once, and the log verifies after every run."""
+    ids = []
+    for i in range(12):
+        code, out, err = cli("submit", f"task {i}", "--model", cli.model(), "--approve")
+        assert code == 0, err
+        ids.append(out.strip())
+    cli("log", "keygen", "--out", tmp_path / "k.pem", db=False)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "worker", "--db", str(cli.db), "--skills",
+         str(tmp_path / "skills" / "greet"), "--concurrency", "2", "--poll-ms", "50"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )  # fmt: skip
+    archived: list[str] = []
+    partial = False
+    try:
+        deadline = time.monotonic() + 120
+        n = 0
+        while len(archived) < len(ids) and time.monotonic() < deadline:
+            n += 1
+            code, out, err = cli("log", "archive", "--before", now(), "--key", "k.pem",
+                                 "--out", f"a{n}.jsonl")  # fmt: skip
+            assert code == 0, err
+            assert cli("log", "verify")[0] == 0
+            if not (tmp_path / f"a{n}.jsonl").exists():
+                time.sleep(0.1)
+                continue
+            store, _ = trio.run(load_archive, tmp_path / f"a{n}.jsonl")
+            stones = trio.run(_tombstoned, cli.db)
+            for info in trio.run(store.streams):
+                if info.stream in ids and info.stream in stones:
+                    last = trio.run(_last_type, store, info.stream)
+                    assert last == "session.ended", (info.stream, last)
+                    assert info.stream not in archived
+                    archived.append(info.stream)
+            partial = partial or len(archived) < len(ids)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert sorted(archived) == sorted(ids) and partial
+    assert cli.rows() == [] and cli("log", "verify")[0] == 0
+
+
+async def _tombstoned(db: str | Path) -> set[str]:
+    async with open_store(db, readonly=True) as store:
+        return {t.stream for t in await store.tombstones()}  # type: ignore[attr-defined]
+
+
+async def _last_type(store: EventStore, stream: str) -> str:
+    return [e.type async for e in store.read(stream)][-1]
