@@ -38,7 +38,14 @@ import msgspec
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ._checkpoint import CHECKPOINT_VERSION, Checkpoint, CheckpointHead, Statement, public_hex
+from ._checkpoint import (
+    CHECKPOINT_VERSION,
+    Checkpoint,
+    CheckpointHead,
+    Statement,
+    check_chain,
+    public_hex,
+)
 from ._errors import EventLogError, ImportFormatError
 from ._hashchain import GENESIS_HASH
 from ._jsonl import HEADER, import_jsonl, line_with_blobs
@@ -148,6 +155,12 @@ async def archive(
     already = await trio.to_thread.run_sync(out.exists)
     if already:
         _, cp = await load_archive(out)
+        problem = check_chain([cp], {public_hex(key.public_key())})
+        if problem:
+            raise ArchiveError(
+                f"archive file {out}: already exists and is not this key's archive "
+                f"({problem}); choose a new --out"
+            )
         stones = {t.stream: t for t in await store.tombstones([h.stream for h in cp.heads])}  # type: ignore[attr-defined]
         if stones and all(t.checkpoint == cp.id for t in stones.values()):
             return ArchiveResult(

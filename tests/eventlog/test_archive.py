@@ -127,6 +127,8 @@ async def test_a_rerun_with_the_same_file_completes_or_does_nothing(
     assert first.archived == ("old-1",)  # type: ignore[attr-defined]
     again = await run_archive(store, [], out, key)
     assert again.already and again.events == 4  # type: ignore[attr-defined]
+    with pytest.raises(ArchiveError, match="not this key's archive"):
+        await run_archive(store, [], out, Ed25519PrivateKey.generate())
     assert len([e async for e in store.read(MAINTENANCE_STREAM)]) == 1
 
 
