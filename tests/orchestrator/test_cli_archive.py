@@ -328,7 +328,11 @@ async def test_a_leased_session_is_never_archived_even_once_ended(
 def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: Path) -> None:
     """A real ``skillog worker`` drives twelve queued sessions (each runs a script)
     while ``log archive`` runs again and again: every archive holds only sessions that
-    had ended, each session is archived once, and the log verifies after every run."""
+    had ended, each session is archived once, and the log verifies after every run
+    (but for the catalog race noted below) and wholly once the worker is done."""
+    (tmp_path / "skills" / "greet" / "scripts" / "hi.py").write_text(
+        "import time\ntime.sleep(0.3)\nprint('hi')\n"  # sessions end one by one
+    )
     ids = []
     for i in range(12):
         code, out, err = cli("submit", f"task {i}", "--model", cli.model(), "--approve")
@@ -337,11 +341,12 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
     cli("log", "keygen", "--out", tmp_path / "k.pem", db=False)
     worker = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "worker", "--db", str(cli.db), "--skills",
-         str(tmp_path / "skills" / "greet"), "--concurrency", "2", "--poll-ms", "50"],
+         str(tmp_path / "skills" / "greet"), "--concurrency", "1", "--poll-ms", "50"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )  # fmt: skip
     archived: list[str] = []
+    runs: list[int] = []  # sessions archived so far, after each run that wrote a file
     partial = False
     try:
         deadline = time.monotonic() + 120
@@ -351,7 +356,11 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
             code, out, err = cli("log", "archive", "--before", now(), "--key", "k.pem",
                                  "--out", f"a{n}.jsonl")  # fmt: skip
             assert code == 0, err
-            assert cli("log", "verify")[0] == 0
+            # While the worker writes, verify's catalog check can see a row and then a
+            # log that moved on (it reads them one after the other): only that may differ.
+            _, out, err = cli("log", "verify", "--json")
+            faults = json.loads(out)["faults"]
+            assert all(f["kind"] == "catalog" for f in faults), out + err
             if not (tmp_path / f"a{n}.jsonl").exists():
                 time.sleep(0.1)
                 continue
@@ -364,10 +373,12 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
                     assert info.stream not in archived
                     archived.append(info.stream)
             partial = partial or len(archived) < len(ids)
+            runs.append(len(archived))
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
-    assert sorted(archived) == sorted(ids) and partial
+    assert sorted(archived) == sorted(ids)
+    assert partial, f"every session ended before an archive ran: {runs}"
     assert cli.rows() == [] and cli("log", "verify")[0] == 0
 
 
