@@ -20,10 +20,19 @@ import pytest
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from eventlog import EventStore, MemoryStore, archive_streams, load_archive, open_store
+from eventlog import (
+    MAINTENANCE_STREAM,
+    EventStore,
+    MemoryStore,
+    archive_streams,
+    load_archive,
+    open_store,
+)
 from orchestrator import Agent, verdict
 from orchestrator._catalog import SESSIONS, ended_before, open_log
 from orchestrator._fleet import acquire, release
+from orchestrator._grammar import session_grammar
+from orchestrator._streams import is_session_stream
 from orchestrator.adapters import ScriptedModel
 from orchestrator.cli import main
 
@@ -389,3 +398,11 @@ async def _tombstoned(db: str | Path) -> set[str]:
 
 async def _last_type(store: EventStore, stream: str) -> str:
     return [e.type async for e in store.read(stream)][-1]
+
+
+def test_the_maintenance_stream_holds_only_log_archived() -> None:
+    grammar = session_grammar(MAINTENANCE_STREAM)
+    assert grammar.check(0, "log.archived", b"{}") is None
+    found = grammar.check(1, "session.started", b"{}")
+    assert found is not None and found.rule == "wrong_stream"
+    assert not is_session_stream(MAINTENANCE_STREAM) and SESSIONS.key(MAINTENANCE_STREAM) is None
