@@ -3,6 +3,10 @@
 See docs/architecture.md (the contract) and docs/log-format.md (the public format).
 """
 
+from ._archive import ArchiveError as ArchiveError
+from ._archive import ArchiveResult as ArchiveResult
+from ._archive import archive as archive_streams
+from ._archive import load_archive as load_archive
 from ._checkpoint import Checkpoint as Checkpoint
 from ._checkpoint import CheckpointHead as CheckpointHead
 from ._checkpoint import append_checkpoint as append_checkpoint
@@ -59,6 +63,8 @@ from ._sqlite import open_sqlite_store as open_sqlite_store
 from ._sqlite_db import create_private as create_private
 from ._terminal import inert_json as inert_json
 from ._terminal import visible as visible
+from ._tombstone import MAINTENANCE_STREAM as MAINTENANCE_STREAM
+from ._tombstone import Tombstone as Tombstone
 from ._types import Event as Event
 from ._types import EventStore as EventStore
 from ._types import Head as Head
@@ -77,6 +83,9 @@ from ._verify import verify_stream as verify_stream
 __all__ = [
     "DB_HELP",
     "GENESIS_HASH",
+    "MAINTENANCE_STREAM",
+    "ArchiveError",
+    "ArchiveResult",
     "BlobNotFoundError",
     "BlobReader",
     "Checkpoint",
@@ -112,9 +121,11 @@ __all__ = [
     "StoreError",
     "StreamGrammar",
     "StreamInfo",
+    "Tombstone",
     "UnknownEventTypeError",
     "VerifyReport",
     "append_checkpoint",
+    "archive_streams",
     "blob_digest",
     "closing",
     "create_private",
@@ -129,6 +140,7 @@ __all__ = [
     "inert_json",
     "is_postgres_url",
     "link_preimage",
+    "load_archive",
     "load_private_key",
     "load_public_key",
     "load_trusted_keys",

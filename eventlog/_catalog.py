@@ -62,6 +62,9 @@ class Projection(Protocol):
         """The row ``stream``'s events belong to, or None (not catalogued)."""
         ...
 
+    # Optional: ``streams(key) -> list[str]``, every stream the row ``key`` gathers
+    # (``log archive`` archives them together or not at all).
+
     def apply(self, row: CatalogRow | None, key: str, events: Sequence[Event]) -> CatalogRow | None:
         """``row`` with ``events`` (committed, of one stream, in seq order) folded in;
         None while the row has nothing to show yet. Pure: no I/O, no clock."""

@@ -224,17 +224,28 @@ async def make_checkpoint(
     previous: Checkpoint | None,
     clock: Callable[[], int],
 ) -> Checkpoint:
-    """Sign the current head of every stream in ``store``, chained to ``previous``."""
-    heads = tuple(
+    """Sign the current head of every stream in ``store``, chained to ``previous``;
+    an archived stream's head is its tombstone's (eventlog/_archive.py), so a later
+    checkpoint still extends the earlier ones."""
+    heads = [
         CheckpointHead(stream=s.stream, seq=s.length - 1, hash=s.head_hash)
         for s in await store.streams()
-    )
+    ]
+    read_tombstones = getattr(store, "tombstones", None)
+    if read_tombstones is not None:
+        live = {h.stream for h in heads}
+        heads += [
+            CheckpointHead(stream=t.stream, seq=t.length - 1, hash=t.head_hash)
+            for t in await read_tombstones()
+            if t.stream not in live
+        ]
+    heads.sort(key=lambda h: h.stream)
     statement = Statement(
         version=CHECKPOINT_VERSION,
         created_at=clock(),
         prev=previous.id if previous else GENESIS_HASH,
         key=public_hex(key.public_key()),
-        heads=heads,
+        heads=tuple(heads),
     )
     sig = key.sign(_ENCODER.encode(statement)).hex()
     return Checkpoint(**msgspec.structs.asdict(statement), sig=sig)

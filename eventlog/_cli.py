@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import getpass
+import os
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -16,9 +19,12 @@ from typing import Any, Protocol
 import msgspec
 import trio
 
+from ._archive import ArchiveError
+from ._archive import archive as archive_streams
 from ._catalog import Projection
 from ._checkpoint import (
     Checkpoint,
+    CheckpointHead,
     append_checkpoint,
     generate_key,
     load_private_key,
@@ -29,12 +35,17 @@ from ._checkpoint import (
 from ._checkpoint import make_checkpoint as _make_checkpoint
 from ._errors import CheckpointError, StoreError
 from ._jsonl import encode_line, export_jsonl, import_jsonl
-from ._open import DB_HELP, default_db, describe_db, open_store
+from ._open import DB_HELP, default_db, describe_db, is_postgres_url, open_store, sqlite_path
 from ._output import output_file
 from ._progress import Progress
+from ._sqlite_db import vacuum
 from ._terminal import inert_json, visible
 from ._types import EventStore
 from ._verify import VerifyReport, verify
+
+Selector = Callable[[EventStore, int], Awaitable[list[CheckpointHead]]]
+"""The heads ``log archive`` archives: those of the streams of every session that
+ended before a time (ns) and nobody drives (the writing program knows what ended)."""
 
 
 class Checker(Protocol):
@@ -96,6 +107,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = cmd("import", "import a JSON Lines export; all or nothing")
     p.add_argument("file", type=Path, help="the .jsonl file")
     cmd("reindex", "rebuild the session catalog (an index) from the log, in one transaction")
+    p = cmd(
+        "archive",
+        "move ended sessions whose last event is before DATE into a signed JSON Lines "
+        "archive, leaving a tombstone of each in the log",
+    )
+    p.add_argument(
+        "--before",
+        required=True,
+        metavar="DATE",
+        help="YYYY-MM-DD (midnight UTC) or an ISO 8601 time with its offset "
+        "(2026-01-31T12:00:00Z): sessions whose last event is earlier are archived",
+    )
+    p.add_argument(
+        "--key", type=Path, required=True, help="Ed25519 private key (PEM) that signs the archive"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="archive file to create (default skillog-archive-DATE.jsonl here); never "
+        "replaced: given again after an interrupted run, the run is completed",
+    )
+    p.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="SQLite: run VACUUM afterwards so the file shrinks (otherwise the freed pages "
+        "are reused by later appends and the file keeps its size)",
+    )
 
 
 TRUSTED_KEYS_ENV = "SKILLOG_TRUSTED_KEYS"
@@ -149,6 +187,7 @@ def run(
     *,
     checker: Checker | None = None,
     projection: Projection | None = None,
+    selector: Selector | None = None,
 ) -> int:
     """Run the ``log`` subcommand in ``args``; returns the exit code. ``verify`` and
     ``checkpoint`` decide with ``checker`` (the writing program's verdict, which adds
@@ -157,6 +196,7 @@ def run(
     handler: Callable[[argparse.Namespace], Any] = _COMMANDS[args.log_command]
     args.checker = checker
     args.projection = projection
+    args.selector = selector
     code: int = trio.run(handler, args)
     return code
 
@@ -383,6 +423,97 @@ async def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_before(text: str) -> int:
+    """``--before``: a date (midnight UTC) or an ISO 8601 time with an offset, in the
+    past; ns since the epoch. A clear error (exit 2) says what to type otherwise."""
+    example = (
+        "write YYYY-MM-DD (2026-01-31) or an ISO 8601 time with its offset (2026-01-31T12:00:00Z)"
+    )
+    try:
+        if len(text) == 10:
+            day = datetime.date.fromisoformat(text)
+            when = datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC)
+        else:
+            when = datetime.datetime.fromisoformat(text)
+    except ValueError as e:
+        raise ArchiveError(f"--before {visible(text)!r}: not a date or time; {example}") from e
+    if when.tzinfo is None:
+        raise ArchiveError(
+            f"--before {visible(text)!r}: a time needs its offset (Z for UTC); {example}"
+        )
+    ns = int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
+    if ns > time.time_ns():
+        raise ArchiveError(
+            f"--before {visible(text)!r} is in the future: only sessions that have ended can be "
+            "archived; give today's date or an earlier one"
+        )
+    return ns
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _size(db: str) -> int | None:
+    if is_postgres_url(db):
+        return None
+    path = sqlite_path(db)
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
+async def _archive(args: argparse.Namespace) -> int:
+    if args.selector is None or args.projection is None:
+        raise ArchiveError(
+            "this program does not say which sessions have ended: nothing to archive"
+        )
+    before = parse_before(args.before)
+    key = load_private_key(args.key)
+    out = args.out or Path(f"skillog-archive-{args.before.replace(':', '')}.jsonl")
+    size = _size(args.db)
+    async with open_store(args.db, projection=args.projection) as store:
+        heads = [] if out.exists() else await args.selector(store, before)
+        result = await archive_streams(
+            store, heads, out=out, key=key, by=_who(), before=before, clock=time.time_ns
+        )
+    if result.already:
+        _out(
+            f"{out}: already archived ({result.streams} streams, {result.events} events, "
+            f"checkpoint {result.checkpoint[:16]}); nothing to do\n"
+        )
+        return 0
+    if not result.checkpoint:
+        _out(f"no ended session before {args.before}: nothing archived, no file written\n")
+        return 0
+    skipped = (
+        f"; {len(result.skipped)} skipped (they changed while being archived: run again later)"
+        if result.skipped
+        else ""
+    )
+    _out(
+        f"archived {len(result.archived)} sessions ({result.streams} streams, {result.events} "
+        f"events) into {out}, checkpoint {result.checkpoint[:16]}{skipped}\n"
+    )
+    if size is None and args.vacuum:
+        _out(
+            "--vacuum is for SQLite: PostgreSQL's autovacuum makes the deleted rows' space "
+            "reusable\n"
+        )
+    if size is not None:
+        path = sqlite_path(args.db)
+        if args.vacuum:
+            await trio.to_thread.run_sync(vacuum, Path(path))
+        after = _size(args.db)
+        what = (
+            "after VACUUM" if args.vacuum else "(freed pages are reused; --vacuum shrinks the file)"
+        )
+        _out(f"log file {size:,} bytes before, {after:,} bytes {what}\n")
+    return 0
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "sessions": _sessions,
     "show": _show,
@@ -393,4 +524,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "snapshot": _snapshot,
     "import": _import,
     "reindex": _reindex,
+    "archive": _archive,
 }

@@ -28,6 +28,7 @@ from typing import BinaryIO
 import msgspec
 import trio
 
+from ._checkpoint import Checkpoint
 from ._errors import BlobNotFoundError, ImportFormatError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, blob_digest, check_name, event_hash, is_digest
 from ._types import Event, EventStore, NewEvent
@@ -57,10 +58,13 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     streams: list[str]
     blobs: int
     complete: bool = True
+    checkpoint: Checkpoint | None = None
+    """The signed checkpoint of an archive's end line (``eventlog._archive``)."""
 
 
-class _End(msgspec.Struct, forbid_unknown_fields=True):
+class _End(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     events: int
+    checkpoint: Checkpoint | None = None  # an archive's (eventlog/_archive.py)
 
 
 class _EndLine(msgspec.Struct, forbid_unknown_fields=True):
@@ -102,6 +106,22 @@ def encode_line(event: Event, blobs: dict[str, bytes]) -> bytes:
     return _ENCODER.encode(line) + b"\n"
 
 
+async def line_with_blobs(store: EventStore, event: Event, sent: set[str]) -> bytes:
+    """The export line of ``event`` carrying each blob its body names that is stored and
+    not in ``sent`` yet (then added to it)."""
+    needed: dict[str, bytes] = {}
+    for m in _DIGEST_IN_BODY.finditer(event.body):
+        digest = m.group(1).decode()
+        if digest in sent or digest in needed:
+            continue
+        try:
+            needed[digest] = await store.get_blob(digest)
+        except BlobNotFoundError:
+            continue  # a digest of something else (a skill, a request)
+    sent.update(needed)
+    return encode_line(event, needed)
+
+
 async def export_jsonl(
     store: EventStore,
     out: BinaryIO,
@@ -120,17 +140,7 @@ async def export_jsonl(
     sources = [store.read(s) for s in streams] if streams is not None else [store.read_all()]
     for source in sources:
         async for event in source:
-            needed: dict[str, bytes] = {}
-            for m in _DIGEST_IN_BODY.finditer(event.body):
-                digest = m.group(1).decode()
-                if digest in sent or digest in needed:
-                    continue
-                try:
-                    needed[digest] = await store.get_blob(digest)
-                except BlobNotFoundError:
-                    continue  # a digest of something else (a skill, a request)
-            sent.update(needed)
-            chunk.append(encode_line(event, needed))
+            chunk.append(await line_with_blobs(store, event, sent))
             count += 1
             if len(chunk) >= 1024:
                 await trio.to_thread.run_sync(out.writelines, chunk)
@@ -159,6 +169,7 @@ class ImportChecker:
         self.blobs: dict[str, bytes] = {}
         self.events = 0
         self._header: bool | None = None  # None until the first non-blank line
+        self.checkpoint: Checkpoint | None = None
         self._ended = False
 
     def fail(self, lineno: int, message: str) -> ImportFormatError:
@@ -229,9 +240,10 @@ class ImportChecker:
 
     def _end(self, lineno: int, raw: bytes) -> None:
         try:
-            count = _END_DECODER.decode(raw).end.events
+            end = _END_DECODER.decode(raw).end
         except msgspec.MsgspecError as e:
             raise self.fail(lineno, f"not an end line: {e}") from e
+        count, self.checkpoint = end.events, end.checkpoint
         if not self._header:
             raise self.fail(lineno, "an end line in a file without the export header line")
         if count != self.events:
@@ -287,7 +299,11 @@ def import_lines(
     if progress:
         progress(len(rows))
     report = ImportReport(
-        events=count, streams=sorted(checker.heads), blobs=len(checker.blobs), complete=complete
+        events=count,
+        streams=sorted(checker.heads),
+        blobs=len(checker.blobs),
+        complete=complete,
+        checkpoint=checker.checkpoint,
     )
     return report, checker.blobs, position
 
@@ -350,4 +366,5 @@ async def import_jsonl(
         streams=sorted(checker.heads),
         blobs=len(checker.blobs),
         complete=complete,
+        checkpoint=checker.checkpoint,
     )

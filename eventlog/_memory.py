@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 
 import msgspec
 import trio
@@ -21,6 +21,14 @@ from ._hashchain import (
     in_log,
 )
 from ._snapshot import Snapshot
+from ._tombstone import (
+    MAINTENANCE_STREAM,
+    ArchiveCommit,
+    ArchiveOutcome,
+    Tombstone,
+    archived_event,
+    sort_out,
+)
 from ._types import Event, Head, NewEvent, StreamInfo
 
 
@@ -42,6 +50,7 @@ class MemoryStore:
         self._streams: dict[str, list[Event]] = {}
         self._blobs: dict[str, bytes] = {}
         self._snapshots: dict[tuple[str, str], Snapshot] = {}
+        self._tombstones: dict[str, Tombstone] = {}
         self._appended = trio.Event()
 
     async def append(
@@ -132,6 +141,44 @@ class MemoryStore:
         self._catalog = {}
         self._project(self._events)
         return len(self._catalog)
+
+    # -- retention (eventlog/_archive.py) -------------------------------------------
+
+    async def commit_archive(self, commit: ArchiveCommit) -> ArchiveOutcome:
+        """Remove the archived streams, leave tombstones, record it (atomic: no await
+        between the checks and the changes but the append's own)."""
+        projection = self.projection
+
+        def head(stream: str) -> tuple[int, str] | None:
+            chain = self._streams.get(stream)
+            return (chain[-1].seq, chain[-1].hash) if chain else None
+
+        def held(key: str) -> bool:
+            row = self._catalog.get(key) if projection is not None else None
+            return row is not None and row.holder is not None
+
+        def remove(key: str, streams: list[str]) -> None:
+            for stream in streams:
+                positions = {e.position for e in self._streams.pop(stream)}
+                self._events = [e for e in self._events if e.position not in positions]
+                for name in [k for k in self._snapshots if k[0] == stream]:
+                    del self._snapshots[name]
+            self._catalog.pop(key, None)
+
+        outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
+        stones = outcome.tombstones
+        if stones:
+            for t in stones:
+                self._tombstones[t.stream] = t
+            event, blob = archived_event(commit, outcome)
+            chain = self._streams.get(MAINTENANCE_STREAM, [])
+            await self.append(MAINTENANCE_STREAM, [event], expected_seq=len(chain), blobs=[blob])
+        return outcome
+
+    async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:
+        await trio.lowlevel.checkpoint()
+        names = sorted(self._tombstones if streams is None else set(streams))
+        return [self._tombstones[s] for s in names if s in self._tombstones]
 
     async def head(self, stream: str) -> Head | None:
         """The last event's seq and hash, or None for a stream with no events."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO, TypeVar
 
@@ -35,6 +35,7 @@ from ._postgres_db import CHANNEL, check_readable, connect, migrate, redact, tra
 from ._postgres_writer import PgWriter, heads_of, insert_blobs, insert_events, lock_for_append
 from ._postgres_writer import notify as notify_followers
 from ._snapshot import Snapshot
+from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone, archived_stream
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -188,7 +189,7 @@ class PostgresStore:
             report, blobs, position = import_lines(
                 f,
                 source,
-                head_of=lambda s: heads_of(conn, [s]).get(s, (0, GENESIS_HASH)),
+                head_of=lambda s: import_head(conn, source, s),
                 first_position=last + 1,
                 insert=insert,
                 progress=progress,
@@ -604,6 +605,36 @@ class PostgresStore:
             raise StoreError(f"{self.where}: reindex needs a store opened with a projection")
         return await self.call_in_writer(writer.build_catalog, doing="rebuilding the catalog")
 
+    # -- retention (eventlog/_archive.py) -------------------------------------------
+
+    async def commit_archive(self, commit: ArchiveCommit) -> ArchiveOutcome:
+        """Remove the archived streams, leave their tombstones and record it, in one
+        transaction (see :func:`eventlog._archive.archive`)."""
+        writer = self._writer
+        if writer is None:
+            raise ReadOnlyDatabaseError(f"{self.where}: opened read-only")
+        return await self.call_in_writer(lambda conn: writer.archive(conn, commit),
+                                         doing="archiving")  # fmt: skip
+
+    async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:
+        """The tombstones of archived streams (of ``streams``), by stream."""
+
+        def read(conn: Conn) -> list[Tombstone]:
+            if conn.execute(b"SELECT to_regclass('eventlog_tombstones')").fetchone() == (None,):
+                return []
+            sql = b"SELECT stream, length, head_hash, checkpoint FROM eventlog_tombstones"
+            if streams is None:
+                rows = conn.execute(sql + b" ORDER BY stream").fetchall()
+            else:
+                where = b" WHERE stream = ANY(%s::text[]) ORDER BY stream"
+                rows = conn.execute(sql + where, (sorted(set(streams)),)).fetchall()
+            return [
+                Tombstone(stream=r[0], length=int(r[1]), head_hash=r[2], checkpoint=r[3])
+                for r in rows
+            ]
+
+        return await self._read(read, "reading the tombstones")
+
     # -- lifecycle ------------------------------------------------------------------
 
     async def _serve_writer(
@@ -653,6 +684,17 @@ class PostgresStore:
 def check_channel(channel: str) -> None:
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", channel):
         raise StoreError(f"{channel!r} is not a notification channel name (a-z, 0-9, _)")
+
+
+def import_head(conn: Conn, source: str, stream: str) -> tuple[int, str]:
+    """The head an imported stream continues; an archived stream is refused."""
+    head = heads_of(conn, [stream]).get(stream)
+    if head is not None:
+        return head
+    archived = b"SELECT 1 FROM eventlog_tombstones WHERE stream = %s"
+    if conn.execute(archived, (stream,)).fetchone():
+        raise archived_stream(source, stream)
+    return (0, GENESIS_HASH)
 
 
 async def _notified(conn: Conn) -> bool:

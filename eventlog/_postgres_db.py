@@ -88,6 +88,20 @@ MIGRATIONS += (
         """,
     ),
 )
+MIGRATIONS += (
+    (
+        "0004_tombstones",
+        # Retention (eventlog/_archive.py): what the log keeps of an archived stream.
+        """
+        CREATE TABLE eventlog_tombstones (
+            stream TEXT COLLATE "C" PRIMARY KEY,
+            length BIGINT NOT NULL,
+            head_hash TEXT NOT NULL,
+            checkpoint TEXT NOT NULL
+        );
+        """,
+    ),
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 #: pg_advisory_xact_lock key of migrations ("skillog" in ASCII).
 _MIGRATION_LOCK = 0x736B696C6C6F67

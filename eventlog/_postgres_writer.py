@@ -38,6 +38,13 @@ from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._postgres_db import CHANNEL, translate
+from ._tombstone import (
+    MAINTENANCE_STREAM,
+    ArchiveCommit,
+    ArchiveOutcome,
+    archived_event,
+    sort_out,
+)
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
 
@@ -214,6 +221,57 @@ class PgWriter(BatchWriter):
             notify(conn)
             self.project(events)
         return events
+
+    def archive(self, conn: psycopg.Connection[Any], commit: ArchiveCommit) -> ArchiveOutcome:
+        """(In a transaction, under the writers' lock) remove each group of streams
+        whose heads are still the ones archived, leave their tombstones and record
+        ``log.archived``; a group that moved (or whose lease is held) is skipped whole."""
+        last = lock_for_append(conn)
+        projection = self.projection
+        chosen = heads_of(conn, [h.stream for h in commit.heads])  # one query for most
+
+        def head(stream: str) -> tuple[int, str] | None:
+            found = chosen.get(stream) if stream in chosen else heads_of(conn, [stream]).get(stream)
+            return None if found is None else (found[0] - 1, found[1])
+
+        def held(key: str) -> bool:
+            sql = b"SELECT 1 FROM eventlog_catalog WHERE key = %s AND holder IS NOT NULL FOR UPDATE"
+            return projection is not None and conn.execute(sql, (key,)).fetchone() is not None
+
+        def remove(key: str, streams: list[str]) -> None:
+            conn.execute(
+                b"DELETE FROM events WHERE stream = ANY(%s::text[]) AND seq >= 0", (streams,)
+            )
+            conn.execute(
+                b"DELETE FROM eventlog_snapshots WHERE stream = ANY(%s::text[])", (streams,)
+            )
+            if projection is not None:
+                conn.execute(b"DELETE FROM eventlog_catalog WHERE key = %s", (key,))
+
+        outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
+        stones = outcome.tombstones
+        if stones:
+            conn.execute(
+                b"INSERT INTO eventlog_tombstones (stream, length, head_hash, checkpoint) "
+                b"SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[])",
+                (
+                    [t.stream for t in stones],
+                    [t.length for t in stones],
+                    [t.head_hash for t in stones],
+                    [t.checkpoint for t in stones],
+                ),
+            )
+            event, blob = archived_event(commit, outcome)
+            length, prev = heads_of(conn, [MAINTENANCE_STREAM]).get(
+                MAINTENANCE_STREAM, (0, GENESIS_HASH)
+            )
+            events = build_events(MAINTENANCE_STREAM, prev, length, last + 1, [event])
+            insert_blobs(conn, {blob_digest(blob): blob})
+            insert_events(conn, events)
+            notify(conn)
+            self.project(events)
+        self._forget()
+        return outcome
 
     # -- appends ----------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import errno
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -43,6 +43,7 @@ from ._sqlite_db import (
     translate,
 )
 from ._sqlite_writer import HEAD, INSERT_BLOB, INSERT_EVENT, Writer
+from ._tombstone import ArchiveCommit, ArchiveOutcome, Tombstone, archived_stream
 from ._types import Event, Head, NewEvent, StreamInfo
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
@@ -197,6 +198,10 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> ImportReport:
             def head_of(stream: str) -> tuple[int, str]:
                 row = conn.execute(HEAD, (stream,)).fetchone()
+                if row is None:
+                    archived = "SELECT 1 FROM eventlog_tombstones WHERE stream = ?"
+                    if conn.execute(archived, (stream,)).fetchone():
+                        raise archived_stream(source, stream)
                 return (0, GENESIS_HASH) if row is None else (int(row[0]) + 1, str(row[1]))
 
             def insert(events: list[Event]) -> None:
@@ -572,6 +577,41 @@ class SqliteStore:
         request = CallRequest(fn=writer.build_catalog, doing="rebuilding the catalog")
         result: int = await self._submit(request)
         return result
+
+    # -- retention (eventlog/_archive.py) -------------------------------------------
+
+    async def commit_archive(self, commit: ArchiveCommit) -> ArchiveOutcome:
+        """Remove the archived streams, leave their tombstones and record it, in one
+        transaction (see :func:`eventlog._archive.archive`)."""
+        writer = self._writer
+        if writer is None:
+            raise ReadOnlyDatabaseError(f"database {self.path}: opened read-only")
+        request = CallRequest(fn=lambda conn: writer.archive(conn, commit), doing="archiving")
+        result: ArchiveOutcome = await self._submit(request)
+        self._committed()
+        return result
+
+    async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:
+        """The tombstones of archived streams (of ``streams``), by stream."""
+
+        def read(conn: sqlite3.Connection) -> list[Tombstone]:
+            sql = (
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'eventlog_tombstones'"
+            )
+            if conn.execute(sql).fetchone() is None:
+                return []
+            cols = "SELECT stream, length, head_hash, checkpoint FROM eventlog_tombstones"
+            if streams is None:
+                rows = conn.execute(f"{cols} ORDER BY stream").fetchall()
+            else:
+                one = f"{cols} WHERE stream = ?"
+                found = (conn.execute(one, (s,)).fetchone() for s in sorted(set(streams)))
+                rows = [r for r in found if r is not None]
+            return [
+                Tombstone(stream=r[0], length=r[1], head_hash=r[2], checkpoint=r[3]) for r in rows
+            ]
+
+        return await self._read(read, "reading the tombstones")
 
     # -- lifecycle ------------------------------------------------------------------
 

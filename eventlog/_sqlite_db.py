@@ -132,6 +132,20 @@ def _m0003(db: sqlite_utils.Database) -> None:
     )
 
 
+@migrations(name="0004_tombstones")
+def _m0004(db: sqlite_utils.Database) -> None:
+    # Retention (eventlog/_archive.py): what the log keeps of a stream moved whole into
+    # an archive file, a projection of the `log.archived` events that `verify` checks.
+    db.execute(
+        """CREATE TABLE eventlog_tombstones (
+            stream TEXT PRIMARY KEY,
+            length INTEGER NOT NULL,
+            head_hash TEXT NOT NULL,
+            checkpoint TEXT NOT NULL
+        )"""
+    )
+
+
 def translate(e: sqlite3.Error, path: str | os.PathLike[str], doing: str) -> StoreError:
     """A clear :class:`StoreError` for a sqlite3 error (raise it ``from e``)."""
     code = getattr(e, "sqlite_errorcode", 0) & 0xFF
@@ -384,3 +398,17 @@ def _check_version(db: sqlite_utils.Database, path: Path) -> None:
             f"database {path}: has migrations this skillog does not know ({', '.join(unknown)}); "
             "it was written by a newer version - upgrade skillog"
         )
+
+
+def vacuum(path: Path) -> None:
+    """``VACUUM`` the database at ``path`` (no store open on it in this process): the
+    file shrinks to what it holds, after a deletion such as ``log archive``."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as e:
+        raise translate(e, path, "vacuuming") from e
+    finally:
+        conn.close()

@@ -25,6 +25,13 @@ from ._catalog import Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._sqlite_db import SEQ_IN_LOG, immediate
+from ._tombstone import (
+    MAINTENANCE_STREAM,
+    ArchiveCommit,
+    ArchiveOutcome,
+    archived_event,
+    sort_out,
+)
 from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
 
@@ -225,3 +232,46 @@ class Writer(BatchWriter):
         self._insert(requests, {})
         self._forget()  # the memory of heads and positions is behind these appends
         return [r.result[0] for r in requests if r.result]
+
+    def archive(self, conn: sqlite3.Connection, commit: ArchiveCommit) -> ArchiveOutcome:
+        """(In a write transaction) remove each group of streams whose heads are still
+        the ones archived, leave their tombstones and record ``log.archived``; a group
+        that moved (or whose lease is held) is skipped whole."""
+        projection = self.projection
+
+        def head(stream: str) -> tuple[int, str] | None:
+            row = conn.execute(HEAD, (stream,)).fetchone()
+            return None if row is None else (int(row[0]), str(row[1]))
+
+        def held(key: str) -> bool:
+            row = catalog.load(conn, key) if projection is not None else None
+            return row is not None and row.holder is not None
+
+        def remove(key: str, streams: list[str]) -> None:
+            for stream in streams:
+                conn.execute(f"DELETE FROM events WHERE stream = ? AND {SEQ_IN_LOG}", (stream,))
+                conn.execute("DELETE FROM eventlog_snapshots WHERE stream = ?", (stream,))
+            if projection is not None:
+                conn.execute("DELETE FROM eventlog_catalog WHERE key = ?", (key,))
+
+        outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
+        stones = outcome.tombstones
+        if stones:
+            conn.executemany(
+                "INSERT INTO eventlog_tombstones (stream, length, head_hash, checkpoint) "
+                "VALUES (?, ?, ?, ?)",
+                [(t.stream, t.length, t.head_hash, t.checkpoint) for t in stones],
+            )
+            event, blob = archived_event(commit, outcome)
+            last = head(MAINTENANCE_STREAM)
+            request = AppendRequest(
+                stream=MAINTENANCE_STREAM,
+                events=(event,),
+                expected_seq=0 if last is None else last[0] + 1,
+                blobs=(blob,),
+            )
+            self._insert([request], {})
+            if request.error is not None:
+                raise request.error
+        self._forget()  # the memory of heads and positions is behind these changes
+        return outcome

@@ -12,6 +12,13 @@ from ._catalog import Projection, compare, fold_store
 from ._checkpoint import Checkpoint, check_chain
 from ._errors import BlobNotFoundError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
+from ._tombstone import (
+    ARCHIVED_TYPE,
+    MAINTENANCE_STREAM,
+    Tombstone,
+    decode_archived,
+    decode_tombstones,
+)
 from ._types import EventStore, closing
 
 #: Fault kinds, in the words the CLI prints.
@@ -32,6 +39,7 @@ KINDS = {
     "blob_malformed": "a blob's digest is not 64 lowercase hex characters or its data not a BLOB",
     "grammar": "a sequence of events the writing program cannot produce (``rule`` says which)",
     "catalog": "the catalog (an index of the log) differs from what the log folds to",
+    "tombstone": "an archived stream's tombstone disagrees with the log's log.archived events",
 }
 
 
@@ -425,6 +433,61 @@ async def verify_catalog(store: EventStore, projection: Projection) -> list[Faul
     ]  # fmt: skip
 
 
+async def _tombstones(store: EventStore, streams: Collection[str] | None) -> dict[str, Tombstone]:
+    read = getattr(store, "tombstones", None)
+    if read is None:
+        return {}
+    found: list[Tombstone] = await read(streams)
+    return {t.stream: t for t in found}
+
+
+def archived_against_signed(stone: Tombstone, signed: dict[int, str]) -> list[Fault]:
+    """A signed head of an archived stream holds when the tombstone continues it: the
+    same hash at the same seq, or a longer stream (its archive's own signed checkpoint
+    covers the events past the tombstone's head: ``replay --archive`` checks them)."""
+    last = stone.length - 1
+    for seq, h in sorted(signed.items()):
+        if seq > last:
+            detail = f"signed up to seq {seq} but archived with {stone.length} events (tombstone)"
+            return [Fault(kind="truncated", stream=stone.stream, seq=seq, detail=detail)]
+        if seq == last and h != stone.head_hash:
+            detail = f"signed hash {h[:16]}..., the tombstone says {stone.head_hash[:16]}..."
+            return [Fault(kind="rewritten", stream=stone.stream, seq=seq, detail=detail)]
+    return []
+
+
+async def verify_tombstones(
+    store: EventStore, stones: dict[str, Tombstone], present: Collection[str]
+) -> list[Fault]:
+    """The tombstones must be exactly the ones the ``log.archived`` events recorded
+    (each names its list by blob digest), and no archived stream may have events."""
+    recorded: dict[str, Tombstone] = {}
+    faults: list[Fault] = []
+
+    def fault(stream: str | None, seq: int | None, detail: str) -> None:
+        faults.append(Fault(kind="tombstone", stream=stream, seq=seq, detail=detail))
+
+    async with closing(store.read(MAINTENANCE_STREAM)) as events:
+        async for e in events:
+            if e.type != ARCHIVED_TYPE:
+                continue
+            try:
+                digest = decode_archived(e.body).tombstones
+                listed = decode_tombstones(await store.get_blob(digest))
+            except (msgspec.MsgspecError, BlobNotFoundError) as problem:
+                fault(e.stream, e.seq, f"its tombstone list cannot be read: {problem}")
+                continue
+            recorded.update((t.stream, t) for t in listed)
+    for name in sorted(set(stones) | set(recorded)):
+        have, want = stones.get(name), recorded.get(name)
+        if have != want:
+            what = "no tombstone" if have is None else f"tombstone {have}"
+            fault(name, None, f"{what}, but the log.archived events record {want}")
+        elif name in present:
+            fault(name, None, "archived (it has a tombstone) but its events are in the log")
+    return faults
+
+
 async def verify(
     store: EventStore,
     *,
@@ -487,6 +550,7 @@ async def verify(
         present = {s.stream for s in await store.streams()}
     else:
         present = {s for s in streams if await store.head(s) is not None}
+    stones = await _tombstones(store, None if streams is None else set(streams) | set(signed))
     total = 0
     faults: list[Fault] = []
     strays: list[Fault] = []
@@ -494,8 +558,12 @@ async def verify(
     referenced: dict[str, tuple[str, int]] = {}
     for stream in sorted(present | set(signed)):
         if stream not in present:
-            detail = f"signed up to seq {max(signed[stream])} but absent from the log"
-            faults.append(Fault(kind="stream_missing", stream=stream, seq=None, detail=detail))
+            stone = stones.get(stream)
+            if stone is None:
+                detail = f"signed up to seq {max(signed[stream])} but absent from the log"
+                faults.append(Fault(kind="stream_missing", stream=stream, seq=None, detail=detail))
+            else:
+                faults += archived_against_signed(stone, signed[stream])
             continue
         check = await _check_stream(
             store, stream, signed.get(stream), progress, grammar, references
@@ -516,6 +584,8 @@ async def verify(
     faults += strays + found
     if projection is not None and streams is None:
         faults += await verify_catalog(store, projection)
+    if streams is None:
+        faults += await verify_tombstones(store, stones, present)
     return VerifyReport(
         streams=len(present),
         events=total,

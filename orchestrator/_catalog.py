@@ -20,9 +20,9 @@ from contextlib import AbstractAsyncContextManager
 
 import msgspec
 
+from eventlog import CheckpointHead, EventStore, open_store
 from eventlog import Event as StoredEvent
-from eventlog import EventStore, open_store
-from eventlog._catalog import CatalogRow
+from eventlog._catalog import CatalogRow, Listing
 
 from ._events import (
     CODEC,
@@ -39,7 +39,7 @@ from ._events import (
     SessionSuspended,
     UserMessage,
 )
-from ._streams import INDEX_STREAM, LEASE_PREFIX, QUEUED
+from ._streams import INDEX_STREAM, LEASE_PREFIX, MAINTENANCE_STREAM, QUEUED, lease_stream
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -86,7 +86,11 @@ class SessionProjection:
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
             return stream[len(LEASE_PREFIX) :] or None
-        return None if stream == INDEX_STREAM else stream
+        return None if stream in (INDEX_STREAM, MAINTENANCE_STREAM) else stream
+
+    def streams(self, key: str) -> list[str]:
+        """The streams a session's row gathers: archived together or not at all."""
+        return [key, lease_stream(key)]
 
     def apply(
         self, row: CatalogRow | None, key: str, events: Sequence[StoredEvent]
@@ -203,6 +207,24 @@ def _row(entry: SessionEntry, lease_until: int) -> CatalogRow:
 
 def entry_of(row: CatalogRow) -> SessionEntry:
     return _DECODE(row.doc)
+
+
+async def ended_before(store: EventStore, before: int) -> list[CheckpointHead]:
+    """What ``skillog log archive`` takes: the heads of every session that ended
+    (completed, failed or cancelled: status ``ended``) with its last event, its lease
+    stream's included, before ``before`` (ns) and no lease held, and of its lease
+    stream. Running, suspended and leased sessions are never taken; the store skips
+    any that moves before its archive commits."""
+    rows = await store.list_catalog(Listing(limit=None, status=("ended",)))  # type: ignore[attr-defined]
+    heads: list[CheckpointHead] = []
+    for row in rows:
+        if row.updated_at >= before or row.holder is not None:
+            continue
+        for stream in (row.key, lease_stream(row.key)):
+            head = await store.head(stream)
+            if head is not None:
+                heads.append(CheckpointHead(stream=stream, seq=head.seq, hash=head.hash))
+    return heads
 
 
 SESSIONS = SessionProjection()

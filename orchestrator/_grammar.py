@@ -46,7 +46,7 @@ import msgspec
 from eventlog import split_type
 
 from ._events import EVENT_TYPES
-from ._streams import INDEX_STREAM, LEASE_PREFIX, QUEUED
+from ._streams import INDEX_STREAM, LEASE_PREFIX, MAINTENANCE_STREAM, QUEUED
 
 RULES: dict[str, str] = {
     "unknown_type": "an event type the runtime does not write",
@@ -181,6 +181,7 @@ _FAILED = _decoder(_Failed)
 KNOWN_TAGS = frozenset(t.event_type for t in EVENT_TYPES)
 LEASE_TAGS = frozenset({"lease.acquired", "lease.renewed", "lease.released"})
 INDEX_TAG = "catalog.indexed"
+ARCHIVED_TAG = "log.archived"
 
 # A call's progress within its turn: asked for by the model, its intent recorded, its
 # approval asked for, approved, denied, its effect (or refusal) under way, resolved.
@@ -550,12 +551,22 @@ class IndexGrammar(GrammarCheck):
             raise _Broken("wrong_stream", f"{tag} in the skills index stream")
 
 
+class MaintenanceGrammar(GrammarCheck):
+    """``log/maintenance``: the log's own records (``log.archived``) only."""
+
+    def step(self, seq: int, tag: str, body: bytes) -> None:
+        if tag != ARCHIVED_TAG:
+            raise _Broken("wrong_stream", f"{tag} in the log's maintenance stream")
+
+
 def session_grammar(stream: str) -> GrammarCheck:
     """The grammar of ``stream`` by its id: the hook :func:`eventlog.verify` takes."""
     if stream.startswith(LEASE_PREFIX):
         return LeaseGrammar(stream)
     if stream == INDEX_STREAM:
         return IndexGrammar(stream)
+    if stream == MAINTENANCE_STREAM:
+        return MaintenanceGrammar(stream)
     return SessionGrammar(stream)
 
 

@@ -1,4 +1,4 @@
-"""The names of the log's streams: sessions, the fleet's leases, the indexing runs.
+"""The names of the log's streams: sessions, leases, indexing runs, maintenance.
 
 A plain vocabulary with no imports, so the pure checker (``_grammar``), the exporter
 and the read models can tell streams apart without importing the loop they describe.
@@ -16,11 +16,18 @@ INDEX_STREAM = "skills-index"
 """The stream of ``catalog.indexed`` events; sessions are the other streams."""
 
 
+MAINTENANCE_STREAM = "log/maintenance"
+"""The log's own maintenance (``log.archived``, written by ``eventlog``'s archive):
+the same name as ``eventlog._tombstone.MAINTENANCE_STREAM``, kept here as plain text
+like the others so this module imports nothing."""
+
+
 def lease_stream(session_id: str) -> str:
     """The lease stream of ``session_id``."""
     return f"{LEASE_PREFIX}{session_id}"
 
 
 def is_session_stream(stream: str) -> bool:
-    """Sessions are every stream but the fleet's leases and the indexing runs."""
-    return stream != INDEX_STREAM and not stream.startswith(LEASE_PREFIX)
+    """Sessions are every stream but the fleet's leases, the indexing runs and the
+    log's maintenance."""
+    return stream not in (INDEX_STREAM, MAINTENANCE_STREAM) and not stream.startswith(LEASE_PREFIX)

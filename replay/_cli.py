@@ -36,7 +36,7 @@ from ._errors import BrokenLogError, UnverifiedLogError
 from ._fork import check_fork_link, fork_session
 from ._html import render_html
 from ._prove import ReplayReport, TurnCheck, replay_session
-from ._recording import load_recording, open_log, verify_recording
+from ._recording import archived_checkpoint, load_recording, open_log, verify_recording
 from ._redrive import RedriveReport, redrive
 from ._request import RecordedRequests
 from ._reuse import PrefixReuse, prefix_reuse
@@ -50,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--db", help=f"{DB_HELP}; opened read-only")
     source.add_argument("--jsonl", help="replay from a JSON Lines export instead of a database")
+    parser.add_argument(
+        "--archive",
+        metavar="FILE",
+        help="replay from an archive written by `skillog log archive`: its chains and its "
+        "signed checkpoint (signer: --key, or --tofu) are verified first; with --db the "
+        "live log's tombstone of the session must match it",
+    )
     add_trust_arguments(parser)  # --checkpoint: verify the whole log against it first
     parser.add_argument(
         "--against-disk",
@@ -118,6 +125,11 @@ def _conflict(args: argparse.Namespace) -> str | None:
             "--timeline, --fork-at and --html are views of their own; give one (--timeline "
             "and --fork-at without --redrive or --against-disk)"
         )
+    if args.archive and (args.jsonl or args.checkpoint or args.fork_at is not None):
+        return (
+            "--archive carries its own signed checkpoint: give it without --jsonl and "
+            "--checkpoint (and without --fork-at: import the archive first)"
+        )
     if args.fork_at is not None and args.jsonl:
         return (
             "--fork-at writes the new session into a database: import the export first "
@@ -127,15 +139,25 @@ def _conflict(args: argparse.Namespace) -> str | None:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    db = None if args.jsonl else (args.db or default_db())
+    db = None if args.jsonl or args.archive else (args.db or default_db())
     writable = args.fork_at is not None
     keys, tofu = trusted_keys(args)
-    async with open_log(db=db, jsonl=args.jsonl, writable=writable, session=args.session) as store:
+    signed = None
+    if args.archive:
+        signed = [await archived_checkpoint(args.archive, args.session, keys, tofu, args.db)]
+    async with open_log(
+        db=db, jsonl=args.jsonl, archive=args.archive, writable=writable, session=args.session
+    ) as store:
         if args.html:
             return await _write_report(store, args, keys, tofu)
         try:
             verdict = await verify_recording(
-                store, args.session, checkpoint=args.checkpoint, keys=keys, tofu=tofu
+                store,
+                args.session,
+                checkpoint=args.checkpoint,
+                signed=signed,
+                keys=keys,
+                tofu=tofu,
             )
         except UnverifiedLogError as e:
             try:  # an event this code cannot read says more (upgrade skillog) than a rule
@@ -199,7 +221,7 @@ async def _replay(args: argparse.Namespace) -> int:
             }
             sys.stdout.write(inert_json(msgspec.json.encode(doc).decode()) + "\n")
             return code
-        _print_report(report, checkpoint=args.checkpoint is not None)
+        _print_report(report, checkpoint=args.checkpoint is not None, archive=bool(args.archive))
         _print_reuse(reuse)
         if drifted is not None:
             _print_drift(drifted)
@@ -249,8 +271,10 @@ def _print_unverified(args: argparse.Namespace, error: UnverifiedLogError) -> in
     return 2
 
 
-def _print_report(report: ReplayReport, *, checkpoint: bool) -> None:
+def _print_report(report: ReplayReport, *, checkpoint: bool, archive: bool = False) -> None:
     verified = "chain and checkpoint verified" if checkpoint else "chain verified"
+    if archive:
+        verified = "archive chain and signed checkpoint verified"
     print(f"session {visible(report.session)}: {report.events} events, {verified}")
     for turn in report.turns:
         print(visible(_turn_line(turn)))

@@ -14,7 +14,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from eventlog import (
+    ArchiveError,
     BlobNotFoundError,
+    Checkpoint,
+    CheckpointError,
     Event,
     EventStore,
     ImportFormatError,
@@ -22,6 +25,7 @@ from eventlog import (
     SkillogError,
     VerifyReport,
     import_jsonl,
+    load_archive,
     open_store,
     read_checkpoints,
 )
@@ -49,6 +53,7 @@ async def open_log(
     *,
     db: str | os.PathLike[str] | None = None,
     jsonl: str | None = None,
+    archive: str | None = None,
     writable: bool = False,
     session: str = "?",
 ) -> AsyncIterator[EventStore]:
@@ -57,6 +62,13 @@ async def open_log(
     or a JSON Lines export ``jsonl`` loaded into memory (every chain in it checked on
     the way in). Unusable input raises a :class:`SkillogError` saying why; a damaged
     export raises :class:`BrokenLogError` for ``session`` (named in the message)."""
+    if archive is not None:
+        try:
+            store, _ = await load_archive(archive)
+        except ArchiveError as e:
+            raise BrokenLogError(session, None, str(e)) from e
+        yield store
+        return
     if (db is None) == (jsonl is None):
         raise ValueError("give exactly one of db and jsonl")
     if jsonl is not None:
@@ -79,6 +91,16 @@ async def load_recording(store: EventStore, session: str) -> Recording:
     does not decode (an unknown type, a schema version newer than this code)."""
     events = [e async for e in store.read(session)]
     if not events:
+        read_tombstones = getattr(store, "tombstones", None)
+        stones = await read_tombstones([session]) if read_tombstones is not None else []
+        if stones:
+            raise BrokenLogError(
+                session,
+                None,
+                f"archived from this log ({stones[0].length} events, archive checkpoint "
+                f"{stones[0].checkpoint[:16]}...): replay it from its archive with "
+                "`skillog replay SESSION --archive FILE --key KEY --db LOG`",
+            )
         raise BrokenLogError(
             session, None, "no such session in this log; `skillog sessions` lists them"
         )
@@ -96,6 +118,7 @@ async def verify_recording(
     session: str,
     *,
     checkpoint: str | os.PathLike[str] | None = None,
+    signed: list[Checkpoint] | None = None,
     keys: Collection[str] = (),
     tofu: bool = False,
 ) -> VerifyReport:
@@ -110,13 +133,62 @@ async def verify_recording(
     report = await verdict(
         store,
         session,
-        checkpoints=None if checkpoint is None else read_checkpoints(checkpoint),
+        checkpoints=signed if checkpoint is None else read_checkpoints(checkpoint),
         keys=keys,
         tofu=tofu,
     )
     if not report.ok:
         raise UnverifiedLogError(session, report)
     return report
+
+
+async def archived_checkpoint(
+    archive: str,
+    session: str,
+    keys: Collection[str],
+    tofu: bool,
+    live: str | None,
+) -> Checkpoint:
+    """The signed checkpoint of ``archive`` (``skillog log archive``), for the verdict
+    to check against the keys the auditor trusts; with the ``live`` log, the session's
+    tombstone there must name the same head and checkpoint. Raises
+    :class:`BrokenLogError` saying what does not hold."""
+    if not keys and not tofu:
+        raise CheckpointError(
+            f"--archive {archive}: no trusted key for its signed checkpoint; pass --key FILE "
+            "(the signer's public key or a trusted-keys file), or --tofu to trust the key "
+            "the archive names"
+        )
+    try:
+        archived, cp = await load_archive(archive)
+    except ArchiveError as e:
+        raise BrokenLogError(session, None, str(e)) from e
+    head = await archived.head(session)
+    if head is None:
+        raise BrokenLogError(session, None, f"not in the archive {archive}")
+    if live is None:
+        return cp
+    async with open_store(live, readonly=True) as store:
+        if await store.head(session) is not None:
+            raise BrokenLogError(
+                session, None, f"still in the live log {live}: it was not archived there"
+            )
+        found = await store.tombstones([session])  # type: ignore[attr-defined]
+    if not found:
+        raise BrokenLogError(
+            session, None, f"the live log {live} has no tombstone of it: not archived there"
+        )
+    stone = found[0]
+    if (stone.length, stone.head_hash, stone.checkpoint) != (head.seq + 1, head.hash, cp.id):
+        raise BrokenLogError(
+            session,
+            head.seq,
+            f"the archive does not match the live log's tombstone: the archive holds "
+            f"{head.seq + 1} events ending {head.hash[:16]}... under checkpoint "
+            f"{cp.id[:16]}..., the tombstone says {stone.length} ending "
+            f"{stone.head_hash[:16]}... under {stone.checkpoint[:16]}...",
+        )
+    return cp
 
 
 async def get_checked_blob(

@@ -13,7 +13,7 @@ import argparse
 
 from eventlog import _cli
 
-from .._catalog import SESSIONS
+from .._catalog import SESSIONS, ended_before
 from .._verdict import verdict
 
 add_arguments = _cli.add_arguments
@@ -21,5 +21,6 @@ add_arguments = _cli.add_arguments
 
 def run(args: argparse.Namespace) -> int:
     """Run the ``log`` subcommand in ``args`` with the runtime's verdict (and its
-    session catalog, for reindex and import)."""
-    return _cli.run(args, checker=verdict, projection=SESSIONS)
+    session catalog, for reindex, import and archive, which takes the sessions that
+    ended)."""
+    return _cli.run(args, checker=verdict, projection=SESSIONS, selector=ended_before)

@@ -1,0 +1,176 @@
+"""Retention on every store: streams move whole into a signed archive, tombstones stay,
+and verify, checkpoints and the archive itself keep proving what was there."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from eventlog import (
+    MAINTENANCE_STREAM,
+    ArchiveError,
+    CheckpointHead,
+    EventStore,
+    MemoryStore,
+    NewEvent,
+    SqliteStore,
+    archive_streams,
+    load_archive,
+    make_checkpoint,
+    verify,
+)
+from eventlog._checkpoint import public_hex
+
+Make = Callable[..., list[NewEvent]]
+
+
+async def heads_of(store: EventStore, *streams: str) -> list[CheckpointHead]:
+    out = []
+    for s in streams:
+        head = await store.head(s)
+        assert head is not None
+        out.append(CheckpointHead(stream=s, seq=head.seq, hash=head.hash))
+    return out
+
+
+async def fill(store: EventStore, make: Make) -> None:
+    for i, stream in enumerate(["old-1", "old-2", "live"]):
+        blob = b"blob of %d" % i
+        digest = msgspec.json.encode(__import__("hashlib").sha256(blob).hexdigest())
+        events = make(3, start=10 * i)
+        events.append(NewEvent(type="test.blob", body=b'{"d":%s}' % digest, recorded_at=5))
+        await store.append(stream, events, expected_seq=0, blobs=[blob])
+
+
+async def run_archive(
+    store: EventStore, heads: list[CheckpointHead], out: Path, key: Ed25519PrivateKey
+) -> object:
+    return await archive_streams(
+        store, heads, out=out, key=key, by="tester@host", before=10**18, clock=time.time_ns
+    )
+
+
+async def test_archived_streams_leave_tombstones_and_the_log_still_verifies(
+    store: EventStore, make: Make, tmp_path: Path
+) -> None:
+    await fill(store, make)
+    key = Ed25519PrivateKey.generate()
+    before = await make_checkpoint(store, key, previous=None, clock=lambda: 1)
+    heads = await heads_of(store, "old-1", "old-2")
+    result = await run_archive(store, heads, tmp_path / "a.jsonl", key)
+    assert result.archived == ("old-1", "old-2") and result.events == 8  # type: ignore[attr-defined]
+    assert {s.stream for s in await store.streams()} == {"live", MAINTENANCE_STREAM}
+    stones = await store.tombstones()  # type: ignore[attr-defined]
+    assert [(t.stream, t.length, t.head_hash) for t in stones] == [
+        (h.stream, h.seq + 1, h.hash) for h in heads
+    ]
+    trusted = {public_hex(key.public_key())}
+    report = await verify(store, checkpoints=[before], keys=trusted)
+    assert report.ok, report.faults
+    after = await make_checkpoint(store, key, previous=before, clock=lambda: 2)
+    assert (await verify(store, checkpoints=[before, after], keys=trusted)).ok
+    # The archive proves itself: chains, blobs, and a checkpoint over exactly those heads.
+    archived, cp = await load_archive(tmp_path / "a.jsonl")
+    assert cp.id == stones[0].checkpoint and list(cp.heads) == heads
+    assert (await verify(archived, checkpoints=[cp], keys=trusted)).ok
+    assert [e.hash async for e in archived.read("old-2")][-1] == heads[1].hash
+
+
+async def test_a_group_that_moved_after_it_was_chosen_is_skipped_whole(
+    store: EventStore, make: Make, tmp_path: Path
+) -> None:
+    await fill(store, make)
+    key = Ed25519PrivateKey.generate()
+    heads = await heads_of(store, "old-1", "old-2")
+    await store.append("old-2", make(1, start=99), expected_seq=4)  # became runnable
+    result = await run_archive(store, heads, tmp_path / "a.jsonl", key)
+    assert result.archived == ("old-1",) and result.skipped == ("old-2",)  # type: ignore[attr-defined]
+    # Moved between the file and the commit: the commit skips it just the same.
+    heads = await heads_of(store, "old-2", "live")
+    original = store.commit_archive  # type: ignore[attr-defined]
+
+    async def racing(commit: object) -> object:
+        await store.append("old-2", make(1, start=98), expected_seq=5)
+        return await original(commit)
+
+    store.commit_archive = racing  # type: ignore[attr-defined]
+    result = await run_archive(store, heads, tmp_path / "b.jsonl", key)
+    assert result.archived == ("live",) and result.skipped == ("old-2",)  # type: ignore[attr-defined]
+    assert await store.head("old-2") is not None
+    assert (await verify(store)).ok
+
+
+async def test_a_rerun_with_the_same_file_completes_or_does_nothing(
+    store: EventStore, make: Make, tmp_path: Path
+) -> None:
+    await fill(store, make)
+    key = Ed25519PrivateKey.generate()
+    out = tmp_path / "a.jsonl"
+    heads = await heads_of(store, "old-1")
+    real = store.commit_archive  # type: ignore[attr-defined]
+
+    async def crash(commit: object) -> object:
+        raise KeyboardInterrupt  # the process died after the file, before the commit
+
+    store.commit_archive = crash  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        await run_archive(store, heads, out, key)
+    assert out.exists() and await store.head("old-1") is not None
+    store.commit_archive = real  # type: ignore[attr-defined]
+    first = await run_archive(store, [], out, key)
+    assert first.archived == ("old-1",)  # type: ignore[attr-defined]
+    again = await run_archive(store, [], out, key)
+    assert again.already and again.events == 4  # type: ignore[attr-defined]
+    with pytest.raises(ArchiveError, match="not this key's archive"):
+        await run_archive(store, [], out, Ed25519PrivateKey.generate())
+    assert len([e async for e in store.read(MAINTENANCE_STREAM)]) == 1
+
+
+async def test_tampering_with_tombstones_is_a_fault(
+    store: EventStore, make: Make, tmp_path: Path
+) -> None:
+    if not isinstance(store, (MemoryStore, SqliteStore)):
+        pytest.skip("edited by hand through sqlite3 or the memory store's dict")
+    await fill(store, make)
+    key = Ed25519PrivateKey.generate()
+    await run_archive(store, await heads_of(store, "old-1"), tmp_path / "a.jsonl", key)
+    if isinstance(store, SqliteStore):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("UPDATE eventlog_tombstones SET length = 99")
+    else:
+        t = store._tombstones["old-1"]
+        store._tombstones["old-1"] = msgspec.structs.replace(t, length=99)
+    faults = (await verify(store)).faults
+    assert [f.kind for f in faults] == ["tombstone"] and faults[0].stream == "old-1"
+
+
+async def test_a_tampered_archive_is_refused_or_fails_its_checkpoint(
+    make: Make, tmp_path: Path
+) -> None:
+    store = MemoryStore()
+    await fill(store, make)
+    key = Ed25519PrivateKey.generate()
+    out = tmp_path / "a.jsonl"
+    await run_archive(store, await heads_of(store, "old-1"), out, key)
+    lines = out.read_bytes().splitlines(keepends=True)
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes(b"".join([lines[0], lines[1].replace(b'"i":0', b'"i":7'), *lines[2:]]))
+    with pytest.raises(ArchiveError, match="hash does not match"):
+        await load_archive(edited)
+    # Cut the last event and its line count: the chain holds, the signed head does not.
+    cut = tmp_path / "cut.jsonl"
+    end = lines[-1].replace(b'"events":4', b'"events":3')
+    cut.write_bytes(b"".join([*lines[:-2], end]))
+    archived, cp = await load_archive(cut)
+    report = await verify(archived, checkpoints=[cp], keys={public_hex(key.public_key())})
+    assert [f.kind for f in report.faults] == ["truncated"]
+    export = tmp_path / "plain.jsonl"
+    export.write_bytes(b"".join([*lines[:-1], b'{"end":{"events":4}}\n']))
+    with pytest.raises(ArchiveError, match="not an archive"):
+        await load_archive(export)
