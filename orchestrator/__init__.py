@@ -80,6 +80,7 @@ from ._events import SkillActivated as SkillActivated
 from ._events import SkillActivationFailed as SkillActivationFailed
 from ._events import SkillChanged as SkillChanged
 from ._events import SkillDeactivated as SkillDeactivated
+from ._events import SkillEnvBuilt as SkillEnvBuilt
 from ._events import SkillInfo as SkillInfo
 from ._events import ToolCalled as ToolCalled
 from ._events import ToolCompleted as ToolCompleted
@@ -221,6 +222,7 @@ __all__ = [
     "SkillActivationFailed",
     "SkillChanged",
     "SkillDeactivated",
+    "SkillEnvBuilt",
     "SkillInfo",
     "SkillUnavailableError",
     "StreamingAdapter",

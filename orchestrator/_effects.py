@@ -29,12 +29,14 @@ from ._state import ActiveSkill
 from ._visibility import Predicate, RefreshContext, catalog_changes, visible
 from .scripts import ScriptRequest, ScriptResult, WorkdirError, materialize, run_script
 from .skills import (
+    EnvRecord,
     InlineSkill,
     Skill,
     SkillManifest,
     SkillSearch,
     SkillWatcher,
     Status,
+    build_env,
     check_env,
     check_signature,
     env_state,
@@ -63,6 +65,7 @@ class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     path: str | None = None
     args: tuple[str, ...] = ()
     skill_hash: str | None = None
+    install: tuple[str, ...] = ()
 
 
 class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,6 +187,16 @@ class Effects(Protocol):
     ) -> ScriptResult: ...
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome: ...
+
+    async def env_missing(self, requirements: tuple[str, ...], call_id: str) -> bool:
+        """Whether the environment for ``requirements`` must be installed before call
+        ``call_id``'s script runs (not built, or no longer what was built)."""
+        ...
+
+    async def install_env(self, requirements: tuple[str, ...], call_id: str) -> EnvRecord:
+        """Build the environment for ``requirements`` (network for the installer
+        only); :class:`~orchestrator.skills.DependencyError` when it cannot."""
+        ...
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
@@ -444,6 +457,13 @@ class LiveEffects:
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
         return await self.tools[name].invoke(arguments, context)
+
+    async def env_missing(self, requirements: tuple[str, ...], call_id: str) -> bool:
+        state = await trio.to_thread.run_sync(env_state, requirements)
+        return state.record is None or await trio.to_thread.run_sync(check_env, state) is not None
+
+    async def install_env(self, requirements: tuple[str, ...], call_id: str) -> EnvRecord:
+        return await trio.to_thread.run_sync(build_env, requirements)
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         return None if self.approver is None else await self.approver(request)

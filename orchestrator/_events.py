@@ -135,7 +135,10 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     declared ``destructive``) and scripts given network; ``approve_effects`` names
     effect classes whose host and MCP tools ask (``at-most-once``). Only an ``allow``
     rule or a remembered decision answers those without asking, never a skill's own
-    ``allowed-tools``.
+    ``allowed-tools``. ``lazy_install`` ``ask``: a script of a skill whose ``python:``
+    requirements have no environment yet asks to install them (one approval, recorded
+    as asked; a builtin or org skill's install is pre-approved like its scripts) and
+    builds the environment before it runs (docs/skills.md, "Lazy install").
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -160,6 +163,7 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     ask_destructive: bool = True
     approve_effects: tuple[EffectClass, ...] = ()
     context: ContextPolicy = ContextPolicy()
+    lazy_install: Literal["off", "ask"] = "off"
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -364,6 +368,9 @@ class ApprovalRequested(Event, frozen=True, kw_only=True):
     path: str | None = None
     args: tuple[str, ...] = ()
     skill_hash: str | None = None
+    install: tuple[str, ...] = ()
+    """The ``python:`` requirements a lazy install would put into the skill's own
+    environment before the script runs (``policy.lazy_install``); empty otherwise."""
 
 
 class ApprovalResolved(Event, frozen=True, kw_only=True):
@@ -530,9 +537,12 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
 
 
 class SkillEnvBuilt(Event, frozen=True, kw_only=True):
-    """A skill's own Python environment was built (stream ``skills-index``): the key
-    (sha256 of requirements, interpreter, platform), what was asked for, the exact
-    versions installed (the lock) and the tree hash scripts are checked against."""
+    """A skill's own Python environment was built: the key (sha256 of requirements,
+    interpreter, platform), what was asked for, the exact versions installed (the lock)
+    and the tree hash scripts are checked against. In stream ``skills-index`` when
+    ``skillog skills deps NAME --install`` built it; in a session, with the
+    ``call_id`` of the ``skills.run_script`` call whose approved lazy install built it
+    (``policy.lazy_install``)."""
 
     event_type: ClassVar[str] = "skill.env_built"
     skill: str
@@ -542,6 +552,7 @@ class SkillEnvBuilt(Event, frozen=True, kw_only=True):
     platform: str
     lock: tuple[str, ...]
     tree_hash: str
+    call_id: str | None = None
 
 
 class McpToolsListed(Event, frozen=True, kw_only=True):

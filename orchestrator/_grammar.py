@@ -181,6 +181,7 @@ _FAILED = _decoder(_Failed)
 KNOWN_TAGS = frozenset(t.event_type for t in EVENT_TYPES)
 LEASE_TAGS = frozenset({"lease.acquired", "lease.renewed", "lease.released"})
 INDEX_TAG = "catalog.indexed"
+INDEX_TAGS = frozenset({INDEX_TAG, "skill.env_built"})
 
 # A call's progress within its turn: asked for by the model, its intent recorded, its
 # approval asked for, approved, denied, its effect (or refusal) under way, resolved.
@@ -200,6 +201,7 @@ _CALL_EVENTS = frozenset(
         "skill.deactivated",
         "skill.activation_failed",
         "skill.changed",
+        "skill.env_built",
     }
 )
 _OPTIONAL_CALL = frozenset(
@@ -543,10 +545,10 @@ class LeaseGrammar(GrammarCheck):
 
 
 class IndexGrammar(GrammarCheck):
-    """``skills-index``: indexing runs only."""
+    """``skills-index``: indexing runs and environments built by ``skills deps``."""
 
     def step(self, seq: int, tag: str, body: bytes) -> None:
-        if tag != INDEX_TAG:
+        if tag not in INDEX_TAGS:
             raise _Broken("wrong_stream", f"{tag} in the skills index stream")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from ._events import (
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
+    SkillEnvBuilt,
     ToolDef,
 )
 from ._host_tools import ToolContext
@@ -54,6 +56,7 @@ from ._policy import (
 from ._receipt import receipt
 from ._state import ActiveSkill, ViewChange
 from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
+from .skills import python_requirements
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -123,6 +126,7 @@ class Approval:
     path: str | None = None
     args: tuple[str, ...] = ()
     denied_by: str | None = None  # a remembered denial: refused, nobody asked
+    install: tuple[str, ...] = ()  # what a lazy install puts into the skill's environment
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,9 @@ class Plan:
     refusal: ToolError | None = None
     approval: Approval | None = None
     script: ScriptStarted | None = None
+    install: tuple[str, ...] = ()
+    """A script's ``python:`` requirements when ``policy.lazy_install`` may install
+    them first (the pipeline asks whether their environment is missing)."""
 
 
 def plan_call(ctx: CallContext) -> Plan:
@@ -525,12 +532,70 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
             args=request.args,
             denied_by=decision.denied_by,
         )
+    props = skill.properties
+    lazy = ctx.view.config.policy.lazy_install != "off" and props is not None
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
         approval=approval,
         script=started,
+        install=python_requirements(props.metadata) if lazy and props is not None else (),
     )
+
+
+def with_install(ctx: CallContext, plan: Plan) -> Plan:
+    """``plan`` (a script run whose skill's environment is missing) made to install the
+    environment first, behind one approval that says so: asked for a user or
+    third-party skill, pre-approved like its script for a builtin or org one."""
+    assert plan.act is not None and plan.script is not None
+    skill = _target_skill(ctx, plan.script.skill)
+    wanted = " ".join(plan.install)
+    then = plan.approval.action if plan.approval else f"run {plan.script.path}"
+    action = (
+        f"install {wanted} into skill {skill.name}'s own environment from the package "
+        f"index (network for the installer only), then {then}"
+    )
+    trusted = skill.tier in ("builtin", "org")
+    preapproved = None
+    if trusted and (plan.approval is None or plan.approval.preapproved_by is not None):
+        preapproved = f"lazy_install: {skill.tier} skill"
+    approval = Approval(
+        action,
+        skill,
+        preapproved,
+        path=plan.script.path,
+        args=plan.script.args,
+        denied_by=plan.approval.denied_by if plan.approval else None,
+        install=plan.install,
+    )
+    act = functools.partial(_install_then, skill.name, plan.install, plan.act)
+    return dataclasses.replace(plan, act=act, approval=approval)
+
+
+async def _install_then(skill: str, install: tuple[str, ...], act: Act, ctx: CallContext) -> str:
+    """Build the environment (its ``skill.env_built`` committed before the script
+    starts), then run the script."""
+    try:
+        env = await ctx.effects.install_env(install, ctx.call.id)
+    except SkillogError as e:
+        raise ToolError(
+            f"could not install {' '.join(install)}: {e}", error_type="install_failed"
+        ) from None
+    await ctx.commit(
+        [
+            SkillEnvBuilt(
+                skill=skill,
+                key=env.key,
+                requirements=env.requirements,
+                interpreter=env.interpreter,
+                platform=env.platform,
+                lock=env.lock,
+                tree_hash=env.tree_hash,
+                call_id=ctx.call.id,
+            )
+        ]
+    )
+    return await act(ctx)
 
 
 async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> str:
