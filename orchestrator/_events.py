@@ -536,6 +536,24 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
     record: CatalogRecord
 
 
+class SkillsInstalled(Event, frozen=True, kw_only=True):
+    """A skill was installed, updated or removed (``skillog skills install``, ``update``,
+    ``remove``; stream ``skills-installed``, not a session): its name, where it came
+    from (``origin``, ``kind``: folder, zip or git; ``ref``), its tier and the hash of
+    the contents installed (for ``remove``, of the contents removed). ``previous_hash``
+    is what an update or a replacing install replaced (seed 004 EV1)."""
+
+    event_type: ClassVar[str] = "skills.installed"
+    action: Literal["install", "update", "remove"]
+    name: str
+    origin: str
+    kind: str
+    tier: str
+    hash: str
+    ref: str | None = None
+    previous_hash: str | None = None
+
+
 class SkillEnvBuilt(Event, frozen=True, kw_only=True):
     """A skill's own Python environment was built: the key (sha256 of requirements,
     interpreter, platform), what was asked for, the exact versions installed (the lock)
@@ -722,6 +740,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SkillChanged,
     CatalogIndexed,
     SkillEnvBuilt,
+    SkillsInstalled,
     SessionSuspended,
     ContextCompacted,
     McpToolsListed,

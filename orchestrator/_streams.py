@@ -1,4 +1,5 @@
-"""The names of the log's streams: sessions, the fleet's leases, the indexing runs.
+"""The names of the log's streams: sessions, the fleet's leases, the indexing runs,
+the installs.
 
 A plain vocabulary with no imports, so the pure checker (``_grammar``), the exporter
 and the read models can tell streams apart without importing the loop they describe.
@@ -15,6 +16,9 @@ QUEUED = "queued"
 INDEX_STREAM = "skills-index"
 """The stream of ``catalog.indexed`` events; sessions are the other streams."""
 
+INSTALL_STREAM = "skills-installed"
+"""The stream of ``skills.installed`` events: every install, update and remove."""
+
 
 def lease_stream(session_id: str) -> str:
     """The lease stream of ``session_id``."""
@@ -22,5 +26,6 @@ def lease_stream(session_id: str) -> str:
 
 
 def is_session_stream(stream: str) -> bool:
-    """Sessions are every stream but the fleet's leases and the indexing runs."""
-    return stream != INDEX_STREAM and not stream.startswith(LEASE_PREFIX)
+    """Sessions are every stream but the fleet's leases, the indexing runs and the
+    installs."""
+    return stream not in (INDEX_STREAM, INSTALL_STREAM) and not stream.startswith(LEASE_PREFIX)

@@ -63,6 +63,7 @@ from ._hash import manifest_of as manifest_of
 from ._hash import skill_hash as skill_hash
 from ._index import SkillIndex as SkillIndex
 from ._inline import InlineSkill as InlineSkill
+from ._install import NameConflictError as NameConflictError
 from ._install import install as install
 from ._install import remove as remove
 from ._install import source_kind as source_kind
@@ -109,6 +110,7 @@ __all__ = [
     "ManifestEntry",
     "ManifestError",
     "McpServerConfig",
+    "NameConflictError",
     "Need",
     "ParsedSkillMd",
     "Problem",
