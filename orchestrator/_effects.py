@@ -244,6 +244,7 @@ def skill_info(
         version=skill.properties.metadata.get("version"),
         tools=tools,
         signed_by=signed_by,
+        summary=skill.properties.metadata.get("summary") or None,
     )
 
 

@@ -170,7 +170,9 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     """A skill as the session's catalog shows it (tier 1 of progressive disclosure).
     ``version`` is its declared ``metadata.version``; ``tools`` the tools loading it
     unlocks (an inline skill's own tools); ``signed_by`` the trusted key (hex) whose
-    signature over its hash verified, None when unsigned or not verified."""
+    signature over its hash verified, None when unsigned or not verified;
+    ``summary`` its ``metadata.summary``, the line the compact catalog shows instead of
+    the shortened description (seed 004 K4)."""
 
     name: str
     description: str
@@ -181,6 +183,7 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     version: str | None = None
     tools: tuple[str, ...] = ()
     signed_by: str | None = None
+    summary: str | None = None
 
 
 class ToolDef(msgspec.Struct, frozen=True, kw_only=True):

@@ -78,7 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "list", help="list skills: ✓ enabled, ○ disabled, ✗ unavailable (with the reason)"
     )
-    p.add_argument("--json", action="store_true", help="print the catalog record as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the catalog record as JSON, with catalog_tokens: the estimated tokens "
+        "of <available_skills> in each catalog mode (null when no skill is visible)",
+    )
     p.add_argument(
         "--record",
         action="store_true",
@@ -394,7 +399,8 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
 
 def _list(catalog: Catalog, *, as_json: bool) -> int:
     if as_json:
-        _print_json(catalog.record)
+        tokens = catalog_tokens(catalog) if catalog.visible() else None
+        _print_json({**msgspec.to_builtins(catalog.record), "catalog_tokens": tokens})
         return 0
     for e in catalog.entries:
         version = e.properties.metadata.get("version")

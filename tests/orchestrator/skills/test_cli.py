@@ -48,8 +48,13 @@ def test_list_show_enable_disable(
     data = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     alpha = next(e for e in data["entries"] if e["name"] == "alpha")
     assert alpha["status"] == "disabled" and len(alpha["hash"]) == 64
+    assert data["catalog_tokens"] is None  # no skill is visible
     assert main(["skills", "enable", "alpha"]) == 0
     capsys.readouterr()
+    assert main(["skills", "list", "--json"]) == 0
+    tokens = json.loads(capsys.readouterr().out)["catalog_tokens"]
+    assert set(tokens) == {"full", "compact", "names", "search"}  # per catalog mode
+    assert tokens["names"] <= tokens["full"] and all(n > 0 for n in tokens.values())
     assert main(["skills", "show", "alpha"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("✓ alpha (enabled)") and out.endswith("# Body\n")
