@@ -399,8 +399,8 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
 
 def _list(catalog: Catalog, *, as_json: bool) -> int:
     if as_json:
-        tokens = catalog_tokens(catalog) if catalog.visible() else None
-        _print_json({**msgspec.to_builtins(catalog.record), "catalog_tokens": tokens})
+        counts = catalog_tokens(catalog) if catalog.visible() else None
+        _print_json({**msgspec.to_builtins(catalog.record), "catalog_tokens": counts})
         return 0
     for e in catalog.entries:
         version = e.properties.metadata.get("version")
