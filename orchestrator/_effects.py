@@ -36,11 +36,13 @@ from .skills import (
     SkillSearch,
     SkillWatcher,
     Status,
+    ToolsetError,
     build_env,
     check_env,
     check_signature,
     env_state,
     load_skill,
+    parse_toolset,
     python_requirements,
     search_doc,
     snapshot_skill,
@@ -343,6 +345,8 @@ class LiveEffects:
             tools = ()
         sink = _Collect()
         manifest = await snapshot_skill(sink, source if isinstance(source, InlineSkill) else skill)
+        if not isinstance(source, InlineSkill):
+            tools = _folder_tools(skill.name, manifest, sink.blobs)
         return LoadedSkill(
             skill=skill,
             manifest=manifest,
@@ -507,6 +511,23 @@ class LiveEffects:
             cache = self._workdir
         files = {f.path: (f.executable, await get_blob(f.sha256)) for f in skill.files}
         return await trio.to_thread.run_sync(materialize, cache, skill.hash, files)
+
+
+def _folder_tools(
+    name: str, manifest: SkillManifest, blobs: Mapping[str, bytes]
+) -> tuple[ToolDef, ...]:
+    """The tools a skill folder declares in ``tools.yaml``, read from the snapshot just
+    taken (what the log pins); a broken file makes the skill fail to load, saying why."""
+    try:
+        declared = parse_toolset(name, {e.path: blobs[e.sha256] for e in manifest.entries})
+    except ToolsetError as e:
+        raise SkillUnavailableError(str(e)) from e
+    return tuple(
+        ToolDef(
+            name=t.name, description=t.description, input_schema=t.input_schema, script=t.script
+        )
+        for t in declared
+    )
 
 
 def _reload(source: Skill) -> Skill:

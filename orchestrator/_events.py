@@ -196,6 +196,8 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: str
     effect: EffectClass = "at-most-once"
     destructive: bool = False
+    script: str | None = None
+    """A skill folder's tool (``tools.yaml``): the script of the skill it runs."""
 
 
 class McpToolDef(ToolDef, frozen=True, kw_only=True):

@@ -56,7 +56,7 @@ from ._policy import (
 from ._receipt import receipt
 from ._state import ActiveSkill, ViewChange
 from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
-from .skills import python_requirements
+from .skills import argument_problem, python_requirements
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -175,6 +175,9 @@ def plan_call(ctx: CallContext) -> Plan:
             return Plan("pure", list_skills)
         if name in ctx.view.mcp:
             return _plan_mcp_tool(ctx, ctx.view.mcp[name])
+        definition = host_tool_def(ctx.view, name)
+        if definition is not None and definition.script is not None:
+            return _plan_script_tool(ctx, definition)
         return _plan_host_tool(ctx)
     except ToolError as e:
         return Plan(_listed_effect(ctx.view, name), refusal=e)
@@ -489,7 +492,8 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
 def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    decision = _decide(ctx, ctx.call.name, skill=skill, path=rel, args=tuple(args.args))
+    # A skill folder's tool asks policy exactly what running its script would ask.
+    decision = _decide(ctx, "skills.run_script", skill=skill, path=rel, args=tuple(args.args))
     if decision.verdict == "denied":
         raise _refused(ctx, decision, skill)
     if skill.file(rel) is None:
@@ -636,6 +640,26 @@ async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> s
         fields["killed"] = result.killed
     cap = settings_of(ctx.view.config.policy, skill).output_cap_bytes
     return model_view(fields, result.stdout, result.stderr, cap)
+
+
+# -- tools from skill folders (tools.yaml) ----------------------------------------------
+
+
+def _plan_script_tool(ctx: CallContext, tool: ToolDef) -> Plan:
+    """A call of an active skill's declared tool: its arguments checked against the
+    declared schema, then planned as the ``skills.run_script`` of its script with the
+    arguments as one argv element of canonical JSON (sandbox, policy, approval, the
+    recorded ``script.started``/``script.executed``: all the same path)."""
+    assert tool.script is not None
+    owner = next(s for s in ctx.view.active if tool in s.tools)
+    value = check_arguments(ctx, MAX_ARGUMENT_BYTES)  # one argv element: well under 128 KiB
+    problem = argument_problem(tool.input_schema, value)
+    if problem is not None:
+        raise ToolError(
+            f"invalid arguments for {tool.name}: {problem}", error_type="invalid_arguments"
+        )
+    argv = [encode_canonical(value).decode()]
+    return _plan_run(ctx, RunArgs(path=tool.script, skill=owner.name, args=argv))
 
 
 # -- host tools -----------------------------------------------------------------------

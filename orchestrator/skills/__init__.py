@@ -91,6 +91,10 @@ from ._snapshot import BlobStore as BlobStore
 from ._snapshot import read_manifest_file as read_manifest_file
 from ._snapshot import skill_from_manifest as skill_from_manifest
 from ._snapshot import snapshot_skill as snapshot_skill
+from ._toolsets import ScriptTool as ScriptTool
+from ._toolsets import ToolsetError as ToolsetError
+from ._toolsets import argument_problem as argument_problem
+from ._toolsets import parse_toolset as parse_toolset
 from ._watch import SkillWatcher as SkillWatcher
 
 __all__ = [
@@ -117,6 +121,7 @@ __all__ = [
     "Provenance",
     "Rejected",
     "Role",
+    "ScriptTool",
     "SearchDoc",
     "SearchHit",
     "ServiceConfig",
@@ -141,7 +146,9 @@ __all__ = [
     "SourceConfig",
     "Status",
     "Tier",
+    "ToolsetError",
     "add_service_token",
+    "argument_problem",
     "build_catalog",
     "build_catalog_async",
     "build_env",
@@ -165,6 +172,7 @@ __all__ = [
     "materialize",
     "parse_requires",
     "parse_skill_md",
+    "parse_toolset",
     "python_requirements",
     "read_manifest_file",
     "remove",
