@@ -37,12 +37,15 @@ from .skills import (
     SkillWatcher,
     Status,
     ToolsetError,
+    TriggerError,
+    Triggers,
     build_env,
     check_env,
     check_signature,
     env_state,
     load_skill,
     parse_toolset,
+    parse_triggers,
     python_requirements,
     search_doc,
     snapshot_skill,
@@ -247,7 +250,16 @@ def skill_info(
         tools=tools,
         signed_by=signed_by,
         summary=skill.properties.metadata.get("summary") or None,
+        triggers=_triggers(skill),
     )
+
+
+def _triggers(skill: Skill) -> Triggers | None:
+    # A malformed declaration fires nothing; `skillog skills validate` says why.
+    try:
+        return parse_triggers(skill.properties.metadata)
+    except TriggerError:
+        return None
 
 
 class _Collect:

@@ -19,7 +19,7 @@ from eventlog import Codec
 
 from ._model import ModelResponse
 from .scripts import Enforcement, LimitsOverride, ScriptLimits
-from .skills import CatalogRecord, ManifestEntry, SkillProperties
+from .skills import CatalogRecord, ManifestEntry, SkillProperties, Triggers
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,6 +184,8 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[str, ...] = ()
     signed_by: str | None = None
     summary: str | None = None
+    triggers: Triggers | None = None
+    """What activates it by itself (``metadata.trigger-*``, seed 003 PL2)."""
 
 
 class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
@@ -406,7 +408,7 @@ class ApprovalRemembered(Event, frozen=True, kw_only=True):
     approved: bool = True  # False: a remembered denial (refuses what it covers)
 
 
-ActivationTrigger = Literal["tool", "user", "file-read"]
+ActivationTrigger = Literal["tool", "user", "file-read", "triggered"]
 
 
 class SkillActivated(Event, frozen=True, kw_only=True):
@@ -414,7 +416,9 @@ class SkillActivated(Event, frozen=True, kw_only=True):
     SKILL.md body; ``files`` the snapshot of every file, each in the blob store;
     ``properties`` its frontmatter (the load receipt shows it), ``version`` its
     declared ``metadata.version``, ``signed_by`` the trusted key whose signature over
-    ``hash`` verified when it was loaded (None: unsigned or not verified)."""
+    ``hash`` verified when it was loaded (None: unsigned or not verified). ``fired``:
+    for trigger ``triggered``, which of its declared triggers fired (``keyword:csv``,
+    ``pattern:...``, ``file:*.csv``)."""
 
     event_type: ClassVar[str] = "skill.activated"
     name: str
@@ -431,6 +435,7 @@ class SkillActivated(Event, frozen=True, kw_only=True):
     version: str | None = None
     properties: SkillProperties | None = None
     signed_by: str | None = None
+    fired: str | None = None
 
 
 class SkillDeactivated(Event, frozen=True, kw_only=True):

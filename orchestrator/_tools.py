@@ -37,6 +37,7 @@ from ._events import (
     SkillChanged,
     SkillDeactivated,
     SkillEnvBuilt,
+    SkillInfo,
     ToolDef,
 )
 from ._host_tools import ToolContext
@@ -56,7 +57,7 @@ from ._policy import (
 from ._receipt import receipt
 from ._state import ActiveSkill, ViewChange
 from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
-from .skills import argument_problem, python_requirements
+from .skills import argument_problem, file_trigger, message_trigger, python_requirements
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -298,8 +299,10 @@ async def activate(
     *,
     mode: Literal["replace", "add"],
     trigger: ActivationTrigger,
+    fired: Mapping[str, str] | None = None,
 ) -> None:
-    """Load ``names`` from their source and record the activations; a name that fails
+    """Load ``names`` from their source and record the activations (``fired``: the
+    declared trigger that fired for each, for trigger ``triggered``); a name that fails
     records ``skill.activation_failed`` and raises a ToolError after the others."""
     view = ctx.view
     failed: list[str] = []
@@ -318,7 +321,8 @@ async def activate(
         current = view.active_skill(name)
         if current is not None and current.hash == loaded.skill.hash and mode == "add":
             continue  # already in context with these exact contents
-        _record_activation(ctx, loaded, mode=mode, trigger=trigger)
+        why = (fired or {}).get(name)
+        _record_activation(ctx, loaded, mode=mode, trigger=trigger, fired=why)
     if failed:
         raise ToolError("could not load " + "; ".join(failed), error_type="activation_failed")
 
@@ -340,6 +344,7 @@ def _record_activation(
     *,
     mode: Literal["replace", "add"],
     trigger: ActivationTrigger,
+    fired: str | None = None,
 ) -> None:
     view = ctx.view
     skill = loaded.skill
@@ -369,10 +374,11 @@ def _record_activation(
         files=loaded.manifest.entries,
         allowed_tools=skill.properties.allowed_tools,
         tools=loaded.tools,
-        call_id=ctx.call.id if trigger == "tool" else None,
+        call_id=(ctx.call.id or None) if trigger in ("tool", "triggered") else None,
         version=skill.properties.metadata.get("version"),
         properties=skill.properties,
         signed_by=loaded.signed_by,
+        fired=fired,
     )
     _record_change(ctx, activated)
 
@@ -725,14 +731,15 @@ async def host_tool(ctx: CallContext) -> str:
 
 async def _file_read_activation(ctx: CallContext) -> None:
     """A host tool read a listed SKILL.md (file-based agents, seed 001): that is an
-    activation, recorded like one (trigger ``file-read``)."""
+    activation, recorded like one (trigger ``file-read``). A path that a skill's
+    ``trigger-files`` match activates that skill (trigger ``triggered``)."""
     try:
         args = msgspec.json.decode(ctx.call.arguments)
     except msgspec.DecodeError:
         return
     if not isinstance(args, dict):
         return
-    paths = {args.get(key) for key in ("path", "file_path")}
+    paths = {p for p in (args.get(key) for key in ("path", "file_path")) if isinstance(p, str)}
     view = ctx.view
     for skill in view.catalog.values():
         if skill.location is not None and skill.location in paths:
@@ -749,6 +756,42 @@ async def _file_read_activation(ctx: CallContext) -> None:
                 with contextlib.suppress(ToolError):  # recorded as activation_failed
                     await activate(ctx, [skill.name], mode="add", trigger="file-read")
             return
+    fired: dict[str, str] = {}
+    for skill in view.catalog.values():
+        if skill.triggers is not None and skill.triggers.files:
+            why = next(filter(None, (file_trigger(skill.triggers, p) for p in sorted(paths))), None)
+            if why is not None:
+                fired[skill.name] = why
+    await activate_triggered(ctx, fired)
+
+
+def message_triggers(catalog: Mapping[str, SkillInfo], text: str) -> dict[str, str]:
+    """The skills of ``catalog`` whose declared triggers ``text`` (a user's message)
+    fires, with the trigger (pure: replay and re-drive fire the same)."""
+    fired: dict[str, str] = {}
+    for skill in catalog.values():
+        if skill.triggers is not None:
+            why = message_trigger(skill.triggers, text)
+            if why is not None:
+                fired[skill.name] = why
+    return fired
+
+
+async def activate_triggered(ctx: CallContext, fired: Mapping[str, str]) -> None:
+    """Activate the skills whose triggers fired and that are not active, in name order,
+    as many as the cap leaves room for; the others record why they were not."""
+    view = ctx.view
+    names = [n for n in sorted(fired) if view.active_skill(n) is None]
+    room = max(view.config.max_active_skills - len(view.active), 0)
+    for name in names[room:]:
+        reason = (
+            f"triggered by {fired[name]}, but {view.config.max_active_skills} skills are "
+            "already active"
+        )
+        ctx.rec.add(SkillActivationFailed(name=name, reason=reason, call_id=ctx.call.id or None))
+    if names[:room]:
+        with contextlib.suppress(ToolError):  # recorded as activation_failed
+            await activate(ctx, names[:room], mode="add", trigger="triggered", fired=fired)
 
 
 # -- shared gates ---------------------------------------------------------------------

@@ -95,6 +95,11 @@ from ._toolsets import ScriptTool as ScriptTool
 from ._toolsets import ToolsetError as ToolsetError
 from ._toolsets import argument_problem as argument_problem
 from ._toolsets import parse_toolset as parse_toolset
+from ._triggers import TriggerError as TriggerError
+from ._triggers import Triggers as Triggers
+from ._triggers import file_trigger as file_trigger
+from ._triggers import message_trigger as message_trigger
+from ._triggers import parse_triggers as parse_triggers
 from ._watch import SkillWatcher as SkillWatcher
 
 __all__ = [
@@ -147,6 +152,8 @@ __all__ = [
     "Status",
     "Tier",
     "ToolsetError",
+    "TriggerError",
+    "Triggers",
     "add_service_token",
     "argument_problem",
     "build_catalog",
@@ -157,6 +164,7 @@ __all__ = [
     "config_path",
     "default_sources",
     "env_state",
+    "file_trigger",
     "filter_reason",
     "find_skill_dirs",
     "hash_manifest",
@@ -170,9 +178,11 @@ __all__ = [
     "make_manifest",
     "manifest_of",
     "materialize",
+    "message_trigger",
     "parse_requires",
     "parse_skill_md",
     "parse_toolset",
+    "parse_triggers",
     "python_requirements",
     "read_manifest_file",
     "remove",
