@@ -18,8 +18,14 @@ from .._events import SessionStarted
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
 from ..skills import Tier
+from ._session import (
+    DiscoveryCache,
+    add_catalog_options,
+    add_db,
+    agent_for,
+    session_policy,
+)
 from ._session import add_arguments as add_session_arguments
-from ._session import add_catalog_options, add_db, agent_for, session_policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,10 +84,12 @@ async def _submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def agent_factory(args: argparse.Namespace) -> AgentFactory:
+def agent_factory(args: argparse.Namespace, skills: DiscoveryCache | None = None) -> AgentFactory:
     """What a worker drives a session with: the model, limits and policy the session
-    recorded, the skills of ``args`` (``--skills``, ``--tier``, ``--project``), no
+    recorded, the skills of ``args`` (``--skills``, ``--tier``, ``--project``), indexed
+    once and again only when they change (``skills``, shared with the service), no
     approver. (A worker only continues sessions, so it takes no policy options.)"""
+    skills = skills if skills is not None else DiscoveryCache(args)
 
     def make_agent(started: SessionStarted) -> Agent:
         session_args = argparse.Namespace(
@@ -93,7 +101,9 @@ def agent_factory(args: argparse.Namespace) -> AgentFactory:
                 "file_access": started.file_access,
             }
         )
-        return agent_for(session_args, model_spec=f"{started.provider}:{started.model}")
+        return agent_for(
+            session_args, model_spec=f"{started.provider}:{started.model}", skills=skills
+        )
 
     return make_agent
 
