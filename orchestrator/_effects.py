@@ -297,6 +297,7 @@ class LiveEffects:
         predicates: Mapping[str, Predicate] | None = None,
         watcher: SkillWatcher | None = None,
         trusted_signers: Collection[str] = (),
+        search_db: str | None = None,
     ) -> None:
         self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
         self.predicates = dict(predicates or {})
@@ -321,6 +322,7 @@ class LiveEffects:
         self.cache_dir = cache_dir
         self._workdir: str | None = None
         self._search: tuple[object, SkillSearch] | None = None  # (skills it indexed, index)
+        self.search_db = search_db
 
     async def search_skills(
         self, query: str, limit: int, among: Collection[str], call_id: str
@@ -340,7 +342,9 @@ class LiveEffects:
                 search_doc(s.name, s.description, s.properties.metadata, s.headings)
                 for s in map(_as_skill, self.skills.values())
             ]
-            self._search = (self.skills, SkillSearch(docs))
+            if self._search is not None:
+                self._search[1].close()
+            self._search = (self.skills, SkillSearch(docs, path=self.search_db))
         return self._search[1]
 
     async def load_skill(self, name: str) -> LoadedSkill:
@@ -514,6 +518,9 @@ class LiveEffects:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        if self._search is not None:
+            self._search[1].close()
+            self._search = None
 
     async def _materialize(self, skill: ActiveSkill, get_blob: GetBlob) -> str:
         cache = self.cache_dir

@@ -435,6 +435,7 @@ def agent_for(
         watch=found.watcher() if (config.watch if watch is None else watch) else None,
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
+        search_db=None if not args.db or is_postgres_url(args.db) else sqlite_path(args.db),
         mcp_servers=load_mcp_servers(config_path()),
         context_window=getattr(args, "context_window", None),
     )
