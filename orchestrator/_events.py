@@ -19,7 +19,7 @@ from eventlog import Codec
 
 from ._model import ModelResponse
 from .scripts import Enforcement, LimitsOverride, ScriptLimits
-from .skills import CatalogRecord, ManifestEntry, SkillProperties, Triggers
+from .skills import CatalogRecord, EnvRecord, ManifestEntry, SkillProperties, Triggers
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -581,6 +581,18 @@ class SkillEnvBuilt(Event, frozen=True, kw_only=True):
     lock: tuple[str, ...]
     tree_hash: str
     call_id: str | None = None
+
+    @classmethod
+    def of(cls, skill: str, env: EnvRecord, call_id: str | None = None) -> SkillEnvBuilt:
+        """The event recording ``env``, built for ``skill`` (by call ``call_id``)."""
+        fields = msgspec.structs.asdict(env)
+        return cls(skill=skill, call_id=call_id, **fields)
+
+    def record(self) -> EnvRecord:
+        """The environment record this event holds."""
+        fields = msgspec.structs.asdict(self)
+        del fields["skill"], fields["call_id"]
+        return EnvRecord(**fields)
 
 
 class McpToolsListed(Event, frozen=True, kw_only=True):

@@ -36,15 +36,7 @@ async def record_env_built(
     store: EventStore, skill: str, env: EnvRecord, *, clock: Callable[[], int] = time.time_ns
 ) -> Event:
     """Append ``skill.env_built`` for ``env`` to :data:`INDEX_STREAM` (the lock)."""
-    body = SkillEnvBuilt(
-        skill=skill,
-        key=env.key,
-        requirements=env.requirements,
-        interpreter=env.interpreter,
-        platform=env.platform,
-        lock=env.lock,
-        tree_hash=env.tree_hash,
-    )
+    body = SkillEnvBuilt.of(skill, env)
     return await append_to_index(store, CODEC.encode(body, recorded_at=clock()))
 
 

@@ -591,20 +591,7 @@ async def _install_then(skill: str, install: tuple[str, ...], act: Act, ctx: Cal
         raise ToolError(
             f"could not install {' '.join(install)}: {e}", error_type="install_failed"
         ) from None
-    await ctx.commit(
-        [
-            SkillEnvBuilt(
-                skill=skill,
-                key=env.key,
-                requirements=env.requirements,
-                interpreter=env.interpreter,
-                platform=env.platform,
-                lock=env.lock,
-                tree_hash=env.tree_hash,
-                call_id=ctx.call.id,
-            )
-        ]
-    )
+    await ctx.commit([SkillEnvBuilt.of(skill, env, ctx.call.id)])
     return await act(ctx)
 
 

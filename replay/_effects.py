@@ -197,14 +197,7 @@ class RecordedEffects:
         built = self._envs.get(call_id)
         if built is None:
             raise DependencyError(f"{NO_RECORDING} environment built by call {call_id!r}")
-        return EnvRecord(
-            key=built.key,
-            requirements=built.requirements,
-            interpreter=built.interpreter,
-            platform=built.platform,
-            lock=built.lock,
-            tree_hash=built.tree_hash,
-        )
+        return built.record()
 
     async def search_skills(
         self, query: str, limit: int, among: Collection[str], call_id: str

@@ -16,18 +16,6 @@ from orchestrator.cli import main
 WriteSkill = Callable[..., Path]
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    monkeypatch.chdir(proj)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
-    monkeypatch.setenv("SKILLOG_DB", str(tmp_path / "skillog.db"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return proj
-
-
 def test_list_show_enable_disable(
     project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
 ) -> None:

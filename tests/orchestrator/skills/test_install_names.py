@@ -28,17 +28,6 @@ from orchestrator.skills._install import install
 WriteSkill = Callable[..., Path]
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    monkeypatch.chdir(proj)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
-    monkeypatch.setenv("SKILLOG_DB", str(tmp_path / "skillog.db"))
-    return proj
-
-
 def installed(tmp_path: Path) -> dict[str, str]:
     config = load_config(str(tmp_path / "config.yaml"))
     return {r.name: r.hash for r in config.installed}
@@ -61,8 +50,7 @@ def test_name_renames_and_conflicts_rename_skip_or_replace(
     src = write_skill(tmp_path / "src", "tables", body="# v1\n")
     assert main(["skills", "install", str(src), "--name", "my-tables"]) == 0
     assert "installed my-tables (user)" in capsys.readouterr().out
-    home = tmp_path / "home"
-    copy = next(home.rglob("my-tables/SKILL.md"))
+    copy = next((tmp_path / "data").rglob("my-tables/SKILL.md"))
     assert (
         "name: my-tables" in copy.read_text() and "name: tables" in (src / "SKILL.md").read_text()
     )
