@@ -172,6 +172,7 @@ def _recorded(state: SessionState, call_id: str, fresh: frozenset[str]) -> Recor
         decision=progress.approvals.get(call_id),
         decided_while_suspended=call_id in progress.decided_while_suspended,
         started=progress.started.get(call_id),
+        install=progress.installs.get(call_id),
     )
 
 
@@ -227,11 +228,12 @@ async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
 
 async def _env_missing(ctx: CallContext, plan: Plan) -> bool:
     """Whether a script's environment must be installed first (``policy.lazy_install``):
-    as the call's pending approval request says when the log has one (asked once,
-    answered by whoever resolves it), else as the environments on disk say now."""
-    requested = ctx.recorded.requested
-    if requested is not None:
-        return bool(requested.install)
+    as the call's approval request says when the log has one (asked once, answered by
+    whoever resolves it, and what a resume or a re-drive goes by), else as the
+    environments on disk say now."""
+    recorded = ctx.recorded.install
+    if recorded is not None:
+        return bool(recorded)
     return await ctx.effects.env_missing(plan.install, ctx.call.id)
 
 

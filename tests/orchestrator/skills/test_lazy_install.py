@@ -29,7 +29,7 @@ from orchestrator._events import (
 from orchestrator._verdict import verdict
 from orchestrator.adapters import ScriptedModel
 from orchestrator.scripts import sandbox_available
-from orchestrator.skills import Tier, env_state, load_skill
+from orchestrator.skills import Tier, build_env, env_state, load_skill
 from replay import load_recording, redrive, replay_session
 
 REQ = "tabulate==0.9.0"
@@ -182,3 +182,28 @@ async def test_off_by_default_and_an_offline_install_fails_cleanly(
     assert not kit.of_type(bodies, SkillEnvBuilt) and not kit.of_type(bodies, ScriptExecuted)
     envs = data_home / "skillog" / "envs"
     assert not envs.exists() or [p for p in envs.iterdir() if not p.name.startswith(".")] == []
+
+
+async def test_what_the_request_asked_decides_even_if_the_env_appeared_meanwhile(
+    kit, tmp_path: Path
+) -> None:
+    """Built by someone else while the request waited: the approved call still takes the
+    install step the log asked for (which finds it built), so re-drive agrees."""
+    skill = load_skill(write(tmp_path / "skills", "tab"), tier=Tier.USER, source="t")
+    db = tmp_path / "log.db"
+    async with open_sqlite_store(db) as store:
+        await make_agent(kit, skill).run(store, "table", session_id="s")
+        (pending,) = await pending_approvals(store)
+        build_env([REQ])  # `skillog skills deps tab --install`, say
+        await decide_approval(store, "s", pending.call_id, approved=True, decided_by="alice")
+        agent = make_agent(kit, skill)
+        try:
+            await agent.resume(store, "s")
+        finally:
+            agent.close()
+        bodies = await kit.bodies(store, "s")
+        (built,) = kit.of_type(bodies, SkillEnvBuilt)
+        assert kit.of_type(bodies, ScriptExecuted)[0].env == built.key
+    async with open_sqlite_store(db, readonly=True) as store:
+        report = await redrive(store, await load_recording(store, "s"))
+        assert report.ok and report.complete, report
