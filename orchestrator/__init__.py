@@ -80,7 +80,9 @@ from ._events import SkillActivated as SkillActivated
 from ._events import SkillActivationFailed as SkillActivationFailed
 from ._events import SkillChanged as SkillChanged
 from ._events import SkillDeactivated as SkillDeactivated
+from ._events import SkillEnvBuilt as SkillEnvBuilt
 from ._events import SkillInfo as SkillInfo
+from ._events import SkillsInstalled as SkillsInstalled
 from ._events import ToolCalled as ToolCalled
 from ._events import ToolCompleted as ToolCompleted
 from ._events import ToolDef as ToolDef
@@ -134,6 +136,7 @@ from ._state import SessionState as SessionState
 from ._state import apply as apply
 from ._state import fold_events as fold_events
 from ._streams import INDEX_STREAM as INDEX_STREAM
+from ._streams import INSTALL_STREAM as INSTALL_STREAM
 from ._transcript import transcript as transcript
 from ._verdict import blob_references as blob_references
 from ._verdict import verdict as verdict
@@ -154,6 +157,7 @@ __all__ = [
     "EVENT_TYPES",
     "GRAMMAR_RULES",
     "INDEX_STREAM",
+    "INSTALL_STREAM",
     "ActiveSkill",
     "Agent",
     "AgentConfigError",
@@ -227,8 +231,10 @@ __all__ = [
     "SkillActivationFailed",
     "SkillChanged",
     "SkillDeactivated",
+    "SkillEnvBuilt",
     "SkillInfo",
     "SkillUnavailableError",
+    "SkillsInstalled",
     "StreamingAdapter",
     "TextPart",
     "ToolCall",

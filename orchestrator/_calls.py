@@ -85,6 +85,7 @@ class Recorded:
     decision: ApprovalResolved | None = None
     decided_while_suspended: bool = False
     started: ScriptStarted | None = None
+    install: tuple[str, ...] | None = None  # a recorded request's lazy install (None: none)
 
 
 @dataclass

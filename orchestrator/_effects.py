@@ -29,16 +29,23 @@ from ._state import ActiveSkill
 from ._visibility import Predicate, RefreshContext, catalog_changes, visible
 from .scripts import ScriptRequest, ScriptResult, WorkdirError, materialize, run_script
 from .skills import (
+    EnvRecord,
     InlineSkill,
     Skill,
     SkillManifest,
     SkillSearch,
     SkillWatcher,
     Status,
+    ToolsetError,
+    TriggerError,
+    Triggers,
+    build_env,
     check_env,
     check_signature,
     env_state,
     load_skill,
+    parse_toolset,
+    parse_triggers,
     python_requirements,
     search_doc,
     snapshot_skill,
@@ -63,6 +70,7 @@ class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True):
     path: str | None = None
     args: tuple[str, ...] = ()
     skill_hash: str | None = None
+    install: tuple[str, ...] = ()
 
 
 class ApprovalDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -185,6 +193,16 @@ class Effects(Protocol):
 
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome: ...
 
+    async def env_missing(self, requirements: tuple[str, ...], call_id: str) -> bool:
+        """Whether the environment for ``requirements`` must be installed before call
+        ``call_id``'s script runs (not built, or no longer what was built)."""
+        ...
+
+    async def install_env(self, requirements: tuple[str, ...], call_id: str) -> EnvRecord:
+        """Build the environment for ``requirements`` (network for the installer
+        only); :class:`~orchestrator.skills.DependencyError` when it cannot."""
+        ...
+
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
     async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
@@ -231,7 +249,17 @@ def skill_info(
         version=skill.properties.metadata.get("version"),
         tools=tools,
         signed_by=signed_by,
+        summary=skill.properties.metadata.get("summary") or None,
+        triggers=_triggers(skill),
     )
+
+
+def _triggers(skill: Skill) -> Triggers | None:
+    # A malformed declaration fires nothing; `skillog skills validate` says why.
+    try:
+        return parse_triggers(skill.properties.metadata)
+    except TriggerError:
+        return None
 
 
 class _Collect:
@@ -269,6 +297,7 @@ class LiveEffects:
         predicates: Mapping[str, Predicate] | None = None,
         watcher: SkillWatcher | None = None,
         trusted_signers: Collection[str] = (),
+        search_db: str | None = None,
     ) -> None:
         self.skills: dict[str, Skill | InlineSkill] = {s.name: s for s in skills}
         self.predicates = dict(predicates or {})
@@ -293,6 +322,7 @@ class LiveEffects:
         self.cache_dir = cache_dir
         self._workdir: str | None = None
         self._search: tuple[object, SkillSearch] | None = None  # (skills it indexed, index)
+        self.search_db = search_db
 
     async def search_skills(
         self, query: str, limit: int, among: Collection[str], call_id: str
@@ -312,7 +342,9 @@ class LiveEffects:
                 search_doc(s.name, s.description, s.properties.metadata, s.headings)
                 for s in map(_as_skill, self.skills.values())
             ]
-            self._search = (self.skills, SkillSearch(docs))
+            if self._search is not None:
+                self._search[1].close()
+            self._search = (self.skills, SkillSearch(docs, path=self.search_db))
         return self._search[1]
 
     async def load_skill(self, name: str) -> LoadedSkill:
@@ -329,6 +361,8 @@ class LiveEffects:
             tools = ()
         sink = _Collect()
         manifest = await snapshot_skill(sink, source if isinstance(source, InlineSkill) else skill)
+        if not isinstance(source, InlineSkill):
+            tools = _folder_tools(skill.name, manifest, sink.blobs)
         return LoadedSkill(
             skill=skill,
             manifest=manifest,
@@ -445,6 +479,13 @@ class LiveEffects:
     async def call_tool(self, name: str, arguments: str, context: ToolContext) -> ToolOutcome:
         return await self.tools[name].invoke(arguments, context)
 
+    async def env_missing(self, requirements: tuple[str, ...], call_id: str) -> bool:
+        state = await trio.to_thread.run_sync(env_state, requirements)
+        return state.record is None or await trio.to_thread.run_sync(check_env, state) is not None
+
+    async def install_env(self, requirements: tuple[str, ...], call_id: str) -> EnvRecord:
+        return await trio.to_thread.run_sync(build_env, requirements)
+
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         return None if self.approver is None else await self.approver(request)
 
@@ -477,6 +518,9 @@ class LiveEffects:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        if self._search is not None:
+            self._search[1].close()
+            self._search = None
 
     async def _materialize(self, skill: ActiveSkill, get_blob: GetBlob) -> str:
         cache = self.cache_dir
@@ -486,6 +530,23 @@ class LiveEffects:
             cache = self._workdir
         files = {f.path: (f.executable, await get_blob(f.sha256)) for f in skill.files}
         return await trio.to_thread.run_sync(materialize, cache, skill.hash, files)
+
+
+def _folder_tools(
+    name: str, manifest: SkillManifest, blobs: Mapping[str, bytes]
+) -> tuple[ToolDef, ...]:
+    """The tools a skill folder declares in ``tools.yaml``, read from the snapshot just
+    taken (what the log pins); a broken file makes the skill fail to load, saying why."""
+    try:
+        declared = parse_toolset(name, {e.path: blobs[e.sha256] for e in manifest.entries})
+    except ToolsetError as e:
+        raise SkillUnavailableError(str(e)) from e
+    return tuple(
+        ToolDef(
+            name=t.name, description=t.description, input_schema=t.input_schema, script=t.script
+        )
+        for t in declared
+    )
 
 
 def _reload(source: Skill) -> Skill:

@@ -19,7 +19,7 @@ from eventlog import Codec
 
 from ._model import ModelResponse
 from .scripts import Enforcement, LimitsOverride, ScriptLimits
-from .skills import CatalogRecord, ManifestEntry, SkillProperties
+from .skills import CatalogRecord, EnvRecord, ManifestEntry, SkillProperties, Triggers
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,7 +135,10 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     declared ``destructive``) and scripts given network; ``approve_effects`` names
     effect classes whose host and MCP tools ask (``at-most-once``). Only an ``allow``
     rule or a remembered decision answers those without asking, never a skill's own
-    ``allowed-tools``.
+    ``allowed-tools``. ``lazy_install`` ``ask``: a script of a skill whose ``python:``
+    requirements have no environment yet asks to install them (one approval, recorded
+    as asked; a builtin or org skill's install is pre-approved like its scripts) and
+    builds the environment before it runs (docs/skills.md, "Lazy install").
     """
 
     approve: tuple[str, ...] = ("user", "third-party")
@@ -160,13 +163,16 @@ class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
     ask_destructive: bool = True
     approve_effects: tuple[EffectClass, ...] = ()
     context: ContextPolicy = ContextPolicy()
+    lazy_install: Literal["off", "ask"] = "off"
 
 
 class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     """A skill as the session's catalog shows it (tier 1 of progressive disclosure).
     ``version`` is its declared ``metadata.version``; ``tools`` the tools loading it
     unlocks (an inline skill's own tools); ``signed_by`` the trusted key (hex) whose
-    signature over its hash verified, None when unsigned or not verified."""
+    signature over its hash verified, None when unsigned or not verified;
+    ``summary`` its ``metadata.summary``, the line the compact catalog shows instead of
+    the shortened description (seed 004 K4)."""
 
     name: str
     description: str
@@ -177,6 +183,9 @@ class SkillInfo(msgspec.Struct, frozen=True, kw_only=True):
     version: str | None = None
     tools: tuple[str, ...] = ()
     signed_by: str | None = None
+    summary: str | None = None
+    triggers: Triggers | None = None
+    """What activates it by itself (``metadata.trigger-*``, seed 003 PL2)."""
 
 
 class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
@@ -189,6 +198,8 @@ class ToolDef(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: str
     effect: EffectClass = "at-most-once"
     destructive: bool = False
+    script: str | None = None
+    """A skill folder's tool (``tools.yaml``): the script of the skill it runs."""
 
 
 class McpToolDef(ToolDef, frozen=True, kw_only=True):
@@ -364,6 +375,9 @@ class ApprovalRequested(Event, frozen=True, kw_only=True):
     path: str | None = None
     args: tuple[str, ...] = ()
     skill_hash: str | None = None
+    install: tuple[str, ...] = ()
+    """The ``python:`` requirements a lazy install would put into the skill's own
+    environment before the script runs (``policy.lazy_install``); empty otherwise."""
 
 
 class ApprovalResolved(Event, frozen=True, kw_only=True):
@@ -394,7 +408,7 @@ class ApprovalRemembered(Event, frozen=True, kw_only=True):
     approved: bool = True  # False: a remembered denial (refuses what it covers)
 
 
-ActivationTrigger = Literal["tool", "user", "file-read"]
+ActivationTrigger = Literal["tool", "user", "file-read", "triggered"]
 
 
 class SkillActivated(Event, frozen=True, kw_only=True):
@@ -402,7 +416,9 @@ class SkillActivated(Event, frozen=True, kw_only=True):
     SKILL.md body; ``files`` the snapshot of every file, each in the blob store;
     ``properties`` its frontmatter (the load receipt shows it), ``version`` its
     declared ``metadata.version``, ``signed_by`` the trusted key whose signature over
-    ``hash`` verified when it was loaded (None: unsigned or not verified)."""
+    ``hash`` verified when it was loaded (None: unsigned or not verified). ``fired``:
+    for trigger ``triggered``, which of its declared triggers fired (``keyword:csv``,
+    ``pattern:...``, ``file:*.csv``)."""
 
     event_type: ClassVar[str] = "skill.activated"
     name: str
@@ -419,6 +435,7 @@ class SkillActivated(Event, frozen=True, kw_only=True):
     version: str | None = None
     properties: SkillProperties | None = None
     signed_by: str | None = None
+    fired: str | None = None
 
 
 class SkillDeactivated(Event, frozen=True, kw_only=True):
@@ -529,10 +546,31 @@ class CatalogIndexed(Event, frozen=True, kw_only=True):
     record: CatalogRecord
 
 
+class SkillsInstalled(Event, frozen=True, kw_only=True):
+    """A skill was installed, updated or removed (``skillog skills install``, ``update``,
+    ``remove``; stream ``skills-installed``, not a session): its name, where it came
+    from (``origin``, ``kind``: folder, zip or git; ``ref``), its tier and the hash of
+    the contents installed (for ``remove``, of the contents removed). ``previous_hash``
+    is what an update or a replacing install replaced (seed 004 EV1)."""
+
+    event_type: ClassVar[str] = "skills.installed"
+    action: Literal["install", "update", "remove"]
+    name: str
+    origin: str
+    kind: str
+    tier: str
+    hash: str
+    ref: str | None = None
+    previous_hash: str | None = None
+
+
 class SkillEnvBuilt(Event, frozen=True, kw_only=True):
-    """A skill's own Python environment was built (stream ``skills-index``): the key
-    (sha256 of requirements, interpreter, platform), what was asked for, the exact
-    versions installed (the lock) and the tree hash scripts are checked against."""
+    """A skill's own Python environment was built: the key (sha256 of requirements,
+    interpreter, platform), what was asked for, the exact versions installed (the lock)
+    and the tree hash scripts are checked against. In stream ``skills-index`` when
+    ``skillog skills deps NAME --install`` built it; in a session, with the
+    ``call_id`` of the ``skills.run_script`` call whose approved lazy install built it
+    (``policy.lazy_install``)."""
 
     event_type: ClassVar[str] = "skill.env_built"
     skill: str
@@ -542,6 +580,19 @@ class SkillEnvBuilt(Event, frozen=True, kw_only=True):
     platform: str
     lock: tuple[str, ...]
     tree_hash: str
+    call_id: str | None = None
+
+    @classmethod
+    def of(cls, skill: str, env: EnvRecord, call_id: str | None = None) -> SkillEnvBuilt:
+        """The event recording ``env``, built for ``skill`` (by call ``call_id``)."""
+        fields = msgspec.structs.asdict(env)
+        return cls(skill=skill, call_id=call_id, **fields)
+
+    def record(self) -> EnvRecord:
+        """The environment record this event holds."""
+        fields = msgspec.structs.asdict(self)
+        del fields["skill"], fields["call_id"]
+        return EnvRecord(**fields)
 
 
 class McpToolsListed(Event, frozen=True, kw_only=True):
@@ -711,6 +762,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SkillChanged,
     CatalogIndexed,
     SkillEnvBuilt,
+    SkillsInstalled,
     SessionSuspended,
     ContextCompacted,
     McpToolsListed,

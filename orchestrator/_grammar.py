@@ -28,7 +28,8 @@ Properties that keep it cheap and honest:
   rule reads (``call_id``, ``turn``, ...), never the whole body.
 
 Which streams: ``lease/<session>`` follows the lease grammar, ``skills-index`` holds
-only ``catalog.indexed``, every other stream is a session. A stream whose first event
+only ``catalog.indexed`` and ``skill.env_built``, ``skills-installed`` only
+``skills.installed``, every other stream is a session. A stream whose first event
 is not in the runtime's catalog at all was not written by skillog (another program
 sharing the database): it is not checked, and no skillog reader shows it as a session.
 
@@ -46,7 +47,7 @@ import msgspec
 from eventlog import split_type
 
 from ._events import EVENT_TYPES
-from ._streams import INDEX_STREAM, LEASE_PREFIX, MAINTENANCE_STREAM, QUEUED
+from ._streams import INDEX_STREAM, INSTALL_STREAM, LEASE_PREFIX, MAINTENANCE_STREAM, QUEUED
 
 RULES: dict[str, str] = {
     "unknown_type": "an event type the runtime does not write",
@@ -182,6 +183,8 @@ KNOWN_TAGS = frozenset(t.event_type for t in EVENT_TYPES)
 LEASE_TAGS = frozenset({"lease.acquired", "lease.renewed", "lease.released"})
 INDEX_TAG = "catalog.indexed"
 ARCHIVED_TAG = "log.archived"
+INDEX_TAGS = frozenset({INDEX_TAG, "skill.env_built"})
+INSTALL_TAG = "skills.installed"
 
 # A call's progress within its turn: asked for by the model, its intent recorded, its
 # approval asked for, approved, denied, its effect (or refusal) under way, resolved.
@@ -201,6 +204,7 @@ _CALL_EVENTS = frozenset(
         "skill.deactivated",
         "skill.activation_failed",
         "skill.changed",
+        "skill.env_built",
     }
 )
 _OPTIONAL_CALL = frozenset(
@@ -319,8 +323,8 @@ class SessionGrammar(GrammarCheck):
                 self.unchecked = True
                 return
             raise _Broken("unknown_type", f"type {tag!r} is not an event the runtime writes")
-        if tag in LEASE_TAGS or tag == INDEX_TAG:
-            raise _Broken("wrong_stream", f"{tag} belongs in a lease or index stream")
+        if tag in LEASE_TAGS or tag in (INDEX_TAG, INSTALL_TAG):
+            raise _Broken("wrong_stream", f"{tag} belongs in a lease, index or install stream")
         if phase == self.ENDED:
             raise _Broken("after_end", f"{tag} after session.ended")
         if tag == "session.started":
@@ -544,10 +548,10 @@ class LeaseGrammar(GrammarCheck):
 
 
 class IndexGrammar(GrammarCheck):
-    """``skills-index``: indexing runs only."""
+    """``skills-index``: indexing runs and environments built by ``skills deps``."""
 
     def step(self, seq: int, tag: str, body: bytes) -> None:
-        if tag != INDEX_TAG:
+        if tag not in INDEX_TAGS:
             raise _Broken("wrong_stream", f"{tag} in the skills index stream")
 
 
@@ -559,6 +563,14 @@ class MaintenanceGrammar(GrammarCheck):
             raise _Broken("wrong_stream", f"{tag} in the log's maintenance stream")
 
 
+class InstallGrammar(GrammarCheck):
+    """``skills-installed``: installs, updates and removes only."""
+
+    def step(self, seq: int, tag: str, body: bytes) -> None:
+        if tag != INSTALL_TAG:
+            raise _Broken("wrong_stream", f"{tag} in the skills install stream")
+
+
 def session_grammar(stream: str) -> GrammarCheck:
     """The grammar of ``stream`` by its id: the hook :func:`eventlog.verify` takes."""
     if stream.startswith(LEASE_PREFIX):
@@ -567,6 +579,8 @@ def session_grammar(stream: str) -> GrammarCheck:
         return IndexGrammar(stream)
     if stream == MAINTENANCE_STREAM:
         return MaintenanceGrammar(stream)
+    if stream == INSTALL_STREAM:
+        return InstallGrammar(stream)
     return SessionGrammar(stream)
 
 

@@ -1,15 +1,17 @@
-"""Indexing runs recorded in the log: what the skill sources held, and when."""
+"""Indexing runs, environments built and installs recorded in the log: what the skill
+sources held, and when."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Literal
 
 from eventlog import ConcurrencyError, Event, EventStore, NewEvent
 
-from ._events import CODEC, CatalogIndexed, SkillEnvBuilt
-from ._streams import INDEX_STREAM
-from .skills import Catalog, CatalogRecord, EnvRecord
+from ._events import CODEC, CatalogIndexed, SkillEnvBuilt, SkillsInstalled
+from ._streams import INDEX_STREAM, INSTALL_STREAM
+from .skills import Catalog, CatalogRecord, EnvRecord, InstalledSkill
 
 
 async def record_index_run(
@@ -34,31 +36,49 @@ async def record_env_built(
     store: EventStore, skill: str, env: EnvRecord, *, clock: Callable[[], int] = time.time_ns
 ) -> Event:
     """Append ``skill.env_built`` for ``env`` to :data:`INDEX_STREAM` (the lock)."""
-    body = SkillEnvBuilt(
-        skill=skill,
-        key=env.key,
-        requirements=env.requirements,
-        interpreter=env.interpreter,
-        platform=env.platform,
-        lock=env.lock,
-        tree_hash=env.tree_hash,
-    )
+    body = SkillEnvBuilt.of(skill, env)
     return await append_to_index(store, CODEC.encode(body, recorded_at=clock()))
 
 
-async def append_to_index(store: EventStore, event: NewEvent) -> Event:
-    """Append ``event`` to :data:`INDEX_STREAM`, unless its last event has the same type
-    and body; a lost race for the next seq is retried against the new head."""
+async def record_installed(
+    store: EventStore,
+    action: Literal["install", "update", "remove"],
+    skill: InstalledSkill,
+    *,
+    previous_hash: str | None = None,
+    clock: Callable[[], int] = time.time_ns,
+) -> Event:
+    """Append ``skills.installed`` for ``skill`` to :data:`INSTALL_STREAM` (every one:
+    installing the same skill twice is two events)."""
+    body = SkillsInstalled(
+        action=action,
+        name=skill.name,
+        origin=skill.origin,
+        kind=skill.kind,
+        tier=str(skill.tier),
+        hash=skill.hash,
+        ref=skill.ref,
+        previous_hash=previous_hash,
+    )
+    event = CODEC.encode(body, recorded_at=clock())
+    return await append_to_index(store, event, stream=INSTALL_STREAM, dedupe=False)
+
+
+async def append_to_index(
+    store: EventStore, event: NewEvent, *, stream: str = INDEX_STREAM, dedupe: bool = True
+) -> Event:
+    """Append ``event`` to ``stream``, unless (``dedupe``) its last event has the same
+    type and body; a lost race for the next seq is retried against the new head."""
     attempts = 20
     for attempt in range(attempts):
-        head = await store.head(INDEX_STREAM)
-        if head is not None:
-            last = await _event_at(store, head.seq)
+        head = await store.head(stream)
+        if head is not None and dedupe:
+            last = await _event_at(store, stream, head.seq)
             if last is not None and (last.type, last.body) == (event.type, event.body):
                 return last
         try:
             (committed,) = await store.append(
-                INDEX_STREAM, [event], expected_seq=0 if head is None else head.seq + 1
+                stream, [event], expected_seq=0 if head is None else head.seq + 1
             )
             return committed
         except ConcurrencyError:
@@ -67,6 +87,6 @@ async def append_to_index(store: EventStore, event: NewEvent) -> Event:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _event_at(store: EventStore, seq: int) -> Event | None:
-    found = [e async for e in store.read(INDEX_STREAM, from_seq=seq, to_seq=seq + 1)]
+async def _event_at(store: EventStore, stream: str, seq: int) -> Event | None:
+    found = [e async for e in store.read(stream, from_seq=seq, to_seq=seq + 1)]
     return found[0] if found else None

@@ -83,6 +83,8 @@ class Agent:
     directory skills are then exactly what it finds). ``trusted_signers`` are the hex
     Ed25519 keys whose skill signatures count. ``indexed`` is the indexing run the
     skills came from, recorded (``catalog.indexed``) when a session starts or resumes.
+    ``search_db`` is the SQLite file whose ``skills.search`` table (beside the skills
+    index) serves searches across sessions instead of one built in memory per session.
     ``context_window`` is the model's window in tokens (None: the known window of
     ``model_name``, or unknown; docs/context.md), recorded in ``session.started``.
     ``on_delta`` receives the model's text and tool-call deltas as they arrive when
@@ -113,6 +115,7 @@ class Agent:
     watch: SkillWatcher | None = None
     trusted_signers: Collection[str] = ()
     indexed: CatalogRecord | None = None
+    search_db: str | None = None
     mcp_servers: Sequence[McpServerConfig] = ()
     instructions_in_results: bool = False
     context_window: int | None = None
@@ -150,6 +153,7 @@ class Agent:
                 predicates=self.predicates(),
                 watcher=self.watch,
                 trusted_signers=self.trusted_signers,
+                search_db=self.search_db,
             )
         return self._effects
 

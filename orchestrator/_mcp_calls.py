@@ -29,14 +29,14 @@ FAILURE_TYPES = {
 """``tool.completed.error_type`` of a call the server did not answer, by failure."""
 
 
-def check_arguments(ctx: CallContext) -> None:
+def check_arguments(ctx: CallContext, limit: int = MAX_ARGUMENT_BYTES) -> dict[str, object]:
     """Refuse arguments that are too large or not a JSON object before any server sees
-    them (the server validates them against its schema)."""
+    them (the server validates them against its schema); returns the object."""
     raw = ctx.call.arguments or "{}"
     size = len(raw.encode("utf-8", "surrogatepass"))
-    if size > MAX_ARGUMENT_BYTES:
+    if size > limit:
         raise ToolError(
-            f"arguments of {ctx.call.name} are {size} bytes; the limit is {MAX_ARGUMENT_BYTES}",
+            f"arguments of {ctx.call.name} are {size} bytes; the limit is {limit}",
             error_type="invalid_arguments",
         )
     try:
@@ -51,6 +51,7 @@ def check_arguments(ctx: CallContext) -> None:
             f"{type(value).__name__}",
             error_type="invalid_arguments",
         )
+    return value
 
 
 async def call_mcp_tool(tool: McpToolDef, ctx: CallContext) -> str:

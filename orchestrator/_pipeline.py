@@ -44,7 +44,7 @@ from ._events import (
 from ._model import ToolCall
 from ._policy import remembered_grant
 from ._state import SessionState
-from ._tools import Plan, PolicyError, _deny, plan_call
+from ._tools import Plan, PolicyError, _deny, plan_call, with_install
 
 INTERRUPTED = (
     "the call was interrupted by a restart; it may or may not have taken effect; "
@@ -172,6 +172,7 @@ def _recorded(state: SessionState, call_id: str, fresh: frozenset[str]) -> Recor
         decision=progress.approvals.get(call_id),
         decided_while_suspended=call_id in progress.decided_while_suspended,
         started=progress.started.get(call_id),
+        install=progress.installs.get(call_id),
     )
 
 
@@ -183,6 +184,8 @@ async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
     try:
         if plan.refusal is not None:
             raise plan.refusal
+        if plan.install and await _env_missing(ctx, plan):
+            plan = with_install(ctx, plan)
         if plan.approval is not None:
             decision = await _approval(ctx, plan, hooks)
             if decision is None:
@@ -221,6 +224,17 @@ async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
         ]
     )
     return True
+
+
+async def _env_missing(ctx: CallContext, plan: Plan) -> bool:
+    """Whether a script's environment must be installed first (``policy.lazy_install``):
+    as the call's approval request says when the log has one (asked once, answered by
+    whoever resolves it, and what a resume or a re-drive goes by), else as the
+    environments on disk say now."""
+    recorded = ctx.recorded.install
+    if recorded is not None:
+        return bool(recorded)
+    return await ctx.effects.env_missing(plan.install, ctx.call.id)
 
 
 async def commit_intents(calls: list[tuple[CallContext, Plan]]) -> None:
@@ -363,6 +377,7 @@ def _request_event(ctx: CallContext, plan: Plan, now: int) -> ApprovalRequested:
         path=plan.approval.path,
         args=plan.approval.args,
         skill_hash=skill.hash if skill else None,
+        install=plan.approval.install,
     )
 
 
@@ -379,6 +394,7 @@ def _request(ctx: CallContext, event: ApprovalRequested) -> ApprovalRequest:
         path=event.path,
         args=event.args,
         skill_hash=event.skill_hash,
+        install=event.install,
     )
 
 

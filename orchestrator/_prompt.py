@@ -116,14 +116,15 @@ def names_block(skills: tuple[SkillInfo, ...]) -> str:
 def available_skills(skills: tuple[SkillInfo, ...], file_access: bool, *, compact: bool) -> str:
     """The ``<available_skills>`` block (tier 1 of progressive disclosure), escaped.
 
-    ``compact`` renders one line per skill with a shortened description, for catalogs
-    too large to list in full. A skill's declared version and the tools loading it
-    unlocks are shown when it has them (so catalogs recorded before they existed
+    ``compact`` renders one line per skill with a shortened description (the skill's
+    own ``metadata.summary`` when it has one), for catalogs too large to list in full.
+    A skill's declared version and the tools loading it unlocks are shown when it has
+    them (so catalogs recorded before they existed
     render as they always did)."""
     lines = ["<available_skills>"]
     for skill in skills:
         if compact:
-            desc = _shorten(skill.description, COMPACT_DESCRIPTION_CHARS)
+            desc = _shorten(skill.summary or skill.description, COMPACT_DESCRIPTION_CHARS)
             attrs = f"name={quoteattr(skill.name)}"
             if skill.version is not None:
                 attrs += f" version={quoteattr(skill.version)}"

@@ -46,7 +46,7 @@ from ._model import Message, ModelRequest, ToolCall
 from ._pipeline import Hooks, first_group, intent, run_turn_tools
 from ._prompt import compose, message_line, tail_line
 from ._state import SessionState, apply
-from ._tools import activate, plan_call
+from ._tools import activate, activate_triggered, message_triggers, plan_call
 from ._visibility import RefreshContext, SkillContext
 
 Observer = Callable[[StoredEvent], None]
@@ -311,11 +311,22 @@ class Session:
 
     async def add_user_message(self, text: str) -> None:
         """Record a user message. ``/skill-name`` at the start of a line activates that
-        skill (user-explicit activation) before the model sees the message."""
+        skill (user-explicit activation) before the model sees the message; then the
+        skills whose declared triggers the message fires (trigger ``triggered``)."""
         await self.record(UserMessage(text=text))
         await self._activate_named(text)
 
     async def _activate_named(self, text: str) -> None:
+        """The skills the message names (``/skill-name``), then those whose declared
+        triggers it fires."""
+        await self._activate_slash(text)
+        fired = message_triggers(self.state.catalog, text)
+        if fired:
+            ctx = self._context(ToolCall(id="", name="", arguments=""), View.of(self.state))
+            await activate_triggered(ctx, fired)
+            await ctx.commit()
+
+    async def _activate_slash(self, text: str) -> None:
         names = [
             line.split()[0][1:]
             for line in text.splitlines()

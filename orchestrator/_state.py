@@ -91,6 +91,7 @@ class TurnProgress:
         "called",
         "changes",
         "decided_while_suspended",
+        "installs",
         "started",
     )
 
@@ -108,6 +109,8 @@ class TurnProgress:
         self.decided_while_suspended: set[str] = set()
         self.started: dict[str, ScriptStarted] = {}
         self.changes: dict[str, list[ViewChange]] = {}
+        # What each recorded approval request said a lazy install would install.
+        self.installs: dict[str, tuple[str, ...]] = {}
 
     def copy(self) -> TurnProgress:
         other = copy.copy(self)
@@ -115,6 +118,7 @@ class TurnProgress:
         other.approvals = dict(self.approvals)
         other.decided_while_suspended = set(self.decided_while_suspended)
         other.started = dict(self.started)
+        other.installs = dict(self.installs)
         other.changes = {k: list(v) for k, v in self.changes.items()}
         return other
 
@@ -401,6 +405,8 @@ def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: 
     match event:
         case ToolCalled():
             progress.called[call_id] = event
+        case ApprovalRequested():
+            progress.installs[call_id] = event.install
         case ApprovalResolved():
             progress.approvals[call_id] = event
             if suspended:

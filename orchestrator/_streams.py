@@ -1,4 +1,5 @@
-"""The names of the log's streams: sessions, leases, indexing runs, maintenance.
+"""The names of the log's streams: sessions, the fleet's leases, the indexing runs,
+the installs, the log's maintenance.
 
 A plain vocabulary with no imports, so the pure checker (``_grammar``), the exporter
 and the read models can tell streams apart without importing the loop they describe.
@@ -15,6 +16,9 @@ QUEUED = "queued"
 INDEX_STREAM = "skills-index"
 """The stream of ``catalog.indexed`` events; sessions are the other streams."""
 
+INSTALL_STREAM = "skills-installed"
+"""The stream of ``skills.installed`` events: every install, update and remove."""
+
 
 MAINTENANCE_STREAM = "log/maintenance"
 """The log's own maintenance (``log.archived``, written by ``eventlog``'s archive):
@@ -27,7 +31,11 @@ def lease_stream(session_id: str) -> str:
     return f"{LEASE_PREFIX}{session_id}"
 
 
+LOG_STREAMS = frozenset({INDEX_STREAM, INSTALL_STREAM, MAINTENANCE_STREAM})
+"""The streams of the log's own records, neither sessions nor leases."""
+
+
 def is_session_stream(stream: str) -> bool:
-    """Sessions are every stream but the fleet's leases, the indexing runs and the
-    log's maintenance."""
-    return stream not in (INDEX_STREAM, MAINTENANCE_STREAM) and not stream.startswith(LEASE_PREFIX)
+    """Sessions are every stream but the fleet's leases, the indexing runs, the installs
+    and the log's maintenance."""
+    return stream not in LOG_STREAMS and not stream.startswith(LEASE_PREFIX)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from ._events import (
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
+    SkillEnvBuilt,
+    SkillInfo,
     ToolDef,
 )
 from ._host_tools import ToolContext
@@ -54,6 +57,7 @@ from ._policy import (
 from ._receipt import receipt
 from ._state import ActiveSkill, ViewChange
 from .scripts import SANDBOX_UNAVAILABLE, PathRefusedError, ScriptRequest, check_relative_path
+from .skills import argument_problem, file_trigger, message_trigger, python_requirements
 
 MAX_ARGUMENT_BYTES = 64 * 1024
 SKILL_TOOLS = ("skills.load", "skills.unload", "skills.read", "skills.run_script")
@@ -123,6 +127,7 @@ class Approval:
     path: str | None = None
     args: tuple[str, ...] = ()
     denied_by: str | None = None  # a remembered denial: refused, nobody asked
+    install: tuple[str, ...] = ()  # what a lazy install puts into the skill's environment
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,9 @@ class Plan:
     refusal: ToolError | None = None
     approval: Approval | None = None
     script: ScriptStarted | None = None
+    install: tuple[str, ...] = ()
+    """A script's ``python:`` requirements when ``policy.lazy_install`` may install
+    them first (the pipeline asks whether their environment is missing)."""
 
 
 def plan_call(ctx: CallContext) -> Plan:
@@ -168,6 +176,9 @@ def plan_call(ctx: CallContext) -> Plan:
             return Plan("pure", list_skills)
         if name in ctx.view.mcp:
             return _plan_mcp_tool(ctx, ctx.view.mcp[name])
+        definition = host_tool_def(ctx.view, name)
+        if definition is not None and definition.script is not None:
+            return _plan_script_tool(ctx, definition)
         return _plan_host_tool(ctx)
     except ToolError as e:
         return Plan(_listed_effect(ctx.view, name), refusal=e)
@@ -288,8 +299,10 @@ async def activate(
     *,
     mode: Literal["replace", "add"],
     trigger: ActivationTrigger,
+    fired: Mapping[str, str] | None = None,
 ) -> None:
-    """Load ``names`` from their source and record the activations; a name that fails
+    """Load ``names`` from their source and record the activations (``fired``: the
+    declared trigger that fired for each, for trigger ``triggered``); a name that fails
     records ``skill.activation_failed`` and raises a ToolError after the others."""
     view = ctx.view
     failed: list[str] = []
@@ -308,7 +321,8 @@ async def activate(
         current = view.active_skill(name)
         if current is not None and current.hash == loaded.skill.hash and mode == "add":
             continue  # already in context with these exact contents
-        _record_activation(ctx, loaded, mode=mode, trigger=trigger)
+        why = (fired or {}).get(name)
+        _record_activation(ctx, loaded, mode=mode, trigger=trigger, fired=why)
     if failed:
         raise ToolError("could not load " + "; ".join(failed), error_type="activation_failed")
 
@@ -330,6 +344,7 @@ def _record_activation(
     *,
     mode: Literal["replace", "add"],
     trigger: ActivationTrigger,
+    fired: str | None = None,
 ) -> None:
     view = ctx.view
     skill = loaded.skill
@@ -359,10 +374,11 @@ def _record_activation(
         files=loaded.manifest.entries,
         allowed_tools=skill.properties.allowed_tools,
         tools=loaded.tools,
-        call_id=ctx.call.id if trigger == "tool" else None,
+        call_id=(ctx.call.id or None) if trigger in ("tool", "triggered") else None,
         version=skill.properties.metadata.get("version"),
         properties=skill.properties,
         signed_by=loaded.signed_by,
+        fired=fired,
     )
     _record_change(ctx, activated)
 
@@ -482,7 +498,8 @@ async def read(skill: ActiveSkill, rel: str, ctx: CallContext) -> str:
 def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
     skill = _target_skill(ctx, args.skill)
     rel = _safe_path(args.path)
-    decision = _decide(ctx, ctx.call.name, skill=skill, path=rel, args=tuple(args.args))
+    # A skill folder's tool asks policy exactly what running its script would ask.
+    decision = _decide(ctx, "skills.run_script", skill=skill, path=rel, args=tuple(args.args))
     if decision.verdict == "denied":
         raise _refused(ctx, decision, skill)
     if skill.file(rel) is None:
@@ -525,12 +542,57 @@ def _plan_run(ctx: CallContext, args: RunArgs) -> Plan:
             args=request.args,
             denied_by=decision.denied_by,
         )
+    props = skill.properties
+    lazy = ctx.view.config.policy.lazy_install != "off" and props is not None
     return Plan(
         "pure" if rerunnable else "at-most-once",
         functools.partial(run, skill, request),
         approval=approval,
         script=started,
+        install=python_requirements(props.metadata) if lazy and props is not None else (),
     )
+
+
+def with_install(ctx: CallContext, plan: Plan) -> Plan:
+    """``plan`` (a script run whose skill's environment is missing) made to install the
+    environment first, behind one approval that says so: asked for a user or
+    third-party skill, pre-approved like its script for a builtin or org one."""
+    assert plan.act is not None and plan.script is not None
+    skill = _target_skill(ctx, plan.script.skill)
+    wanted = " ".join(plan.install)
+    then = plan.approval.action if plan.approval else f"run {plan.script.path}"
+    action = (
+        f"install {wanted} into skill {skill.name}'s own environment from the package "
+        f"index (network for the installer only), then {then}"
+    )
+    trusted = skill.tier in ("builtin", "org")
+    preapproved = None
+    if trusted and (plan.approval is None or plan.approval.preapproved_by is not None):
+        preapproved = f"lazy_install: {skill.tier} skill"
+    approval = Approval(
+        action,
+        skill,
+        preapproved,
+        path=plan.script.path,
+        args=plan.script.args,
+        denied_by=plan.approval.denied_by if plan.approval else None,
+        install=plan.install,
+    )
+    act = functools.partial(_install_then, skill.name, plan.install, plan.act)
+    return dataclasses.replace(plan, act=act, approval=approval)
+
+
+async def _install_then(skill: str, install: tuple[str, ...], act: Act, ctx: CallContext) -> str:
+    """Build the environment (its ``skill.env_built`` committed before the script
+    starts), then run the script."""
+    try:
+        env = await ctx.effects.install_env(install, ctx.call.id)
+    except SkillogError as e:
+        raise ToolError(
+            f"could not install {' '.join(install)}: {e}", error_type="install_failed"
+        ) from None
+    await ctx.commit([SkillEnvBuilt.of(skill, env, ctx.call.id)])
+    return await act(ctx)
 
 
 async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> str:
@@ -571,6 +633,26 @@ async def run(skill: ActiveSkill, request: ScriptRequest, ctx: CallContext) -> s
         fields["killed"] = result.killed
     cap = settings_of(ctx.view.config.policy, skill).output_cap_bytes
     return model_view(fields, result.stdout, result.stderr, cap)
+
+
+# -- tools from skill folders (tools.yaml) ----------------------------------------------
+
+
+def _plan_script_tool(ctx: CallContext, tool: ToolDef) -> Plan:
+    """A call of an active skill's declared tool: its arguments checked against the
+    declared schema, then planned as the ``skills.run_script`` of its script with the
+    arguments as one argv element of canonical JSON (sandbox, policy, approval, the
+    recorded ``script.started``/``script.executed``: all the same path)."""
+    assert tool.script is not None
+    owner = next(s for s in ctx.view.active if tool in s.tools)
+    value = check_arguments(ctx, MAX_ARGUMENT_BYTES)  # one argv element: well under 128 KiB
+    problem = argument_problem(tool.input_schema, value)
+    if problem is not None:
+        raise ToolError(
+            f"invalid arguments for {tool.name}: {problem}", error_type="invalid_arguments"
+        )
+    argv = [encode_canonical(value).decode()]
+    return _plan_run(ctx, RunArgs(path=tool.script, skill=owner.name, args=argv))
 
 
 # -- host tools -----------------------------------------------------------------------
@@ -636,14 +718,15 @@ async def host_tool(ctx: CallContext) -> str:
 
 async def _file_read_activation(ctx: CallContext) -> None:
     """A host tool read a listed SKILL.md (file-based agents, seed 001): that is an
-    activation, recorded like one (trigger ``file-read``)."""
+    activation, recorded like one (trigger ``file-read``). A path that a skill's
+    ``trigger-files`` match activates that skill (trigger ``triggered``)."""
     try:
         args = msgspec.json.decode(ctx.call.arguments)
     except msgspec.DecodeError:
         return
     if not isinstance(args, dict):
         return
-    paths = {args.get(key) for key in ("path", "file_path")}
+    paths = {p for p in (args.get(key) for key in ("path", "file_path")) if isinstance(p, str)}
     view = ctx.view
     for skill in view.catalog.values():
         if skill.location is not None and skill.location in paths:
@@ -660,6 +743,42 @@ async def _file_read_activation(ctx: CallContext) -> None:
                 with contextlib.suppress(ToolError):  # recorded as activation_failed
                     await activate(ctx, [skill.name], mode="add", trigger="file-read")
             return
+    fired: dict[str, str] = {}
+    for skill in view.catalog.values():
+        if skill.triggers is not None and skill.triggers.files:
+            why = next(filter(None, (file_trigger(skill.triggers, p) for p in sorted(paths))), None)
+            if why is not None:
+                fired[skill.name] = why
+    await activate_triggered(ctx, fired)
+
+
+def message_triggers(catalog: Mapping[str, SkillInfo], text: str) -> dict[str, str]:
+    """The skills of ``catalog`` whose declared triggers ``text`` (a user's message)
+    fires, with the trigger (pure: replay and re-drive fire the same)."""
+    fired: dict[str, str] = {}
+    for skill in catalog.values():
+        if skill.triggers is not None:
+            why = message_trigger(skill.triggers, text)
+            if why is not None:
+                fired[skill.name] = why
+    return fired
+
+
+async def activate_triggered(ctx: CallContext, fired: Mapping[str, str]) -> None:
+    """Activate the skills whose triggers fired and that are not active, in name order,
+    as many as the cap leaves room for; the others record why they were not."""
+    view = ctx.view
+    names = [n for n in sorted(fired) if view.active_skill(n) is None]
+    room = max(view.config.max_active_skills - len(view.active), 0)
+    for name in names[room:]:
+        reason = (
+            f"triggered by {fired[name]}, but {view.config.max_active_skills} skills are "
+            "already active"
+        )
+        ctx.rec.add(SkillActivationFailed(name=name, reason=reason, call_id=ctx.call.id or None))
+    if names[:room]:
+        with contextlib.suppress(ToolError):  # recorded as activation_failed
+            await activate(ctx, names[:room], mode="add", trigger="triggered", fired=fired)
 
 
 # -- shared gates ---------------------------------------------------------------------

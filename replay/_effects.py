@@ -27,6 +27,7 @@ from orchestrator import (
     ApprovalDecision,
     ApprovalRemembered,
     ApprovalRequest,
+    ApprovalRequested,
     ApprovalResolved,
     LoadedSkill,
     McpOutcome,
@@ -40,6 +41,7 @@ from orchestrator import (
     SkillActivated,
     SkillActivationFailed,
     SkillChanged,
+    SkillEnvBuilt,
     SkillUnavailableError,
     ToolCompleted,
     ToolContext,
@@ -47,7 +49,7 @@ from orchestrator import (
 )
 from orchestrator.runtime import GetBlob, McpStatus, RefreshContext
 from orchestrator.scripts import SandboxUsed, ScriptRequest, ScriptResult
-from orchestrator.skills import SkillManifest
+from orchestrator.skills import DependencyError, EnvRecord, SkillManifest
 
 from ._recording import Recording
 from ._skills import rebuild_skill
@@ -76,6 +78,8 @@ class RecordedEffects:
         self._approvals: dict[str, ApprovalResolved] = {}
         self._remembered: dict[str, ApprovalRemembered] = {}
         self._suspended: set[str] = set()  # calls decided only after the session suspended
+        self._installs: set[str] = set()  # calls whose approval asked to install first
+        self._envs: dict[str, SkillEnvBuilt] = {}
         for seq, body in enumerate(bodies):
             match body:
                 case SessionSuspended():
@@ -88,6 +92,10 @@ class RecordedEffects:
                     self._approvals[body.call_id] = body
                 case ApprovalRemembered():
                     self._remembered[body.call_id] = body
+                case ApprovalRequested() if body.install:
+                    self._installs.add(body.call_id)
+                case SkillEnvBuilt() if body.call_id is not None:
+                    self._envs[body.call_id] = body
                 case ToolCompleted():
                     self._tools[body.call_id] = body
                 case McpResult():
@@ -179,6 +187,17 @@ class RecordedEffects:
                 error_type="redrive",
             )
         return ToolOutcome(content=done.content, is_error=done.is_error, error_type=done.error_type)
+
+    async def env_missing(self, requirements: tuple[str, ...], call_id: str) -> bool:
+        """As the recorded approval request of the call said: nothing is looked at."""
+        return call_id in self._installs
+
+    async def install_env(self, requirements: tuple[str, ...], call_id: str) -> EnvRecord:
+        """The environment the recorded call built: nothing is installed."""
+        built = self._envs.get(call_id)
+        if built is None:
+            raise DependencyError(f"{NO_RECORDING} environment built by call {call_id!r}")
+        return built.record()
 
     async def search_skills(
         self, query: str, limit: int, among: Collection[str], call_id: str

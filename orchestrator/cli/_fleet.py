@@ -21,8 +21,14 @@ from .._loop import Agent
 from .._previews import PreviewBoard, preview_reader, preview_writer
 from ..skills import Tier
 from ._session import _report as report
+from ._session import (
+    DiscoveryCache,
+    add_catalog_options,
+    add_db,
+    agent_for,
+    session_policy,
+)
 from ._session import add_arguments as add_session_arguments
-from ._session import add_catalog_options, add_db, agent_for, session_policy
 
 FOLLOW_POLL_S = 0.1
 
@@ -138,10 +144,12 @@ async def follow_session(store: EventStore, session_id: str, out: TextIO) -> Non
                 await trio.sleep(FOLLOW_POLL_S)
 
 
-def agent_factory(args: argparse.Namespace) -> AgentFactory:
+def agent_factory(args: argparse.Namespace, skills: DiscoveryCache | None = None) -> AgentFactory:
     """What a worker drives a session with: the model, limits and policy the session
-    recorded, the skills of ``args`` (``--skills``, ``--tier``, ``--project``), no
+    recorded, the skills of ``args`` (``--skills``, ``--tier``, ``--project``), indexed
+    once and again only when they change (``skills``, shared with the service), no
     approver. (A worker only continues sessions, so it takes no policy options.)"""
+    skills = skills if skills is not None else DiscoveryCache(args)
 
     def make_agent(started: SessionStarted) -> Agent:
         session_args = argparse.Namespace(
@@ -153,7 +161,9 @@ def agent_factory(args: argparse.Namespace) -> AgentFactory:
                 "file_access": started.file_access,
             }
         )
-        return agent_for(session_args, model_spec=f"{started.provider}:{started.model}")
+        return agent_for(
+            session_args, model_spec=f"{started.provider}:{started.model}", skills=skills
+        )
 
     return make_agent
 

@@ -21,6 +21,7 @@ from ..skills import config_path
 from ._demo import DEMO
 from ._fleet import add_worker_arguments, agent_factory
 from ._session import (
+    DiscoveryCache,
     add_db,
     add_policy_arguments,
     agent_for,
@@ -213,11 +214,13 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
     if min(args.max_streams) < 1:
         raise SkillogError("--max-streams takes two numbers of 1 or more")
 
+    skills = DiscoveryCache(args)  # indexed once, again only when the sources change
+
     def make_agent(spec: str) -> Agent:
         session_args = argparse.Namespace(
             **{**vars(args), "approve": False, "deny": False, "file_access": False}
         )
-        return agent_for(session_args, model_spec=spec, policy=policy)
+        return agent_for(session_args, model_spec=spec, policy=policy, skills=skills)
 
     ctx = ServiceContext(
         store=store,
@@ -233,7 +236,7 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
     workers = [
         Worker(
             store,
-            agent_factory(args),
+            agent_factory(args, skills),
             name=f"serve-{i}" if args.workers > 1 else "",
             concurrency=args.concurrency,
             lease_ms=args.lease_ms,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -398,16 +400,25 @@ async def _ended(store: EventStore, session_id: str) -> SessionEnded | None:
 
 
 def agent_for(
-    args: argparse.Namespace, *, model_spec: str, policy: PolicyConfig | None = None
+    args: argparse.Namespace,
+    *,
+    model_spec: str,
+    policy: PolicyConfig | None = None,
+    skills: DiscoveryCache | None = None,
 ) -> Agent:
     """The agent the session commands (and workers) build from their arguments, with
-    ``policy`` for the sessions it starts (a resumed session keeps its recorded one)."""
+    ``policy`` for the sessions it starts (a resumed session keeps its recorded one);
+    its skills from ``skills`` when given (a long-running service's), else indexed now."""
     from ..adapters import adapter_from_spec
 
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()
     config = load_config(cfg_file)
-    found = discover(args.skills, Tier(args.tier), project=args.project, config=config, db=args.db)
+    found = (
+        skills.get()
+        if skills is not None
+        else discover(args.skills, Tier(args.tier), project=args.project, config=config, db=args.db)
+    )
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
     return Agent(
@@ -424,6 +435,7 @@ def agent_for(
         watch=found.watcher() if (config.watch if watch is None else watch) else None,
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
+        search_db=None if not args.db or is_postgres_url(args.db) else sqlite_path(args.db),
         mcp_servers=load_mcp_servers(config_path()),
         context_window=getattr(args, "context_window", None),
     )
@@ -484,6 +496,44 @@ def discover(
         tier=tier,
         config=config,
     )
+
+
+class DiscoveryCache:
+    """The skills of a long-running process (``serve``, ``worker``), indexed when it
+    starts and again only when something that decides the catalog changed: the
+    configuration file, or a source's folder (a skill added, removed or renamed changes
+    its mtime), checked by one stat each per session, not a scan. A skill edited in
+    place is still caught when a session loads it (re-read and hashed, ``skill.changed``)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._lock = threading.Lock()
+        self._found: Discovered | None = None
+        self._stamp: tuple[object, ...] = ()
+        self.scans = 0
+
+    def get(self) -> Discovered:
+        with self._lock:
+            found = self._found
+            if found is None or self._stamps(found) != self._stamp:
+                args = self._args
+                found = discover(args.skills, Tier(args.tier), project=args.project, db=args.db)
+                self._found, self._stamp = found, self._stamps(found)
+                self.scans += 1
+            return found
+
+    @staticmethod
+    def _stamps(found: Discovered) -> tuple[object, ...]:
+        paths = [config_path(), *(s.path for s in found.sources), *found.refs]
+        return tuple(_stat(p) for p in paths)
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ino, st.st_size)
 
 
 def _skill_index(db: str | None) -> SkillIndex | None:

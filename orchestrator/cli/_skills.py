@@ -11,6 +11,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Literal
 
 import msgspec
 
@@ -20,6 +21,8 @@ from eventlog._progress import Progress
 from ..skills import (
     Catalog,
     EnvRecord,
+    InstalledSkill,
+    NameConflictError,
     Rejected,
     SkillIndex,
     SkillNotFoundError,
@@ -75,7 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "list", help="list skills: ✓ enabled, ○ disabled, ✗ unavailable (with the reason)"
     )
-    p.add_argument("--json", action="store_true", help="print the catalog record as JSON")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the catalog record as JSON, with catalog_tokens: the estimated tokens "
+        "of <available_skills> in each catalog mode (null when no skill is visible)",
+    )
     p.add_argument(
         "--record",
         action="store_true",
@@ -113,7 +121,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("install", help="install a skill from a folder, a .zip or a git URL")
     p.add_argument("source")
     p.add_argument("--ref", help="git branch or tag")
-    p.add_argument("--name", help="which skill of a repository (and the name it must have)")
+    p.add_argument(
+        "--name",
+        help="install under this name (SKILL.md's name rewritten in the installed copy); "
+        "in a repository holding several skills, the skill of that directory name",
+    )
+    p.add_argument(
+        "--on-conflict",
+        choices=["rename", "skip", "replace"],
+        help="when a skill of that name is installed: install as NAME-2 (rename), do "
+        "nothing (skip) or replace it; asked on a terminal, an error otherwise",
+    )
     p.add_argument(
         "--tier",
         choices=[t.value for t in Tier],
@@ -198,26 +216,17 @@ def run(args: argparse.Namespace) -> int:
         _out(args.json, {"signed": signed}, "\n".join(lines))
         return 0
     if action == "install":
-        tier = Tier(args.tier) if args.tier else None
-        with _progress("cloned bytes", args.json) as progress:
-            r = install(
-                args.source,
-                config=config,
-                config_file=cfg_file,
-                ref=args.ref,
-                name=args.name,
-                tier=tier,
-                progress=progress,
-            )
-        _out(args.json, r, f"installed {r.name} ({r.tier}) sha256:{r.hash} from {r.origin}")
-        return 0
+        return _install(args, config, cfg_file)
     if action == "update":
+        before = {i.name: i.hash for i in config.installed}
         with _progress("cloned bytes", args.json) as progress:
             r = update(args.name, config=config, config_file=cfg_file, progress=progress)
+        _record_installed("update", r, args.db or default_db(), before.get(r.name), quiet=args.json)
         _out(args.json, r, f"updated {r.name} sha256:{r.hash}")
         return 0
     if action == "remove":
         r = remove(args.name, config=config, config_file=cfg_file)
+        _record_installed("remove", r, args.db or default_db(), quiet=args.json)
         _out(args.json, r, f"removed {r.name}")
         return 0
     catalog = _catalog(args, config)
@@ -258,6 +267,73 @@ def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
         return build_catalog(sources, config=config, index=index, mcp_servers=servers)
     finally:
         index.close()
+
+
+def _install(args: argparse.Namespace, config: SkillsConfig, cfg_file: str) -> int:
+    """``skills install``: on a name conflict, as ``--on-conflict`` says, else asked on
+    a terminal (rename, skip or replace), else the error naming both flags."""
+    tier = Tier(args.tier) if args.tier else None
+    choice = args.on_conflict
+    before = {i.name: i.hash for i in config.installed}
+    while True:
+        try:
+            with _progress("cloned bytes", args.json) as progress:
+                r = install(
+                    args.source,
+                    config=config,
+                    config_file=cfg_file,
+                    ref=args.ref,
+                    name=args.name,
+                    tier=tier,
+                    progress=progress,
+                    on_conflict="error" if choice in (None, "skip") else choice,
+                )
+            break
+        except NameConflictError as e:
+            if choice is None and sys.stdin.isatty():
+                choice = _ask_conflict(e)
+                if choice in ("rename", "replace"):
+                    continue
+            if choice != "skip":
+                raise
+            _out(args.json, {"skipped": e.name}, f"skipped: {e.name} is already installed")
+            return 0
+    _record_installed("install", r, args.db or default_db(), before.get(r.name), quiet=args.json)
+    _out(args.json, r, f"installed {r.name} ({r.tier}) sha256:{r.hash} from {r.origin}")
+    return 0
+
+
+def _ask_conflict(e: NameConflictError) -> str | None:
+    question = (
+        f"a skill named {e.name!r} is already installed: [r]ename this one to "
+        f"{e.suggestion}, [s]kip, re[p]lace the installed one, or [c]ancel? "
+    )
+    answer = input(visible(question)).strip().lower()
+    return {"r": "rename", "s": "skip", "p": "replace"}.get(answer[:1])
+
+
+def _record_installed(
+    action: Literal["install", "update", "remove"],
+    skill: InstalledSkill,
+    db: str,
+    previous_hash: str | None = None,
+    *,
+    quiet: bool = False,
+) -> None:
+    """``skills.installed`` in the log (stream skills-installed) after the change."""
+    # Imported here: the runtime's event catalog imports this package.
+    import trio
+
+    from .._catalog import open_log
+    from .._index_log import record_installed
+
+    async def append() -> None:
+        async with open_log(db) as store:
+            event = await record_installed(store, action, skill, previous_hash=previous_hash)
+        if not quiet:
+            print(f"recorded as {event.stream} seq {event.seq}", file=sys.stderr)
+
+    trio.run(append)
 
 
 def _record(catalog: Catalog, db: str) -> None:
@@ -323,7 +399,8 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
 
 def _list(catalog: Catalog, *, as_json: bool) -> int:
     if as_json:
-        _print_json(catalog.record)
+        counts = catalog_tokens(catalog) if catalog.visible() else None
+        _print_json({**msgspec.to_builtins(catalog.record), "catalog_tokens": counts})
         return 0
     for e in catalog.entries:
         version = e.properties.metadata.get("version")

@@ -63,6 +63,7 @@ from ._hash import manifest_of as manifest_of
 from ._hash import skill_hash as skill_hash
 from ._index import SkillIndex as SkillIndex
 from ._inline import InlineSkill as InlineSkill
+from ._install import NameConflictError as NameConflictError
 from ._install import install as install
 from ._install import remove as remove
 from ._install import source_kind as source_kind
@@ -90,6 +91,15 @@ from ._snapshot import BlobStore as BlobStore
 from ._snapshot import read_manifest_file as read_manifest_file
 from ._snapshot import skill_from_manifest as skill_from_manifest
 from ._snapshot import snapshot_skill as snapshot_skill
+from ._toolsets import ScriptTool as ScriptTool
+from ._toolsets import ToolsetError as ToolsetError
+from ._toolsets import argument_problem as argument_problem
+from ._toolsets import parse_toolset as parse_toolset
+from ._triggers import TriggerError as TriggerError
+from ._triggers import Triggers as Triggers
+from ._triggers import file_trigger as file_trigger
+from ._triggers import message_trigger as message_trigger
+from ._triggers import parse_triggers as parse_triggers
 from ._watch import SkillWatcher as SkillWatcher
 
 __all__ = [
@@ -109,12 +119,14 @@ __all__ = [
     "ManifestEntry",
     "ManifestError",
     "McpServerConfig",
+    "NameConflictError",
     "Need",
     "ParsedSkillMd",
     "Problem",
     "Provenance",
     "Rejected",
     "Role",
+    "ScriptTool",
     "SearchDoc",
     "SearchHit",
     "ServiceConfig",
@@ -139,7 +151,11 @@ __all__ = [
     "SourceConfig",
     "Status",
     "Tier",
+    "ToolsetError",
+    "TriggerError",
+    "Triggers",
     "add_service_token",
+    "argument_problem",
     "build_catalog",
     "build_catalog_async",
     "build_env",
@@ -148,6 +164,7 @@ __all__ = [
     "config_path",
     "default_sources",
     "env_state",
+    "file_trigger",
     "filter_reason",
     "find_skill_dirs",
     "hash_manifest",
@@ -161,8 +178,11 @@ __all__ = [
     "make_manifest",
     "manifest_of",
     "materialize",
+    "message_trigger",
     "parse_requires",
     "parse_skill_md",
+    "parse_toolset",
+    "parse_triggers",
     "python_requirements",
     "read_manifest_file",
     "remove",

@@ -69,6 +69,9 @@ class SkillsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     catalog_mode: Literal["full", "compact", "names", "search"] | None = None
     watch: bool = False  # rescan the sources between turns (stat-based)
     trusted_signers: str | None = None  # a public key file or trusted-keys file
+    # trust: builtin > org > project > config > user > installed (seed 000, the default);
+    # plugin: installed > project > config > user > org > builtin (seed 003 PRI)
+    precedence: Literal["trust", "plugin"] = "trust"
     installed: tuple[InstalledSkill, ...] = ()
 
 

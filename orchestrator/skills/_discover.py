@@ -43,7 +43,8 @@ def default_sources(
     builtin: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
 ) -> list[SkillSource]:
-    """The sources to scan, in precedence order, for this configuration.
+    """The sources to scan, in precedence order, for this configuration (the trust
+    order unless ``config.precedence`` is ``plugin``).
 
     ``project`` is the project directory (``None``: no project scope); ``home``
     defaults to ``$HOME``. Both are injectable for tests.
@@ -95,7 +96,15 @@ def default_sources(
             scope="installed",
         )
     )
+    if config.precedence == "plugin":
+        # Seed 003's order: what the user installed or the project ships wins over what
+        # came with the program (each source keeps its tier; only who shadows whom changes).
+        out.sort(key=lambda s: PLUGIN_ORDER.index(s.scope))
     return out
+
+
+PLUGIN_ORDER = ("installed", "project", "config", "user", "org", "builtin")
+"""The scopes in ``precedence: plugin`` order, highest first (seed 003 PRI)."""
 
 
 def split_skill_dirs(dirs: Sequence[str], tier: Tier) -> tuple[list[str], list[SkillSource]]:

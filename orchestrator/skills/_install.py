@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
@@ -29,9 +31,10 @@ from ._discover import find_skill_dirs, install_dir
 from ._errors import InstallError
 from ._hash import manifest_of
 from ._materialize import copy_skill_tree
-from ._model import Tier
+from ._model import Skill, Tier
 from ._parse import load_skill
 from ._tree import MAX_FILES, MAX_TOTAL_BYTES
+from ._validate import MAX_NAME, name_problems
 
 GIT_TIMEOUT_S = 300
 _STDERR_KEEP = 16 * 1024
@@ -52,6 +55,18 @@ def source_kind(source: str) -> str:
     )
 
 
+OnConflict = Literal["error", "rename", "replace"]
+
+
+class NameConflictError(InstallError):
+    """A skill of that name is already installed (``on_conflict="error"``): ``name``
+    is the name, ``suggestion`` the first free ``NAME-N`` a rename would take."""
+
+    def __init__(self, message: str, name: str, suggestion: str) -> None:
+        super().__init__(message)
+        self.name, self.suggestion = name, suggestion
+
+
 def install(
     source: str,
     *,
@@ -62,13 +77,19 @@ def install(
     tier: Tier | None = None,
     clock: Callable[[], int] = time.time_ns,
     progress: Callable[[int], None] | None = None,
+    on_conflict: OnConflict = "error",
 ) -> InstalledSkill:
     """Install the skill at ``source`` (folder, ZIP or git URL) and record provenance.
 
-    ``ref`` selects a git branch or tag; ``name`` picks a skill in a repository holding
-    several and must equal the installed skill's name. ``tier`` defaults to ``user``
-    for a local folder and ``third-party`` otherwise. ``progress(n)`` is told of each
-    ``n`` more bytes a git clone has written. Raises :class:`InstallError` (or
+    ``ref`` selects a git branch or tag. ``name`` picks the skill of that directory
+    name in a repository holding several; otherwise the skill is installed under
+    ``name`` (its ``SKILL.md`` ``name`` rewritten in the installed copy: seed 003's
+    name override). ``on_conflict`` says what a skill of the same name already
+    installed gets: ``error`` (:class:`NameConflictError`, naming a free name),
+    ``rename`` (installed as that free ``NAME-N``) or ``replace`` (the installed one is
+    put back if this install fails). ``tier`` defaults to ``user`` for a local folder
+    and ``third-party`` otherwise. ``progress(n)`` is told of each ``n`` more bytes a
+    git clone has written. Raises :class:`InstallError` (or
     :class:`SkillValidationError`) and leaves nothing behind on failure.
     """
     kind = source_kind(source)
@@ -80,7 +101,9 @@ def install(
     staging = tempfile.mkdtemp(dir=target_dir, prefix=".staging-")
     try:
         root = _stage(kind, origin, ref, name, staging, progress)
-        return _install(kind, origin, root, config, config_file, ref, name, tier, clock, staging)
+        return _install(
+            kind, origin, root, config, config_file, ref, name, tier, clock, staging, on_conflict
+        )
     except OSError as e:
         if e.errno in _NO_ROOM:
             where = f"skills.install_dir in the configuration (now {target_dir})"
@@ -109,6 +132,7 @@ def _install(
     tier: Tier | None,
     clock: Callable[[], int],
     staging: str,
+    on_conflict: OnConflict,
 ) -> InstalledSkill:
     target_dir = install_dir(config)
     skill_root, renamable = root
@@ -127,14 +151,19 @@ def _install(
         if manifest_of(clean).hash != skill.hash:
             raise InstallError(f"{origin} changed while it was being installed; try again")
     if name is not None and skill.name != name:
-        raise InstallError(f"{origin}: the skill is named {skill.name!r}, not {name!r}")
-    if skill.name in {r.name for r in config.installed} or os.path.lexists(
-        os.path.join(target_dir, skill.name)
-    ):
-        raise InstallError(
-            f"a skill named {skill.name!r} is already installed in {target_dir}; "
-            f"use `skillog skills update {skill.name}` or remove it first"
-        )
+        clean, skill = _renamed(clean, name, strict)
+    if _taken(config, skill.name):
+        free = _free_name(config, skill.name)
+        if on_conflict == "rename":
+            clean, skill = _renamed(clean, free, strict)
+        elif on_conflict != "replace":
+            raise NameConflictError(
+                f"a skill named {skill.name!r} is already installed in {target_dir}; install "
+                f"it under another name (--name {free}, or --on-conflict rename), replace it "
+                f"(--on-conflict replace), or use `skillog skills update {skill.name}`",
+                skill.name,
+                free,
+            )
     record = InstalledSkill(
         name=skill.name,
         origin=origin,
@@ -145,13 +174,88 @@ def _install(
         hash=skill.hash,
     )
     final = os.path.join(target_dir, skill.name)
-    os.replace(clean, final)
+    kept = tuple(r for r in config.installed if r.name != skill.name)
+    backup = tempfile.mkdtemp(dir=target_dir, prefix=".backup-")
+    moved = os.path.join(backup, skill.name)
     try:
-        save_config(config_file, _with(config, installed=(*config.installed, record)))
-    except BaseException:
-        shutil.rmtree(final, ignore_errors=True)
-        raise
+        if os.path.lexists(final):  # on_conflict="replace": put back if anything fails
+            os.replace(final, moved)
+        try:
+            os.replace(clean, final)
+            save_config(config_file, _with(config, installed=(*kept, record)))
+        except BaseException:
+            shutil.rmtree(final, ignore_errors=True)
+            if os.path.lexists(moved):
+                os.replace(moved, final)
+            raise
+    finally:
+        shutil.rmtree(backup, ignore_errors=True)
     return record
+
+
+def _taken(config: SkillsConfig, name: str) -> bool:
+    return name in {r.name for r in config.installed} or os.path.lexists(
+        os.path.join(install_dir(config), name)
+    )
+
+
+def _free_name(config: SkillsConfig, name: str) -> str:
+    """The first of ``NAME-2``, ``NAME-3``, ... not installed (within the name limit)."""
+    n = 2
+    while True:
+        candidate = f"{name[: MAX_NAME - len(str(n)) - 1]}-{n}"
+        if not _taken(config, candidate):
+            return candidate
+        n += 1
+
+
+_NAME_LINE = re.compile(rb"^name[ \t]*:.*$", re.MULTILINE)
+
+
+def _renamed(clean: str, new: str, strict: bool) -> tuple[str, Skill]:
+    """The staged copy at ``clean`` published as ``new``: its directory renamed and its
+    ``SKILL.md`` ``name`` line rewritten; the result validated like any install."""
+    problems = name_problems(new, new)
+    if problems:
+        raise InstallError(f"--name {new!r}: {'; '.join(m for _, m in problems)}")
+    path = os.path.join(clean, "SKILL.md")
+    with open(path, "rb") as f:
+        text = f.read()
+    end = text.find(b"\n---", 3)
+    head, found = _NAME_LINE.subn(b"name: " + new.encode(), text[:end], count=1)
+    if end < 0 or not found:
+        raise InstallError(f"cannot rename: {path} has no top-level name line in its frontmatter")
+    with open(path, "wb") as f:
+        f.write(head + text[end:])
+    target = os.path.join(os.path.dirname(clean), new)
+    os.rename(clean, target)
+    return target, load_skill(target, tier=Tier.USER, source="installed", strict=strict)
+
+
+def _replacing(
+    name: str,
+    config: SkillsConfig,
+    config_file: str,
+    put: Callable[[SkillsConfig], InstalledSkill],
+) -> InstalledSkill:
+    """Run ``put`` with the installed skill ``name`` moved aside (and its record out of
+    the configuration); put back as it was if ``put`` fails."""
+    target_dir = install_dir(config)
+    final = os.path.join(target_dir, name)
+    backup = tempfile.mkdtemp(dir=target_dir, prefix=".backup-")
+    moved = os.path.join(backup, name)
+    if os.path.lexists(final):
+        os.replace(final, moved)
+    rest = _with(config, installed=tuple(r for r in config.installed if r.name != name))
+    try:
+        return put(rest)
+    except BaseException:
+        if os.path.lexists(moved):
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(moved, final)
+        raise
+    finally:
+        shutil.rmtree(backup, ignore_errors=True)
 
 
 def update(
@@ -164,15 +268,11 @@ def update(
 ) -> InstalledSkill:
     """Re-install ``name`` from its recorded origin and ref; the old copy is restored on failure."""
     record = _record(config, name)
-    target_dir = install_dir(config)
-    final = os.path.join(target_dir, name)
-    backup = tempfile.mkdtemp(dir=target_dir, prefix=".backup-")
-    moved = os.path.join(backup, name)
-    if os.path.lexists(final):
-        os.replace(final, moved)
-    rest = _with(config, installed=tuple(r for r in config.installed if r.name != name))
-    try:
-        new = install(
+    return _replacing(
+        name,
+        config,
+        config_file,
+        lambda rest: install(
             record.origin,
             config=rest,
             config_file=config_file,
@@ -181,15 +281,8 @@ def update(
             tier=record.tier,
             clock=clock,
             progress=progress,
-        )
-    except BaseException:
-        if os.path.lexists(moved):
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(moved, final)
-        shutil.rmtree(backup, ignore_errors=True)
-        raise
-    shutil.rmtree(backup, ignore_errors=True)
-    return new
+        ),
+    )
 
 
 def remove(name: str, *, config: SkillsConfig, config_file: str) -> InstalledSkill:

@@ -7,14 +7,20 @@ the headings of its ``SKILL.md`` body. The query is split into words, each quote
 no FTS5 syntax in it is ever interpreted) and joined with OR: bm25 rewards documents
 matching more and rarer words, so natural-language queries work without operators.
 
-The table lives in its own SQLite connection (in memory by default): built once from
-the skills a session starts with, it costs a few milliseconds per thousand skills, and
-it depends on nothing but what the catalog already holds. Search results are tool
-results: the runtime records them, and replay reads them from the log, never from here.
+The table lives in memory by default, built from the skills a session starts with. With
+``path`` (the SQLite file that holds the skills index, beside the event log) it is the
+table ``skills_search_v1`` of that file, kept across sessions and processes: each row
+is keyed by the sha256 of its document, a session inserts only the documents the table
+lacks, and searches only the rows whose key is one of its own skills' (so sessions with
+other skills, or another version of one, share the file without seeing each other's);
+rows no session of this process wants are pruned when they outnumber the wanted ones.
+Search results are tool results: the runtime records them, and replay reads them from
+the log, never from here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 import threading
@@ -80,34 +86,58 @@ def query_words(query: str) -> list[str]:
     return (content or words)[:MAX_QUERY_WORDS]
 
 
-class SkillSearch:
-    """An FTS5 table of skills; thread-safe (one lock around its connection)."""
+TABLE = "skills_search_v1"
 
-    def __init__(self, docs: Iterable[SearchDoc] = ()) -> None:
-        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+
+def doc_key(d: SearchDoc) -> str:
+    """The sha256 of what search sees of a skill: its row's key."""
+    parts = (d.name, d.description, d.metadata, d.headings)
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SkillSearch:
+    """An FTS5 table of skills, in memory or (``path``) in the skills index's SQLite
+    file; thread-safe (one lock around its connection)."""
+
+    def __init__(self, docs: Iterable[SearchDoc] = (), *, path: str | None = None) -> None:
+        self._conn = sqlite3.connect(path or ":memory:", check_same_thread=False, timeout=30)
         self._lock = threading.Lock()
+        self._wanted: dict[str, str] = {}  # skill name -> its document's key
+        self.inserted = 0  # rows this instance had to add (0 on a warm start)
         # porter: "formatting" finds "format"; unicode61 folds case and diacritics.
-        self._conn.execute(
-            "CREATE VIRTUAL TABLE skills_fts USING fts5(skill UNINDEXED, "
-            "name, description, metadata, headings, tokenize='porter unicode61')"
-        )
+        with self._conn:
+            self._conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING fts5(skill UNINDEXED, "
+                "key UNINDEXED, name, description, metadata, headings, "
+                "tokenize='porter unicode61')"
+            )
         self.add(docs)
 
     def add(self, docs: Iterable[SearchDoc]) -> None:
+        """Make ``docs`` searchable: insert the rows the table lacks, prune the rows no
+        one here wants once they outnumber the wanted ones."""
+        keyed = {doc_key(d): d for d in docs}
         with self._lock, self._conn:
+            self._wanted.update((d.name, k) for k, d in keyed.items())
+            have = {k for (k,) in self._conn.execute(f"SELECT key FROM {TABLE}")}
+            missing = [(k, d) for k, d in keyed.items() if k not in have]
             self._conn.executemany(
-                "INSERT INTO skills_fts (skill, name, description, metadata, headings) "
-                "VALUES (?, ?, ?, ?, ?)",
+                f"INSERT INTO {TABLE} (skill, key, name, description, metadata, headings) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 # Hyphens split a name into words for matching ("pdf-tools": pdf, tools).
                 [
-                    (d.name, d.name.replace("-", " "), d.description, d.metadata, d.headings)
-                    for d in docs
+                    (d.name, k, d.name.replace("-", " "), d.description, d.metadata, d.headings)
+                    for k, d in missing
                 ],
             )
+            self.inserted += len(missing)
+            if len(have) + len(missing) > 2 * len(self._wanted) + 100:
+                wanted = set(self._wanted.values())
+                stale = [(k,) for k in have if k not in wanted]
+                self._conn.executemany(f"DELETE FROM {TABLE} WHERE key = ?", stale)
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT count(*) FROM skills_fts").fetchone()[0])
+        return len(self._wanted)
 
     def search(
         self, query: str, *, limit: int = 5, among: Collection[str] | None = None
@@ -120,13 +150,13 @@ class SkillSearch:
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
         w = ", ".join(str(x) for x in WEIGHTS)
         sql = (
-            f"SELECT skill, description, bm25(skills_fts, 0.0, {w}) AS score FROM skills_fts "
-            "WHERE skills_fts MATCH ? ORDER BY score, skill"
+            f"SELECT skill, key, description, bm25({TABLE}, 0.0, 0.0, {w}) AS score "
+            f"FROM {TABLE} WHERE {TABLE} MATCH ? ORDER BY score, skill"
         )
         hits: list[SearchHit] = []
         with self._lock:
-            for name, description, _score in self._conn.execute(sql, [match]):
-                if among is not None and name not in among:
+            for name, key, description, _score in self._conn.execute(sql, [match]):
+                if self._wanted.get(name) != key or (among is not None and name not in among):
                     continue
                 hits.append(SearchHit(name=name, description=description, rank=len(hits) + 1))
                 if len(hits) >= limit:

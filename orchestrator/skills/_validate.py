@@ -21,6 +21,7 @@ import unicodedata
 
 from ._errors import Problem
 from ._model import SkillProperties
+from ._triggers import TriggerError, parse_triggers
 
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
@@ -52,7 +53,7 @@ LENIENT_RULES = frozenset(
 
 
 # Rules that only ever warn, in both modes (seed 004 K6).
-WARNING_RULES = frozenset({"description-xml-tags"})
+WARNING_RULES = frozenset({"description-xml-tags", "metadata-trigger"})
 _XML_TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>")
 
 
@@ -193,6 +194,10 @@ def validate_fields(
         found.append(("license", "license-type", "the license must be text (a name or a file)"))
     metadata, meta_found = _metadata(data.get("metadata", {}))
     found += meta_found
+    try:
+        parse_triggers(metadata)
+    except TriggerError as e:
+        found.append(("metadata", "metadata-trigger", f"{e}; the skill's triggers never fire"))
     tools = data.get("allowed-tools")
     if tools is not None and not isinstance(tools, str):
         hint = (

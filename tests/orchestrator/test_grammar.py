@@ -483,3 +483,21 @@ def test_outcomes_of_concurrent_calls_may_land_in_any_order(
     (a0, a1), (_, b1) = data.draw(st.sampled_from(pairs))
     swapped = [*events[:a0], *events[a1:b1], *events[a0:a1], *events[b1:]]
     assert violations(name, swapped) == []
+
+
+def test_the_index_stream_holds_the_environments_deps_install_built() -> None:
+    from orchestrator import CODEC, SkillEnvBuilt
+
+    built = SkillEnvBuilt(
+        skill="tab",
+        key="k",
+        requirements=("a",),
+        interpreter="i",
+        platform="p",
+        lock=(),
+        tree_hash="t",
+    )
+    body = CODEC.encode(built, recorded_at=0).body
+    assert list(check_stream("skills-index", [(0, "skill.env_built", body)])) == []
+    (wrong,) = check_stream("skills-index", [(0, "session.started", b"{}")])
+    assert wrong.rule == "wrong_stream"

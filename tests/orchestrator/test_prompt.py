@@ -103,6 +103,20 @@ def test_large_catalogs_render_compact() -> None:
     assert max(len(line) for line in text.splitlines()) < 200
 
 
+def test_a_skills_own_summary_is_its_compact_line_escaped_and_cut() -> None:
+    plain = info("plain", "word " * 100)
+    mine = msgspec.structs.replace(
+        info("mine", "word " * 100), summary="Tables from <csv> & TSV. " + "x" * 200
+    )
+    text = compose(state_with([plain, mine], compact_over=1), {}).system
+    line = next(line for line in text.splitlines() if 'name="mine"' in line)
+    assert "Tables from &lt;csv&gt; &amp; TSV." in line and "word" not in line
+    assert len(line) < 200
+    # In full mode the description is shown whole, as before.
+    full = compose(state_with([plain, mine], compact_over=10), {}).system
+    assert "Tables from" not in full
+
+
 def test_active_skills_in_load_order_with_closing_tags_defused() -> None:
     state = state_with(
         [info("pdf"), info("evil")], active=[("pdf", "d-pdf", None), ("evil", "d-evil", None)]

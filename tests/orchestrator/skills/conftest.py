@@ -63,3 +63,24 @@ def _corpus() -> Path:
     if not CORPUS.is_dir():
         pytest.skip("shared corpus not present")
     return CORPUS
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project directory as the cwd, with home, config, log and data under tmp_path."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    monkeypatch.chdir(proj)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
+    monkeypatch.setenv("SKILLOG_DB", str(tmp_path / "skillog.db"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return proj
+
+
+@pytest.fixture
+def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$XDG_DATA_HOME under tmp_path: skills' environments are built there."""
+    home = tmp_path / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    return home

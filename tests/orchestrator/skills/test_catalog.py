@@ -233,6 +233,49 @@ def test_builtin_and_org_sources_and_tiers(tmp_path: Path, write_skill: WriteSki
     assert cat.entry("same").tier is Tier.BUILTIN and cat.entry("org-only").tier is Tier.ORG
 
 
+def test_plugin_precedence_lets_installed_and_project_skills_win(
+    tmp_path: Path, write_skill: WriteSkill
+) -> None:
+    """Seed 003 PRI (plugin > project > user > bundled) as an option; the trust order
+    stays the default. Tiers do not move with precedence: the winner keeps its own."""
+    for where, desc in (
+        (tmp_path / "builtin", "builtin"),
+        (tmp_path / "org", "org"),
+        (tmp_path / "home/.agents/skills", "user"),
+        (tmp_path / "proj/.agents/skills", "project"),
+        (tmp_path / "i", "installed"),
+    ):
+        write_skill(where, "same", description=desc)
+    write_skill(tmp_path / "builtin", "bundled-only")
+    org = ({"path": str(tmp_path / "org"), "tier": "org"},)
+
+    def catalog(precedence: str):  # type: ignore[no-untyped-def]
+        cfg = msgspec.convert(
+            {"dirs": org, "install_dir": str(tmp_path / "i"), "precedence": precedence},
+            SkillsConfig,
+        )
+        sources = default_sources(
+            cfg,
+            project=str(tmp_path / "proj"),
+            home=str(tmp_path / "home"),
+            builtin=[str(tmp_path / "builtin")],
+            env={},
+        )
+        return [s.scope for s in sources], build_catalog(sources, config=cfg)
+
+    scopes, trust = catalog("trust")
+    assert scopes[0] == "builtin" and scopes[-1] == "installed"
+    assert trust.entry("same").description == "builtin"
+    scopes, plugin = catalog("plugin")
+    assert scopes[0] == "installed" and scopes[-2:] == ["org", "builtin"]
+    same = plugin.entry("same")
+    assert same.description == "installed" and same.tier is Tier.THIRD_PARTY
+    assert {s.source for s in plugin.shadowed if s.name == "same"} >= {"builtin:0"}
+    assert plugin.entry("bundled-only").tier is Tier.BUILTIN
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.convert({"precedence": "newest"}, SkillsConfig)
+
+
 def test_a_broken_skill_md_is_rejected_with_its_one_reason(
     tmp_path: Path, write_skill: WriteSkill
 ) -> None:

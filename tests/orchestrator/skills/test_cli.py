@@ -16,18 +16,6 @@ from orchestrator.cli import main
 WriteSkill = Callable[..., Path]
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    monkeypatch.chdir(proj)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "config.yaml"))
-    monkeypatch.setenv("SKILLOG_DB", str(tmp_path / "skillog.db"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return proj
-
-
 def test_list_show_enable_disable(
     project: Path, write_skill: WriteSkill, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -48,8 +36,13 @@ def test_list_show_enable_disable(
     data = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     alpha = next(e for e in data["entries"] if e["name"] == "alpha")
     assert alpha["status"] == "disabled" and len(alpha["hash"]) == 64
+    assert data["catalog_tokens"] is None  # no skill is visible
     assert main(["skills", "enable", "alpha"]) == 0
     capsys.readouterr()
+    assert main(["skills", "list", "--json"]) == 0
+    tokens = json.loads(capsys.readouterr().out)["catalog_tokens"]
+    assert set(tokens) == {"full", "compact", "names", "search"}  # per catalog mode
+    assert tokens["names"] <= tokens["full"] and all(n > 0 for n in tokens.values())
     assert main(["skills", "show", "alpha"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("✓ alpha (enabled)") and out.endswith("# Body\n")

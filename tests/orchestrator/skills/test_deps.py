@@ -31,11 +31,7 @@ from orchestrator.skills import (
 SCRIPT = "import tabulate\nprint('tabulate', tabulate.__version__)\n"
 
 
-@pytest.fixture(autouse=True)
-def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "data"
-    monkeypatch.setenv("XDG_DATA_HOME", str(home))
-    return home
+pytestmark = pytest.mark.usefixtures("data_home")
 
 
 def edit_installed(env: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from orchestrator.cli._session import discover
@@ -15,7 +16,7 @@ from orchestrator.skills import (
     build_catalog,
     search_doc,
 )
-from orchestrator.skills._search import headings, query_words
+from orchestrator.skills._search import TABLE, headings, query_words
 
 
 def docs() -> list[SearchDoc]:
@@ -133,3 +134,35 @@ def test_many_processes_opening_a_new_index_at_once_all_see_the_table(tmp_path: 
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         assert list(pool.map(open_and_read, range(32))) == [0] * 32
+
+
+def test_the_search_table_lives_in_the_index_file_and_a_warm_start_inserts_nothing(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "log.db")
+    docs = [
+        SearchDoc(name=f"s{i}", description=f"tool number {i} for topic{i % 7}") for i in range(300)
+    ]
+    memory = SkillSearch(docs)
+    cold = SkillSearch(docs, path=db)
+    assert cold.inserted == 300
+    cold.close()
+    warm = SkillSearch(docs, path=db)  # the next session or process: nothing re-indexed
+    assert warm.inserted == 0 and len(warm) == 300
+    for query in ("topic3 tool", "number 42", "s7"):
+        assert warm.search(query, limit=5) == memory.search(query, limit=5)
+    # Another session whose skill s1 changed shares the file but sees only its own s1.
+    changed = [SearchDoc(name="s1", description="renders invoices"), *docs[2:]]
+    other = SkillSearch(changed, path=db)
+    assert other.inserted == 1
+    assert [h.name for h in other.search("invoices")] == ["s1"]
+    assert warm.search("invoices") == []  # the first session still has its own s1
+    assert [h.name for h in warm.search("number 1", limit=300) if h.name == "s1"] == ["s1"]
+    warm.close()
+    # Rows nobody here wants are pruned once they outnumber the wanted ones.
+    small = SkillSearch(docs[:10], path=db)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
+    assert rows == 10
+    small.close()
+    other.close()
