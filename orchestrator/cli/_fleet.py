@@ -20,7 +20,6 @@ from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
 from .._previews import PreviewBoard, preview_reader, preview_writer
 from ..skills import Tier
-from ._session import _report as report
 from ._session import (
     DiscoveryCache,
     add_catalog_options,
@@ -28,6 +27,7 @@ from ._session import (
     agent_for,
     session_policy,
 )
+from ._session import _report as report
 from ._session import add_arguments as add_session_arguments
 
 FOLLOW_POLL_S = 0.1
