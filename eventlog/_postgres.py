@@ -34,7 +34,7 @@ from ._postgres_db import CHANNEL, check_readable, connect, migrate, redact, tra
 from ._postgres_writer import PgWriter, heads_of, insert_blobs, insert_events, lock_for_append
 from ._postgres_writer import notify as notify_followers
 from ._snapshot import Snapshot
-from ._types import Event, Head, NewEvent, StreamInfo
+from ._types import Event, Head, NewEvent, StreamInfo, closing
 from ._verify import ChainCheck
 from ._writer import AppendRequest, CallRequest, Request
 
@@ -264,17 +264,20 @@ class PostgresStore:
             return
         sql = f"SELECT {_COLS} FROM events WHERE stream = %s AND seq >= %s AND seq < %s "
         sql += "ORDER BY seq"
-        async for rows in self._stream(sql, (stream, from_seq, end), f"reading stream {stream!r}"):
-            for event in _events(rows):
-                yield event
+        doing = f"reading stream {stream!r}"
+        async with closing(self._stream(sql, (stream, from_seq, end), doing)) as batches:
+            async for rows in batches:
+                for event in _events(rows):
+                    yield event
 
     async def read_all(self, *, from_position: int = 0) -> AsyncIterator[Event]:
         """Every event with ``position >= from_position``, in position order."""
         check_int("from_position", from_position)
         sql = f"SELECT {_COLS} FROM events WHERE position >= %s AND {IN_LOG} ORDER BY position"
-        async for rows in self._stream(sql, (from_position,), "reading all events"):
-            for event in _events(rows):
-                yield event
+        async with closing(self._stream(sql, (from_position,), "reading all events")) as batches:
+            async for rows in batches:
+                for event in _events(rows):
+                    yield event
 
     async def _stream(
         self, sql: str, params: tuple[object, ...], doing: str
@@ -413,30 +416,36 @@ class PostgresStore:
                     raise
                 await trio.sleep(0.2)
 
-    async def check_chain(
-        self, check: ChainCheck, progress: Callable[[int], None] | None = None
+    async def check_chains(
+        self, checks: Sequence[ChainCheck], progress: Callable[[int], None] | None = None
     ) -> None:
-        """Feed ``check`` the stream's stored rows in seq order, in a worker thread."""
+        """Feed each check its stream's stored rows in seq order, all in one worker
+        thread hop and one read-only transaction."""
         sql = (
             b"SELECT seq, type, recorded_at, body, prev_hash, hash FROM events "
             b"WHERE stream = %s AND seq >= 0 ORDER BY seq"
         )
 
+        def one(conn: Conn, check: ChainCheck) -> None:
+            # A server-side cursor, as _stream: one plan, whatever the statistics say.
+            with conn.cursor("skillog_verify", binary=True) as cursor:
+                cursor.execute(sql, (check.stream,))
+                while rows := cursor.fetchmany(READ_BATCH):
+                    if check.feed(rows) is not None:
+                        return
+                    if progress is not None:
+                        progress(len(rows))
+
         def run(conn: Conn) -> None:
-            # One server-side cursor, as _stream: one plan, whatever the statistics say.
             conn.execute(b"BEGIN READ ONLY")
             try:
-                with conn.cursor("skillog_verify", binary=True) as cursor:
-                    cursor.execute(sql, (check.stream,))
-                    while rows := cursor.fetchmany(READ_BATCH):
-                        if check.feed(rows) is not None:
-                            return
-                        if progress is not None:
-                            progress(len(rows))
+                for check in checks:
+                    one(conn, check)
             finally:
                 conn.execute(b"ROLLBACK")
 
-        await self._read(run, f"verifying stream {check.stream!r}")
+        what = f"stream {checks[0].stream!r}" if len(checks) == 1 else f"{len(checks)} streams"
+        await self._read(run, f"verifying {what}")
 
     async def row_count(self, stream: str | None = None) -> int:
         """Every row of the events table (of ``stream``), in the log or not (verify

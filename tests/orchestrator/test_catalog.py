@@ -16,6 +16,7 @@ import trio
 
 from eventlog import EventStore, MemoryStore, import_jsonl, open_sqlite_store, open_store, verify
 from eventlog._catalog import Claim, CursorError, Listing, decode_cursor, fold_store
+from eventlog._verify import CatalogFold
 from orchestrator import Agent
 from orchestrator._catalog import SESSIONS, entry_of, open_log
 from orchestrator._events import CODEC, LeaseAcquired
@@ -49,6 +50,14 @@ async def assert_equals_fold(store: EventStore) -> None:
     stored = {r.key: r.folded() for r in await store.read_catalog()}  # type: ignore[attr-defined]
     folded = {k: r.folded() for k, r in (await fold_store(store, SESSIONS)).items()}
     assert stored == folded
+    # verify folds stream by stream, in stream-id order (a lease stream after or before
+    # its session's), in its one pass over the chains: the same rows as commit order.
+    by_stream = CatalogFold(SESSIONS)
+    for info in sorted(await store.streams(), key=lambda i: i.stream, reverse=True):
+        rows = [(e.seq, e.type, e.recorded_at, e.body, e.prev_hash, e.hash)
+                async for e in store.read(info.stream)]  # fmt: skip
+        by_stream.feed(info.stream, rows)
+    assert {k: r.folded() for k, r in by_stream.folded().items()} == folded
     report = await verify(store, grammar=session_grammar, projection=SESSIONS)
     assert report.ok, report.faults
 
