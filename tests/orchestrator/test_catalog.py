@@ -281,3 +281,29 @@ async def test_a_postgres_worker_wakes_on_notify_not_on_its_poll(pg_dsn: str) ->
                     await trio.sleep(0.02)
             stop.set()
         assert worker.finished == [("late", "ended")]
+
+
+async def test_a_log_without_a_catalog_lists_the_rows_reindex_would_build(tmp_path: Path) -> None:
+    """Opened read-only, a log from before the catalog is listed by the catalog's own
+    fold (one pass, in memory): the same rows, filters and order as the index after
+    ``log reindex``; the CLI says which it did."""
+    db = tmp_path / "old.db"
+    async with open_sqlite_store(db) as plain:  # no projection: no catalog kept
+        await import_jsonl(plain, str(GOLDEN / "approvals.jsonl"))
+        for i in range(3):
+            await agent().run(plain, f"task {i}", session_id=f"s{i}")
+    listings = [Listing(limit=None), Listing(limit=2), Listing(status=("ended",)),
+                Listing(search="TASK 1")]  # fmt: skip
+    async with open_store(db, readonly=True) as store:
+        assert not await store.catalog_built()  # type: ignore[attr-defined]
+        folded = [await session_rows(store, listing) for listing in listings]
+    note = await trio.run_process([*CLI, "sessions", "--db", str(db)], capture_stdout=True,
+                                  capture_stderr=True)  # fmt: skip
+    assert b"no session catalog" in note.stderr, note.stderr
+    async with open_log(db) as store:  # read-write: the catalog is built at open
+        indexed = [await session_rows(store, listing) for listing in listings]
+    assert folded == indexed
+    assert [len(folded[0]), len(folded[1]), len(folded[3])] == [4, 2, 1]
+    out = await trio.run_process([*CLI, "sessions", "--db", str(db)], capture_stdout=True,
+                                 capture_stderr=True)  # fmt: skip
+    assert b"no session catalog" not in out.stderr
