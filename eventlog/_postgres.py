@@ -117,15 +117,17 @@ class PostgresStore:
             )
         return await self._writer.submit(request)
 
+    def _take(self) -> tuple[Conn, bool]:
+        """An idle reader out of the pool, or a new one (then ``True``: fresh)."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        return (self._reader(), True) if conn is None else (conn, False)
+
     def _with_reader(self, fn: Callable[[Conn], T], doing: str) -> T:
         """``fn(conn)`` on an idle reader; once more on a new connection if the first
         one turns out to be dead (a server restart since it was last used)."""
         for attempt in (1, 2):
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            fresh = conn is None
-            if conn is None:
-                conn = self._reader()
+            conn, fresh = self._take()
             try:
                 return fn(conn)
             except psycopg.Error as e:
@@ -311,11 +313,7 @@ class PostgresStore:
         """An idle reader taken out of the pool, and ``fn(conn)``'s result; once more on
         a new connection if the pooled one turns out to be dead."""
         for attempt in (1, 2):
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            fresh = conn is None
-            if conn is None:
-                conn = self._reader()
+            conn, fresh = self._take()
             try:
                 return conn, fn(conn)
             except psycopg.Error as e:
