@@ -1,13 +1,22 @@
-"""Fleet figures (issues 15 and 25): throughput of 2 worker processes over 200 short
-scripted sessions, against 1 worker in the same run; the time from a worker's SIGKILL
-to its session's resumption by another worker, against the lease + 1 s bound; and,
-with the session catalog, the latency of one claim and of the default listing
-(`skillog sessions`: the 50 most recent) with 1k, 10k, 100k (… 1M) ended sessions
-already in the log, with the ratio to the smallest. On SQLite and on a throwaway
-PostgreSQL cluster (tests/pgcluster.py) when its binaries exist.
+"""Fleet figures (issues 15 and 25), one run, ratios printed, on SQLite and on a
+throwaway PostgreSQL cluster (tests/pgcluster.py) when its binaries exist:
+
+- the catalog: the latency of one claim and of the default listing (`skillog
+  sessions`: the 50 most recent) with 1k, 10k, 100k (… 1M) ended sessions already in
+  the log, one log per size measured in turns (so load drifts hit every size alike),
+  with the ratio to the smallest and the claim's query plan;
+- idle growth: 1,000 sessions suspended on approvals beside 2 running worker
+  processes with a short lease and poll: events appended (goal 0), rows written;
+- throughput of trivial sessions (one tool call) with 1, 2, 4 and 8 worker processes
+  (concurrency 8 each), with and without process start-up; on PostgreSQL beside DBOS's
+  queue draining trivial workflows on the same server (bench/fleet_dbos.py; `pip
+  install -e '.[bench]'`); the machine's cores are printed first;
+- the time from a worker's SIGKILL to its session's resumption by another worker,
+  against the lease + 1 s bound.
 
     .venv/bin/python bench/fleet.py [--sessions 200] [--lease-ms 1000]
-        [--catalog-sizes 1000,10000,100000] [--only catalog|fleet]
+        [--catalog-sizes 1000,10000,100000] [--idle-sessions 1000] [--idle-seconds 60]
+        [--only catalog|idle|fleet] [--store sqlite|postgres]
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import argparse
 import importlib.util
 import os
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -30,8 +40,8 @@ import trio  # noqa: E402
 from eventlog import NewEvent  # noqa: E402
 from eventlog._catalog import Claim, Listing  # noqa: E402
 from eventlog._hashchain import build_events  # noqa: E402
-from orchestrator import Agent, HostTool  # noqa: E402
-from orchestrator._catalog import open_log  # noqa: E402
+from orchestrator import Agent, HostTool, PolicyConfig  # noqa: E402
+from orchestrator._catalog import SESSIONS, open_log  # noqa: E402
 from orchestrator._events import CODEC, LeaseAcquired  # noqa: E402
 from orchestrator._fleet import Worker, lease_stream, queue_session  # noqa: E402
 from orchestrator._session_list import session_rows  # noqa: E402
@@ -40,7 +50,10 @@ from orchestrator.adapters import ScriptedModel  # noqa: E402
 TURNS = [{"tool_calls": [{"id": "c", "name": "step", "arguments": {}}]}, {"text": "done"}]
 
 
-def agent(delay: float = 0.0) -> Agent:
+def agent(delay: float = 0.0, *, approve: bool = False) -> Agent:
+    """A trivial session: one tool call, then done. With ``approve`` the tool needs an
+    approval, so a worker suspends the session (awaiting_approval) and lets it go."""
+
     async def step() -> str:
         """One step."""
         await trio.sleep(delay)
@@ -50,6 +63,7 @@ def agent(delay: float = 0.0) -> Agent:
         model=ScriptedModel(TURNS, follow_history=True),
         model_name="m",
         host_tools=[HostTool.from_function(step)],
+        policy=PolicyConfig(approve_host_tools=("step",) if approve else ()),
     )
 
 
@@ -66,22 +80,90 @@ def fork_worker(url: str, name: str, **kw: Any) -> int:
         async def main() -> None:
             async with open_log(url) as store:
                 delay = kw.pop("delay", 0.0)
-                worker = Worker(store, lambda s: agent(delay), name=name, poll_ms=20, **kw)
-                await worker.run(trio.Event(), once=True)
+                once = kw.pop("once", True)
+                poll_ms = kw.pop("poll_ms", 20)
+                worker = Worker(store, lambda s: agent(delay), name=name, poll_ms=poll_ms, **kw)
+                await worker.run(trio.Event(), once=once)
 
         trio.run(main)
         os._exit(0)
     return pid
 
 
-def throughput(url_of: Any, sessions: int, workers: int) -> float:
+def throughput(url_of: Any, sessions: int, workers: int) -> tuple[float, float]:
+    """``sessions`` queued, then drained by ``workers`` processes (concurrency 8 each):
+    (sessions/s from the workers' fork to the last exit, sessions/s between the first
+    and the last session's end as the catalog records them: without process start-up)."""
     url = url_of()
     trio.run(submit, url, sessions)
     start = time.perf_counter()
     pids = [fork_worker(url, f"w{i}", concurrency=8) for i in range(workers)]
     for pid in pids:
         os.waitpid(pid, 0)
-    return sessions / (time.perf_counter() - start)
+    wall = sessions / (time.perf_counter() - start)
+
+    async def ends() -> list[int]:
+        async with open_log(url, readonly=True) as store:
+            rows = await store.list_catalog(Listing(limit=None, status=("ended",)))  # type: ignore[attr-defined]
+            return sorted(r.updated_at for r in rows)
+
+    ended = trio.run(ends)
+    assert len(ended) == sessions, f"{len(ended)} of {sessions} sessions ended"
+    return wall, (sessions - 1) / max(ended[-1] - ended[0], 1) * 1e9
+
+
+def dbos_throughput(dbos: Any, dsn: str, sessions: int, workers: int) -> tuple[float, float]:
+    """The same for DBOS's queue: trivial workflows (one step each), enqueued first,
+    drained by ``workers`` DBOS processes (worker concurrency 8, polling every 20 ms,
+    as skillog's workers here)."""
+    pid = dbos.run_forked(dbos.enqueue, dsn, sessions)
+    os.waitpid(pid, 0)
+    start = time.perf_counter()
+    pids = [dbos.run_forked(dbos.work, dsn, f"d{i}", 8, 20) for i in range(workers)]
+    try:
+        while (first_last := dbos.finished(dsn, sessions)) is None:
+            time.sleep(0.01)
+        wall = sessions / (time.perf_counter() - start)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    first, last = first_last
+    return wall, (sessions - 1) / max(last - first, 1) * 1e3
+
+
+def load_dbos() -> Any:
+    """bench/fleet_dbos.py, or None when ``dbos`` is not installed."""
+    if importlib.util.find_spec("dbos") is None:
+        return None
+    spec = importlib.util.spec_from_file_location("fleet_dbos", HERE / "fleet_dbos.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fleet_figures(label: str, url_of: Any, sessions: int, dbos: Any) -> None:
+    """Throughput with 1, 2, 4 and 8 worker processes (and DBOS's beside it)."""
+    base: tuple[float, float] | None = None
+    dbos_base: tuple[float, float] | None = None
+    for workers in (1, 2, 4, 8):
+        wall, steady = throughput(url_of, sessions, workers)
+        base = base or (wall, steady)
+        line = (
+            f"{label}: {sessions} sessions, {workers} worker process(es): {wall:.0f}/s with "
+            f"start-up ({wall / base[0]:.2f}x one), {steady:.0f}/s first to last end "
+            f"({steady / base[1]:.2f}x)"
+        )
+        if dbos is not None:
+            d_wall, d_steady = dbos_throughput(dbos, url_of(), sessions, workers)
+            dbos_base = dbos_base or (d_wall, d_steady)
+            line += (
+                f"; DBOS {d_wall:.0f}/s with start-up ({d_wall / dbos_base[0]:.2f}x), "
+                f"{d_steady:.0f}/s first to last ({d_steady / dbos_base[1]:.2f}x); "
+                f"skillog/DBOS {wall / d_wall:.2f}x, {steady / d_steady:.2f}x"
+            )
+        print(line, flush=True)
 
 
 def takeover(url_of: Any, lease_ms: int) -> float:
@@ -122,27 +204,41 @@ def takeover(url_of: Any, lease_ms: int) -> float:
     return (trio.run(rescue) - killed) / 1e9
 
 
-async def _template() -> list[tuple[str, list[NewEvent]]]:
-    """The streams of one ended fleet session, as new events (recorded again under
-    other ids to fill a log fast)."""
+async def _template(
+    *, waiting: bool = False
+) -> tuple[list[tuple[str, list[NewEvent]]], list[bytes]]:
+    """The streams of one ended fleet session (with ``waiting``: one a worker suspended
+    on an approval), as new events (recorded again under other ids to fill a log fast),
+    with ``{}`` for the session id."""
     from eventlog import MemoryStore
 
-    store = MemoryStore()
-    await queue_session(store, agent(), "template", session_id="t")
-    await agent().run(store, "unused", session_id="ignored")  # an ended session's events
+    store = MemoryStore(projection=SESSIONS)
+    await queue_session(store, agent(approve=waiting), "template", session_id="t")
+    if waiting:
+        worker = Worker(store, lambda s: agent(approve=True), name="template", poll_ms=1)
+        await worker.run(trio.Event(), once=True)
+        assert worker.finished == [("t", "suspended")], worker.finished
+        streams = [(lease_stream("t"), "t"), ("t", "t")]
+    else:
+        await agent().run(store, "unused", session_id="ignored")  # an ended session's events
+        streams = [(lease_stream("t"), "t"), ("ignored", "ignored")]
     found = []
-    for stream, sid in ((lease_stream("t"), "t"), ("ignored", "ignored")):
+    for stream, sid in streams:
         events = [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at)
                   async for e in store.read(stream)]  # fmt: skip
         found.append((stream.replace(sid, "{}"), events))
-    return found
+    blobs = [data async for _, data in store.read_blobs()]
+    return found, blobs
 
 
-async def fill(url: str, count: int, start: int) -> None:
-    """Add ``count`` ended sessions in bulk: rows written in one transaction per
-    10,000 sessions, then the catalog rebuilt from the log (as ``log reindex``)."""
-    template = await _template()
+async def fill(url: str, count: int, start: int, *, waiting: bool = False) -> None:
+    """Add ``count`` ended (or ``waiting``) sessions in bulk: rows written in one
+    transaction per 10,000 sessions, then the catalog rebuilt from the log (as ``log
+    reindex``)."""
+    template, blobs = await _template(waiting=waiting)
     async with open_log(url) as store:
+        for data in blobs:  # the same bytes for every copy: stored once
+            await store.put_blob(data)
         last = getattr(store, "last_position")  # noqa: B009
         for base in range(start, start + count, 10_000):
             position = await last() + 1
@@ -176,9 +272,8 @@ def _median(samples: list[float]) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
-async def measure(url: str, repeat: int = 25, warmup: int = 5) -> tuple[float, float]:
-    """Median ms of one claim (of a fresh queued session) and of the default listing,
-    after ``warmup`` rounds."""
+async def measure(url: str, repeat: int) -> tuple[list[float], list[float]]:
+    """ms of ``repeat`` claims (each of a fresh queued session) and default listings."""
     claims, listings = [], []
     async with open_log(url) as store:
         for i in range(repeat):
@@ -200,26 +295,112 @@ async def measure(url: str, repeat: int = 25, warmup: int = 5) -> tuple[float, f
             rows = await session_rows(store, Listing(limit=51))
             listings.append((time.perf_counter() - t) * 1000)
             assert len(rows) == 51
-    return _median(claims[warmup:]), _median(listings[warmup:])
+    return claims, listings
 
 
-def catalog_figures(label: str, url_of: Any, sizes: list[int]) -> None:
-    url = url_of()
-    have = 0
-    first: tuple[float, float] | None = None
+def claim_plan(url: str) -> str:
+    """The database's plan for the claim's query (SQLite: EXPLAIN QUERY PLAN)."""
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        from eventlog._postgres_catalog import CLAIMABLE as PG_CLAIMABLE
+
+        with psycopg.connect(url) as conn:
+            sql = f"EXPLAIN {PG_CLAIMABLE}".encode()
+            rows = conn.execute(sql, (time.time_ns(), 1)).fetchall()
+    else:
+        from eventlog._sqlite_catalog import CLAIMABLE
+
+        with sqlite3.connect(url) as conn:
+            rows = conn.execute(f"EXPLAIN QUERY PLAN {CLAIMABLE}", (time.time_ns(), 1)).fetchall()
+    return "; ".join(str(r[-1]) for r in rows)
+
+
+def catalog_figures(label: str, url_of: Any, sizes: list[int], rounds: int = 6) -> None:
+    """One log per size, filled in bulk; then the claim and the listing measured on
+    each in turn, round after round (the first round is warm-up), so every size sees
+    the same machine load: the ratios hold on a shared machine."""
+    urls = []
     for size in sizes:
+        url = url_of()
         t = time.perf_counter()
-        trio.run(fill, url, size - have, have)
-        filled = time.perf_counter() - t
-        have = size
-        claim_ms, list_ms = trio.run(measure, url)
-        first = first or (claim_ms, list_ms)
+        trio.run(fill, url, size, 0)
+        urls.append(url)
+        print(f"{label}: {size:>9,} sessions filled in {time.perf_counter() - t:.0f} s", flush=True)
+    print(f"{label}: claim plan at {sizes[-1]:,}: {claim_plan(urls[-1])}", flush=True)
+    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in sizes]
+    for round_ in range(rounds):
+        for url, (claims, listings) in zip(urls, samples, strict=True):
+            c, listed = trio.run(measure, url, 5)
+            if round_:
+                claims += c
+                listings += listed
+    first = (_median(samples[0][0]), _median(samples[0][1]))
+    for size, (claims, listings) in zip(sizes, samples, strict=True):
+        claim_ms, list_ms = _median(claims), _median(listings)
         print(
-            f"{label}: {size:>9,} sessions (filled in {filled:.0f} s): claim {claim_ms:.2f} ms "
-            f"({claim_ms / first[0]:.2f}x), sessions listing {list_ms:.2f} ms "
-            f"({list_ms / first[1]:.2f}x)",
+            f"{label}: {size:>9,} sessions: claim {claim_ms:.2f} ms ({claim_ms / first[0]:.2f}x), "
+            f"sessions listing {list_ms:.2f} ms ({list_ms / first[1]:.2f}x)",
             flush=True,
         )
+
+
+def idle_growth(label: str, url_of: Any, sessions: int, seconds: float, workers: int) -> None:
+    """``sessions`` suspended on approvals, ``workers`` worker processes running beside
+    them for ``seconds`` with a 300 ms lease and a 20 ms poll (the production defaults
+    scaled down 50x and 25x): events appended (goal 0) and rows written."""
+    url = url_of()
+    trio.run(lambda: fill(url, sessions, 0, waiting=True))
+    time.sleep(1.0)  # the fill's rows in PostgreSQL's statistics before counting
+
+    async def snapshot() -> tuple[int, list[Any], int]:
+        async with open_log(url, readonly=True) as store:
+            last = await store.last_position()  # type: ignore[attr-defined]
+            rows = await store.read_catalog()  # type: ignore[attr-defined]
+        return last, rows, _rows_written(url)
+
+    watch = None if url.startswith("postgresql://") else sqlite3.connect(url)
+    version = watch.execute("PRAGMA data_version").fetchone() if watch else None
+    before = trio.run(snapshot)
+    assert {r.status for r in before[1]} == {"awaiting_approval"}, {r.status for r in before[1]}
+    pids = [
+        fork_worker(url, f"idle{i}", once=False, lease_ms=300, poll_ms=20, concurrency=8)
+        for i in range(workers)
+    ]
+    time.sleep(seconds)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    time.sleep(1.0)  # PostgreSQL's statistics are flushed within a second
+    after = trio.run(snapshot)
+    events = after[0] - before[0]
+    changed = sum(a != b for a, b in zip(before[1], after[1], strict=True))
+    if watch is not None:  # SQLite counts no rows; data_version moves on any commit
+        same = watch.execute("PRAGMA data_version").fetchone() == version
+        watch.close()
+        written = ", no commit changed the file" if same else ", commits changed the file"
+    else:
+        written = f", {after[2] - before[2]} rows inserted or updated"
+    print(
+        f"{label}: {sessions} sessions awaiting approval, {workers} workers for {seconds:.0f} s: "
+        f"{events} events appended ({events * 3600 / seconds:.0f}/hour extrapolated, goal 0), "
+        f"{changed} catalog rows changed{written}",
+        flush=True,
+    )
+
+
+def _rows_written(url: str) -> int:
+    """PostgreSQL: rows inserted and updated in the log's tables so far (-1 on SQLite,
+    which keeps no such count)."""
+    if not url.startswith("postgresql://"):
+        return -1
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            b"SELECT coalesce(sum(n_tup_ins + n_tup_upd), 0) FROM pg_stat_user_tables"
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def pg_urls() -> tuple[Any, Any] | None:
@@ -242,10 +423,16 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--lease-ms", type=int, default=1000)
     ap.add_argument("--catalog-sizes", default="1000,10000,100000")
-    ap.add_argument("--only", choices=["catalog", "fleet"])
+    ap.add_argument("--only", choices=["catalog", "fleet", "idle"])
+    ap.add_argument("--idle-sessions", type=int, default=1000)
+    ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--store", choices=["sqlite", "postgres"], help="only this store")
     args = ap.parse_args()
     sizes = [int(x) for x in args.catalog_sizes.split(",")]
+    print(
+        f"fleet bench: {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         files = iter(range(10**6))
         stores: list[tuple[str, Any]] = [
@@ -258,16 +445,16 @@ def main() -> None:
             stores.append(("PostgreSQL", pg[1]))
         try:
             for label, url_of in stores:
-                if args.only != "fleet":
+                if args.only in (None, "catalog"):
                     catalog_figures(label, url_of, sizes)
-                if args.only == "catalog":
+                if args.only in (None, "idle"):
+                    idle_growth(label, url_of, args.idle_sessions, args.idle_seconds, 2)
+                if args.only in ("catalog", "idle"):
                     continue
-                one = throughput(url_of, args.sessions, 1)
-                two = throughput(url_of, args.sessions, 2)
-                print(
-                    f"{label}: {args.sessions} sessions, 1 worker {one:.0f}/s, 2 workers "
-                    f"{two:.0f}/s ({two / one:.2f}x)"
-                )
+                dbos = load_dbos() if label == "PostgreSQL" else None
+                if label == "PostgreSQL" and dbos is None:
+                    print("DBOS is not installed (pip install -e '.[bench]'): no comparison")
+                fleet_figures(label, url_of, args.sessions, dbos)
                 seconds = takeover(url_of, args.lease_ms)
                 bound = args.lease_ms / 1000 + 1
                 print(

@@ -67,7 +67,12 @@ class Projection(Protocol):
 
     def apply(self, row: CatalogRow | None, key: str, events: Sequence[Event]) -> CatalogRow | None:
         """``row`` with ``events`` (committed, of one stream, in seq order) folded in;
-        None while the row has nothing to show yet. Pure: no I/O, no clock."""
+        None while the row has nothing to show yet. Pure: no I/O, no clock.
+
+        The streams of one key may be folded in any order of each other (appends fold
+        them in commit order, ``log verify`` stream by stream in the same pass as the
+        chains): what one stream decides must not depend on another's events having
+        come first (fields of its own, or a max)."""
         ...
 
 

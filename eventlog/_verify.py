@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ._catalog import Projection, compare, fold_store
+from ._catalog import CatalogRow, Projection, compare, fold_store
 from ._checkpoint import Checkpoint, check_chain
 from ._errors import BlobNotFoundError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
@@ -19,7 +19,7 @@ from ._tombstone import (
     decode_archived,
     decode_tombstones,
 )
-from ._types import EventStore, closing
+from ._types import Event, EventStore, closing
 
 #: Fault kinds, in the words the CLI prints.
 KINDS = {
@@ -145,6 +145,33 @@ def _malformed(row: Row) -> str | None:
     return None
 
 
+class CatalogFold:
+    """The catalog folded stream by stream from the rows verify checks, so a whole-log
+    verify reads the log once. A projection folds each stream's events into fields of
+    their own (eventlog/_catalog.py, :class:`Projection`), so this equals the fold in
+    commit order when every chain is whole; ``complete`` turns False when one is not
+    (its rows after the fault were not read), and the check folds the log again."""
+
+    def __init__(self, projection: Projection) -> None:
+        self.projection = projection
+        self.rows: dict[str, CatalogRow | None] = {}
+        self.complete = True
+
+    def feed(self, stream: str, rows: Sequence[Row]) -> None:
+        key = self.projection.key(stream)
+        if key is None:
+            return
+        events = [
+            Event(stream=stream, seq=r[0], position=0, type=r[1], recorded_at=r[2], body=r[3],
+                  prev_hash=r[4], hash=r[5])
+            for r in rows
+        ]  # fmt: skip
+        self.rows[key] = self.projection.apply(self.rows.get(key), key, events)
+
+    def folded(self) -> dict[str, CatalogRow]:
+        return {k: v for k, v in self.rows.items() if v is not None}
+
+
 class ChainCheck:
     """Checks one stream's rows in seq order, batch by batch (pure, no I/O).
 
@@ -153,7 +180,8 @@ class ChainCheck:
     ``grammar``, the rows the chain accepted are fed to it too; its first violation is
     ``violation`` (a chain fault stops the chain check, a violation does not). With
     ``references``, the digests the accepted rows reference are collected in
-    ``referenced`` (digest -> the first seq naming it).
+    ``referenced`` (digest -> the first seq naming it). With a ``catalog``, the accepted
+    rows are folded into it too (the whole-log verify's catalog check, in the same pass).
     """
 
     def __init__(
@@ -162,8 +190,10 @@ class ChainCheck:
         signed: dict[int, str] | None = None,
         grammar: StreamGrammar | None = None,
         references: References | None = None,
+        catalog: CatalogFold | None = None,
     ) -> None:
         self.stream = stream
+        self.catalog = catalog
         self.signed = signed or {}
         self.grammar = grammar
         self.references = references
@@ -210,6 +240,8 @@ class ChainCheck:
         self._check_grammar(rows)
         if self.references is not None and rows:
             self._collect(rows)
+        if self.catalog is not None and rows:
+            self.catalog.feed(self.stream, rows)
 
     def _collect(self, rows: Sequence[Row]) -> None:
         references, readers, referenced = self.references, self._readers, self.referenced
@@ -275,8 +307,8 @@ async def verify_stream(
     the sequence of its events; (events checked, the chain's fault, else the grammar's).
 
     ``signed`` maps seqs to the hashes a checkpoint signed for them. A store with a
-    ``check_chain(check, progress)`` method (the SQLite store) runs the check next to
-    its rows in a worker thread; others are read event by event.
+    ``check_chains(checks, progress)`` method (SQLite, PostgreSQL) runs the check next
+    to its rows in a worker thread; others are read event by event.
     """
     check = await _check_stream(store, stream, signed, progress, grammar)
     return check.count, check.fault or check.violation
@@ -288,29 +320,50 @@ async def _check_stream(
     signed: dict[int, str] | None,
     progress: Callable[[int], None] | None,
     grammar: Grammar | None,
-    references: References | None = None,
 ) -> ChainCheck:
-    check = ChainCheck(stream, signed, grammar(stream) if grammar is not None else None, references)
-    native = getattr(store, "check_chain", None)
+    rules = grammar(stream) if grammar is not None else None
+    (check,) = await _check_streams(store, [ChainCheck(stream, signed, rules)], progress)
+    return check
+
+
+#: Streams checked per call to a store's ``check_chains`` (one worker thread hop).
+CHAINS_PER_CALL = 256
+
+
+async def _check_streams(
+    store: EventStore, checks: Sequence[ChainCheck], progress: Callable[[int], None] | None
+) -> Sequence[ChainCheck]:
+    """Run ``checks`` (each stream's rows fed in seq order), then ``finish`` each. A
+    store with ``check_chains(checks, progress)`` (SQLite, PostgreSQL) runs them next
+    to its rows in a worker thread; others are read event by event."""
+    native = getattr(store, "check_chains", None)
     if native is not None:
-        await native(check, progress)
+        await native(checks, progress)
+        for check in checks:
+            check.finish()
+        return checks
+    for check in checks:
+        await _read_into(store, check, progress)
         check.finish()
-        return check
+    return checks
+
+
+async def _read_into(
+    store: EventStore, check: ChainCheck, progress: Callable[[int], None] | None
+) -> None:
     batch: list[Row] = []
-    async with closing(store.read(stream)) as events:
+    async with closing(store.read(check.stream)) as events:
         async for e in events:
             batch.append((e.seq, e.type, e.recorded_at, e.body, e.prev_hash, e.hash))
             if len(batch) == 1024:
                 if check.feed(batch):
-                    return check
+                    return
                 if progress is not None:
                     progress(len(batch))
                 batch = []
     check.feed(batch)
     if progress is not None:
         progress(len(batch))
-    check.finish()
-    return check
 
 
 def blob_fault(digest: object, data: object) -> Fault | None:
@@ -418,14 +471,26 @@ async def verify_strays(
     return listed, more
 
 
-async def verify_catalog(store: EventStore, projection: Projection) -> list[Fault]:
-    """A ``catalog`` fault for each row that differs from the fold (only for a store
-    whose catalog claims to be current: a log without one has nothing to check)."""
+async def catalog_kept(store: EventStore) -> bool:
+    """Whether ``store``'s catalog claims to be current (else there is nothing to check)."""
     built = getattr(store, "catalog_built", None)
-    if built is None or not await built():
+    return built is not None and bool(await built())
+
+
+async def verify_catalog(
+    store: EventStore, projection: Projection, fold: CatalogFold | None = None
+) -> list[Fault]:
+    """A ``catalog`` fault for each row that differs from the fold (only for a store
+    whose catalog claims to be current: a log without one has nothing to check). With
+    a complete ``fold`` (made by verify's chain pass), the log is not read again."""
+    if not await catalog_kept(store):
         return []
     stored = await store.read_catalog()  # type: ignore[attr-defined]
-    differences = compare(stored, await fold_store(store, projection))
+    if fold is not None and fold.complete:
+        folded = fold.folded()
+    else:
+        folded = await fold_store(store, projection)
+    differences = compare(stored, folded)
     return [
         Fault(kind="catalog", stream=None, seq=None, detail=f"{d}: {KINDS['catalog']}; "
               "`skillog log reindex` rebuilds it from the log")
@@ -556,26 +621,46 @@ async def verify(
     strays: list[Fault] = []
     unlisted = 0
     referenced: dict[str, tuple[str, int]] = {}
-    for stream in sorted(present | set(signed)):
-        if stream not in present:
-            stone = stones.get(stream)
-            if stone is None:
-                detail = f"signed up to seq {max(signed[stream])} but absent from the log"
-                faults.append(Fault(kind="stream_missing", stream=stream, seq=None, detail=detail))
-            else:
-                faults += archived_against_signed(stone, signed[stream])
-            continue
-        check = await _check_stream(
-            store, stream, signed.get(stream), progress, grammar, references
-        )
-        total += check.count
-        faults += [f for f in (check.fault, check.violation) if f is not None]
-        for digest, seq in check.referenced.items():
-            referenced.setdefault(digest, (stream, seq))
-        if streams is not None:
-            listed, more = await verify_strays(store, check.count, stream)
-            strays += listed
-            unlisted += more
+    fold = None
+    if projection is not None and streams is None and await catalog_kept(store):
+        fold = CatalogFold(projection)
+    names = sorted(present | set(signed))
+    for start in range(0, len(names), CHAINS_PER_CALL):
+        chunk = names[start : start + CHAINS_PER_CALL]
+        checks = {
+            stream: ChainCheck(
+                stream,
+                signed.get(stream),
+                grammar(stream) if grammar is not None else None,
+                references,
+                fold,
+            )
+            for stream in chunk
+            if stream in present
+        }
+        await _check_streams(store, list(checks.values()), progress)
+        for stream in chunk:
+            check = checks.get(stream)
+            if check is None:
+                stone = stones.get(stream)
+                if stone is None:
+                    detail = f"signed up to seq {max(signed[stream])} but absent from the log"
+                    faults.append(
+                        Fault(kind="stream_missing", stream=stream, seq=None, detail=detail)
+                    )
+                else:
+                    faults += archived_against_signed(stone, signed[stream])
+                continue
+            if fold is not None and check.fault is not None:
+                fold.complete = False
+            total += check.count
+            faults += [f for f in (check.fault, check.violation) if f is not None]
+            for digest, seq in check.referenced.items():
+                referenced.setdefault(digest, (stream, seq))
+            if streams is not None:
+                listed, more = await verify_strays(store, check.count, stream)
+                strays += listed
+                unlisted += more
     if streams is None:
         strays, unlisted = await verify_strays(store, total)
         blobs, found = await verify_blobs(store, referenced)
@@ -583,7 +668,7 @@ async def verify(
         blobs, found = await verify_referenced(store, referenced)
     faults += strays + found
     if projection is not None and streams is None:
-        faults += await verify_catalog(store, projection)
+        faults += await verify_catalog(store, projection, fold)
     if streams is None:
         faults += await verify_tombstones(store, stones, present)
     return VerifyReport(

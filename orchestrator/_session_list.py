@@ -1,6 +1,7 @@
 """Sessions as rows: the read model behind ``skillog sessions``, the service's session
 list and the console. From the session catalog when the log keeps one (each row the
-fold of a session's events, orchestrator/_catalog.py); else folded from every stream.
+fold of a session's events, orchestrator/_catalog.py); else the same rows folded from
+the log in one pass (a log from before the catalog, opened read-only).
 """
 
 from __future__ import annotations
@@ -10,13 +11,10 @@ from datetime import UTC, datetime
 import msgspec
 
 from eventlog import EventStore
-from eventlog._catalog import CatalogRow, Listing
+from eventlog._catalog import CatalogRow, Listing, fold_store, matches
 
-from ._catalog import SessionEntry, catalog_current, entry_of
-from ._events import CODEC
-from ._fleet import lease_history
-from ._state import SessionState, apply
-from ._streams import is_session_stream
+from ._catalog import SESSIONS, SessionEntry, catalog_current, entry_of
+from ._state import SessionState
 
 STATES = ("running", "awaiting_approval", "resumable", "ended")
 """The states a session listing filters on (``--status``, ``?status=``)."""
@@ -57,26 +55,24 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
 async def session_rows(store: EventStore, listing: Listing | None = None) -> list[SessionRow]:
     """The sessions ``listing`` asks for (every one by default), most recent first:
     who, when, how far, where it stands. From the session catalog when the log keeps
-    one (its rows are the fold of each session's events); else folded from every
-    stream (a log written before the catalog, opened read-only)."""
+    one (its rows are the fold of each session's events).
+
+    Else (a log written before the catalog, or by a program without it, opened
+    read-only) the catalog's own fold is run over the log once, in memory, and
+    filtered as the table would be: the same rows as after ``skillog log reindex``,
+    at the cost of reading the whole log (:func:`catalog_current` tells a caller which,
+    to say so)."""
     listing = listing or Listing(limit=None)
     if await catalog_current(store):
         found = await store.list_catalog(listing)  # type: ignore[attr-defined]
         return [session_row(row) for row in found if row.status]
-    rows = [row for row in await _scan_rows(store) if _wanted(row, listing)]
-    return rows[: listing.limit] if listing.limit is not None else rows
-
-
-def _wanted(row: SessionRow, listing: Listing) -> bool:
-    if listing.status and row.state not in listing.status:
-        return False
-    if listing.since is not None and row.started_ns < listing.since:
-        return False
-    if listing.search and listing.search.casefold() not in row.task.casefold():
-        return False
-    if listing.pending_only and not row.pending_approvals:
-        return False
-    return listing.after is None or (row.started_ns, row.session) < listing.after
+    folded = (await fold_store(store, SESSIONS)).values()
+    rows = sorted(
+        (row for row in folded if row.status and matches(row, listing)),
+        key=lambda row: (row.created_at, row.key),
+        reverse=True,
+    )
+    return [session_row(row) for row in rows[: listing.limit]]
 
 
 def session_row(row: CatalogRow) -> SessionRow:
@@ -102,45 +98,6 @@ def session_row(row: CatalogRow) -> SessionRow:
         submitter=entry.submitter,
         policy=entry.policy,
     )
-
-
-async def _scan_rows(store: EventStore) -> list[SessionRow]:
-    rows: list[tuple[int, str, SessionRow]] = []
-    for info in await store.streams():
-        if not is_session_stream(info.stream):
-            continue
-        state = SessionState(info.stream)
-        async for event in store.read(info.stream):
-            apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
-        if state.config is None:
-            continue
-        fork = state.forked_from
-        row = SessionRow(
-            session=info.stream,
-            started=when(info.first_recorded_at),
-            model=f"{state.config.provider}:{state.config.model}",
-            turns=state.turn,
-            events=info.length,
-            status=status_text(state),
-            workers=tuple(await lease_history(store, info.stream)),
-            state=state.status,
-            end_reason=state.ended.reason if state.ended is not None else None,
-            pending_approvals=len(state.pending_approvals),
-            started_ns=info.first_recorded_at,
-            forked_from=fork.from_session if fork is not None else None,
-            fork_at_seq=fork.at_seq if fork is not None else None,
-            task=_task(state),
-        )
-        rows.append((info.first_recorded_at, info.stream, row))
-    rows.sort(reverse=True)
-    return [row for _, _, row in rows]
-
-
-def _task(state: SessionState) -> str:
-    first = next((m for m in state.messages if m.role == "user"), None)
-    if first is None:
-        return ""
-    return "".join(getattr(p, "text", "") for p in first.parts)
 
 
 def entry_status_text(entry: SessionEntry) -> str:

@@ -35,7 +35,7 @@ from eventlog import (
 )
 from eventlog._catalog import DEFAULT_LIMIT, Listing
 
-from .._catalog import open_log
+from .._catalog import catalog_current, open_log
 from .._effects import ApprovalDecision, ApprovalRequest, Approver
 from .._events import (
     CODEC,
@@ -320,6 +320,13 @@ async def _sessions(args: argparse.Namespace) -> int:
     )
     async with open_store(args.db, readonly=True) as store:
         rows = await session_rows(store, listing)
+        if not await catalog_current(store):
+            print(
+                f"(no session catalog in {describe_db(args.db)}, which is from before it or "
+                "was written without it: listed by reading the whole log; `skillog log "
+                "reindex` builds it once, then listings read the index)",
+                file=sys.stderr,
+            )
     more = limit is not None and len(rows) > limit
     rows = rows[:limit]
     if more:

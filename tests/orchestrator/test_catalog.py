@@ -16,6 +16,7 @@ import trio
 
 from eventlog import EventStore, MemoryStore, import_jsonl, open_sqlite_store, open_store, verify
 from eventlog._catalog import Claim, CursorError, Listing, decode_cursor, fold_store
+from eventlog._verify import CatalogFold
 from orchestrator import Agent
 from orchestrator._catalog import SESSIONS, entry_of, open_log
 from orchestrator._events import CODEC, LeaseAcquired
@@ -49,6 +50,14 @@ async def assert_equals_fold(store: EventStore) -> None:
     stored = {r.key: r.folded() for r in await store.read_catalog()}  # type: ignore[attr-defined]
     folded = {k: r.folded() for k, r in (await fold_store(store, SESSIONS)).items()}
     assert stored == folded
+    # verify folds stream by stream, in stream-id order (a lease stream after or before
+    # its session's), in its one pass over the chains: the same rows as commit order.
+    by_stream = CatalogFold(SESSIONS)
+    for info in sorted(await store.streams(), key=lambda i: i.stream, reverse=True):
+        rows = [(e.seq, e.type, e.recorded_at, e.body, e.prev_hash, e.hash)
+                async for e in store.read(info.stream)]  # fmt: skip
+        by_stream.feed(info.stream, rows)
+    assert {k: r.folded() for k, r in by_stream.folded().items()} == folded
     report = await verify(store, grammar=session_grammar, projection=SESSIONS)
     assert report.ok, report.faults
 
@@ -272,3 +281,29 @@ async def test_a_postgres_worker_wakes_on_notify_not_on_its_poll(pg_dsn: str) ->
                     await trio.sleep(0.02)
             stop.set()
         assert worker.finished == [("late", "ended")]
+
+
+async def test_a_log_without_a_catalog_lists_the_rows_reindex_would_build(tmp_path: Path) -> None:
+    """Opened read-only, a log from before the catalog is listed by the catalog's own
+    fold (one pass, in memory): the same rows, filters and order as the index after
+    ``log reindex``; the CLI says which it did."""
+    db = tmp_path / "old.db"
+    async with open_sqlite_store(db) as plain:  # no projection: no catalog kept
+        await import_jsonl(plain, str(GOLDEN / "approvals.jsonl"))
+        for i in range(3):
+            await agent().run(plain, f"task {i}", session_id=f"s{i}")
+    listings = [Listing(limit=None), Listing(limit=2), Listing(status=("ended",)),
+                Listing(search="TASK 1")]  # fmt: skip
+    async with open_store(db, readonly=True) as store:
+        assert not await store.catalog_built()  # type: ignore[attr-defined]
+        folded = [await session_rows(store, listing) for listing in listings]
+    note = await trio.run_process([*CLI, "sessions", "--db", str(db)], capture_stdout=True,
+                                  capture_stderr=True)  # fmt: skip
+    assert b"no session catalog" in note.stderr, note.stderr
+    async with open_log(db) as store:  # read-write: the catalog is built at open
+        indexed = [await session_rows(store, listing) for listing in listings]
+    assert folded == indexed
+    assert [len(folded[0]), len(folded[1]), len(folded[3])] == [4, 2, 1]
+    out = await trio.run_process([*CLI, "sessions", "--db", str(db)], capture_stdout=True,
+                                 capture_stderr=True)  # fmt: skip
+    assert b"no session catalog" not in out.stderr
