@@ -43,6 +43,7 @@ from ._effects import LiveEffects as LiveEffects
 from ._effects import LoadedSkill as LoadedSkill
 from ._effects import McpOutcome as McpOutcome
 from ._effects import Reconciler as Reconciler
+from ._effects import ServerRequests as ServerRequests
 from ._effects import SkillUnavailableError as SkillUnavailableError
 from ._effects import deny_all as deny_all
 from ._events import CODEC as CODEC
@@ -58,6 +59,8 @@ from ._events import ContextPolicy as ContextPolicy
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import McpResult as McpResult
+from ._events import McpSampleAnswered as McpSampleAnswered
+from ._events import McpSampled as McpSampled
 from ._events import McpServerFailed as McpServerFailed
 from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
@@ -181,6 +184,8 @@ __all__ = [
     "LoadedSkill",
     "McpOutcome",
     "McpResult",
+    "McpSampleAnswered",
+    "McpSampled",
     "McpServerFailed",
     "McpToolDef",
     "McpToolRules",
@@ -209,6 +214,7 @@ __all__ = [
     "ScriptRequest",
     "ScriptResult",
     "ScriptStarted",
+    "ServerRequests",
     "Session",
     "SessionEnded",
     "SessionForked",

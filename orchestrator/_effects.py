@@ -25,6 +25,7 @@ from eventlog import SkillogError
 
 from ._events import McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
+from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._state import ActiveSkill
 from ._visibility import Predicate, RefreshContext, catalog_changes, visible
 from .scripts import ScriptRequest, ScriptResult, WorkdirError, materialize, run_script
@@ -159,6 +160,16 @@ def mcp_gone(recorded: Mapping[str, McpStatus], connected: Collection[str]) -> l
     ]
 
 
+class ServerRequests(Protocol):
+    """What an MCP server may ask the client while one of its calls runs, answered by
+    the runtime (``_mcp_sampling``) and recorded in the call's session."""
+
+    async def sample(self, params: bytes) -> tuple[bytes | None, str | None]:
+        """A ``sampling/createMessage`` request (its parameters as canonical JSON):
+        the result to send (canonical JSON), or the error message to answer with."""
+        ...
+
+
 class McpClients(Protocol):
     """The session's MCP servers, connected (``orchestrator.mcp``)."""
 
@@ -173,6 +184,7 @@ class McpClients(Protocol):
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome: ...
 
 
@@ -201,6 +213,11 @@ class Effects(Protocol):
         that became unusable. Recorded before the next prompt."""
         ...
 
+    async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
+        """The session's model's answer to an MCP server's sampling request (the
+        ``index``-th of the call ``call_id``); raises :class:`ModelError`."""
+        ...
+
     async def call_mcp(
         self,
         server: str,
@@ -210,6 +227,7 @@ class Effects(Protocol):
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome: ...
 
 
@@ -288,6 +306,8 @@ class LiveEffects:
         self.bwrap = bwrap
         # The connected MCP servers while a session runs (Agent.run / resume).
         self.mcp: McpClients | None = None
+        # The session's model, for MCP servers' sampling requests (Agent sets it).
+        self.model: ModelAdapter | None = None
         # Private copies of skills for scripts: a shared cache_dir is safe across tasks
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
@@ -462,6 +482,7 @@ class LiveEffects:
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome:
         if self.mcp is None:
             message = (
@@ -470,8 +491,19 @@ class LiveEffects:
             )
             return McpOutcome(content=message, stored=b"", size=0, failure="unavailable")
         return await self.mcp.call(
-            server, tool, arguments, context, stored_cap=stored_cap, model_cap=model_cap
+            server,
+            tool,
+            arguments,
+            context,
+            stored_cap=stored_cap,
+            model_cap=model_cap,
+            requests=requests,
         )
+
+    async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
+        if self.model is None:
+            raise ModelError("no model is connected in this process to answer sampling")
+        return await self.model.complete(request)
 
     def close(self) -> None:
         if self._workdir is not None:

@@ -79,9 +79,15 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     """Policy for MCP servers' tools (``policy.mcp``). ``approve``: the MCP tools that
     need an approval, named as in ``allowed-tools``: ``mcp__github`` (every tool of the
     server), ``mcp__github__create_*``, ``mcp__github__create_issue``, ``mcp__*`` (every
-    MCP tool); ``approve_host_tools`` may name them too."""
+    MCP tool); ``approve_host_tools`` may name them too. ``sampling``: the servers
+    (by name, ``*`` for every one) whose ``sampling/createMessage`` requests the
+    session's model answers during their calls (docs/mcp.md); other servers' requests
+    are refused, and recorded. ``max_samples_per_call``: the most a server may ask
+    during one call; later ones are refused, and recorded."""
 
     approve: tuple[str, ...] = ()
+    sampling: tuple[str, ...] = ()
+    max_samples_per_call: int = 4
 
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -594,6 +600,38 @@ class McpResult(Event, frozen=True, kw_only=True):
     notes: str | None = None
 
 
+class McpSampled(Event, frozen=True, kw_only=True):
+    """An MCP server asked, during the call ``call_id``, for the session's model to
+    answer (``sampling/createMessage``), its ``index``-th request of the call: its
+    parameters as it sent them (canonical JSON) are the blob ``params``; ``allowed``
+    whether policy let the model answer, ``reason`` why not. Committed before the
+    model is asked (write-ahead); ``request_hash`` is the sha256 of the canonical
+    model request made of it (empty when refused before one was made)."""
+
+    event_type: ClassVar[str] = "mcp.sampled"
+    call_id: str
+    server: str
+    index: int
+    params: str
+    allowed: bool
+    request_hash: str = ""
+    reason: str = ""
+
+
+class McpSampleAnswered(Event, frozen=True, kw_only=True):
+    """The model's answer to the sampling request ``index`` of the call ``call_id``
+    (its usage counts towards the session's budget), or ``error`` when the model call
+    failed; the server received the answer or the error."""
+
+    event_type: ClassVar[str] = "mcp.sample_answered"
+    call_id: str
+    server: str
+    index: int
+    response: ModelResponse | None = None
+    error: str | None = None
+    duration_ms: int = 0
+
+
 class Replacement(msgspec.Struct, frozen=True, kw_only=True):
     """One tool result a compaction replaced: the ``call_id`` of the result in the
     history message at ``message`` (its index), the sha256 and size in bytes of the
@@ -716,6 +754,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpToolsListed,
     McpServerFailed,
     McpResult,
+    McpSampled,
+    McpSampleAnswered,
     ToolImages,
     LeaseAcquired,
     LeaseRenewed,

@@ -192,6 +192,8 @@ _CALL_EVENTS = frozenset(
     {
         "policy.denied",
         "mcp.result",
+        "mcp.sampled",
+        "mcp.sample_answered",
         "resource.read",
         "tool.images",
         "script.started",

@@ -151,6 +151,7 @@ class Agent:
                 watcher=self.watch,
                 trusted_signers=self.trusted_signers,
             )
+            self._effects.model = self.model  # MCP servers' sampling requests
         return self._effects
 
     def session_config(self) -> SessionStarted:

@@ -24,6 +24,7 @@ from ._events import (
     CatalogSnapshot,
     ContextCompacted,
     Event,
+    McpSampleAnswered,
     McpServerFailed,
     McpToolDef,
     McpToolsListed,
@@ -312,6 +313,14 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
                 if state.pending_calls
                 else None
             )
+        case McpSampleAnswered() if event.response is not None:
+            # An MCP server's sampling request answered by the session's model: its
+            # tokens count towards the budget (not towards the history's size).
+            usage = event.response.usage
+            state.input_tokens += usage.input_tokens
+            state.output_tokens += usage.output_tokens
+            state.cache_read_tokens += usage.cache_read_input_tokens
+            state.cache_write_tokens += usage.cache_creation_input_tokens
         case ModelFailed() if event.kind == "context_overflow":
             # The request did not fit: it is closed, and the same turn is rendered
             # again after a compaction (or the session ends).

@@ -31,10 +31,16 @@ from orchestrator import (
     LoadedSkill,
     McpOutcome,
     McpResult,
+    McpSampleAnswered,
+    McpSampled,
     McpServerFailed,
     McpToolsListed,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
     PromptRendered,
     ScriptExecuted,
+    ServerRequests,
     SessionEnded,
     SessionSuspended,
     SkillActivated,
@@ -73,6 +79,8 @@ class RecordedEffects:
         self._tools: dict[str, ToolCompleted] = {}
         self._mcp_results: dict[str, McpResult] = {}
         self._mcp_listings: list[int] = []
+        self._samples: dict[str, list[McpSampled]] = {}
+        self._answers: dict[tuple[str, int], McpSampleAnswered] = {}
         self._approvals: dict[str, ApprovalResolved] = {}
         self._remembered: dict[str, ApprovalRemembered] = {}
         self._suspended: set[str] = set()  # calls decided only after the session suspended
@@ -94,6 +102,10 @@ class RecordedEffects:
                     self._mcp_results[body.call_id] = body
                 case McpToolsListed() | McpServerFailed():
                     self._mcp_listings.append(seq)
+                case McpSampled():
+                    self._samples.setdefault(body.call_id, []).append(body)
+                case McpSampleAnswered():
+                    self._answers[body.call_id, body.index] = body
                 case _:
                     pass
         self._bodies = bodies
@@ -220,7 +232,13 @@ class RecordedEffects:
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome:
+        if requests is not None:
+            # What the server asked during the call, asked again in the recorded
+            # order: the runtime's code decides and records as it did.
+            for sampled in self._samples.get(context.call_id, ()):
+                await requests.sample(await self._store.get_blob(sampled.params))
         result = self._mcp_results.get(context.call_id)
         done = self._tools.get(context.call_id)
         if result is None or done is None or (result.server, result.tool) != (server, tool):
@@ -236,6 +254,14 @@ class RecordedEffects:
             failure=result.failure,
             notes=await self._store.get_blob(result.notes) if result.notes else b"",
         )
+
+    async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
+        answered = self._answers.get((call_id, index))
+        if answered is None:
+            raise ModelError(f"{NO_RECORDING} answer to sampling request {index} of {call_id!r}")
+        if answered.response is None:
+            raise ModelError(answered.error or "the model failed")
+        return answered.response
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         if request.call_id in self._suspended:

@@ -28,12 +28,13 @@ import trio
 
 from eventlog import SkillogError
 
-from .._effects import McpOutcome, McpStatus, mcp_gone
+from .._effects import McpOutcome, McpStatus, ServerRequests, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from .._model import encode_canonical
 from ..skills import McpServerConfig
 from ._listing import tools_listed
+from ._requests import answer_sampling
 from ._results import failure, outcome_of
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
@@ -90,11 +91,19 @@ class McpServers:
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome:
         found = self._servers.get(server)
         if found is None:
             return failure("unavailable", f"there is no MCP server {server!r} in this process")
-        return await found.call(tool, arguments, context, stored_cap, model_cap)
+        if requests is None:
+            return await found.call(tool, arguments, context, stored_cap, model_cap)
+        # While the call runs, what its server asks goes to ``requests`` (_requests).
+        found.inflight[context.call_id] = requests
+        try:
+            return await found.call(tool, arguments, context, stored_cap, model_cap)
+        finally:
+            found.inflight.pop(context.call_id, None)
 
 
 @contextlib.asynccontextmanager
@@ -142,6 +151,7 @@ class _Server:
         self._list_changed = False
         self._reported = False
         self._log: list[dict[str, Any]] = []
+        self.inflight: dict[str, ServerRequests] = {}  # running calls, oldest first
 
     def close(self) -> None:
         self._closed.set()
@@ -158,6 +168,7 @@ class _Server:
                     streams[1],
                     message_handler=self._on_message,
                     logging_callback=self._on_log,
+                    sampling_callback=self._on_sampling,
                     client_info=client_info(),
                 ) as session,
             ):
@@ -221,6 +232,9 @@ class _Server:
         text = data if isinstance(data, str) else data.decode()
         note = {"level": params.level, "logger": params.logger, "data": text[:MAX_NOTE_CHARS]}
         self._log = [*self._log[-(MAX_NOTES - 1) :], note]
+
+    async def _on_sampling(self, context: Any, params: Any) -> Any:
+        return await answer_sampling(self.inflight, params)
 
     def _fail(self, stage: Any, error: str) -> None:
         if not isinstance(self._status, McpServerFailed):

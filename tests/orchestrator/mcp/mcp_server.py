@@ -14,7 +14,9 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
 - ``modern``: what newer servers do (server-everything among them): says its tool
   list changed while the client connects; ``whoami`` (the client's ``clientInfo``),
   ``job`` (callable only as a task), ``chart`` (an image), ``steps`` (progress
-  notifications and log messages before it answers); ``write`` (idempotentHint).
+  notifications and log messages before it answers); ``write`` (idempotentHint);
+  ``ask`` (asks the client to sample ``question`` ``times`` times, answers with what
+  came back, errors included), ``ask_image`` (asks to sample an image).
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
@@ -82,6 +84,8 @@ MODERN = [
     _tool("chart", OBJECT, read_only_hint=True),
     _tool("steps", _schema(count={"type": "integer"}), read_only_hint=True),
     _tool("write", _schema(text={"type": "string"}), idempotent_hint=True),
+    _tool("ask", _schema(question={"type": "string"}, times={"type": "integer"})),
+    _tool("ask_image", OBJECT),
 ]
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/"
@@ -141,6 +145,37 @@ def build(kind: str) -> Server[Any]:
                     )
                 await ctx.session.send_log_message("info", f"did step {step + 1}", "steps")
             return _text(f"{count} steps")
+        if name == "ask":
+            answers = []
+            for _ in range(int(args.get("times", 1))):
+                try:
+                    answer = await ctx.session.create_message(
+                        messages=[
+                            types.SamplingMessage(
+                                role="user", content=types.TextContent(text=args["question"])
+                            )
+                        ],
+                        max_tokens=50,
+                        system_prompt="Answer briefly.",
+                        temperature=0.5,
+                    )
+                    answers.append(f"{answer.model}: {answer.content.text}")
+                except Exception as e:
+                    answers.append(f"refused: {e}")
+            return _text("\n".join(answers))
+        if name == "ask_image":
+            try:
+                await ctx.session.create_message(
+                    messages=[
+                        types.SamplingMessage(
+                            role="user", content=types.ImageContent(data=PNG, mime_type="image/png")
+                        )
+                    ],
+                    max_tokens=50,
+                )
+                return _text("sampled")
+            except Exception as e:
+                return _text(f"refused: {e}")
         if name == "screenshot":
             return types.CallToolResult(
                 content=[

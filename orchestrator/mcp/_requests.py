@@ -1,0 +1,47 @@
+"""What a server asks skillog while its calls run (``sampling/createMessage``), handed
+to the runtime's handler of the call it belongs to (``ServerRequests``).
+
+MCP does not say which call a server's request belongs to (over stdio nothing links
+them), so it goes to the server's oldest call still running; a request while none runs
+is refused: skillog answers its servers only on behalf of a call its session made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .._effects import ServerRequests
+from .._mcp_sampling import MAX_PARAMS_BYTES, oversize_marker
+from .._model import encode_canonical
+
+REFUSED = -1
+"""The JSON-RPC error code of a refused request (the MCP specification's examples use
+it for a refusal by the user)."""
+
+
+def pick(inflight: Mapping[str, ServerRequests]) -> ServerRequests | None:
+    """The handler of the server's oldest call still running."""
+    return next(iter(inflight.values()), None)
+
+
+async def answer_sampling(inflight: Mapping[str, ServerRequests], params: Any) -> Any:
+    """The SDK's sampling callback's answer: the result, or the error to send."""
+    from mcp.types import CreateMessageResult, ErrorData
+
+    handler = pick(inflight)
+    if handler is None:
+        return ErrorData(
+            code=REFUSED,
+            message="skillog answers sampling requests only while one of your tool calls runs",
+        )
+    wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+    params = encode_canonical(wire)
+    if len(params) > MAX_PARAMS_BYTES:
+        params = oversize_marker(len(params))
+    result, error = await handler.sample(params)
+    if result is None:
+        return ErrorData(code=REFUSED, message=error or "refused")
+    return CreateMessageResult.model_validate(msgspec.json.decode(result))
