@@ -14,10 +14,12 @@ import pytest
 import trio
 
 from eventlog import open_sqlite_store
-from orchestrator import Agent
+from orchestrator import Agent, McpToolRules, PolicyConfig
 from orchestrator._events import (
     CODEC,
     McpResult,
+    McpSampleAnswered,
+    McpSampled,
     McpToolsListed,
     ToolCompleted,
     ToolImages,
@@ -41,7 +43,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("trigger-long-running-operation", {"duration": 1, "steps": 4}),
     ("toggle-subscriber-updates", {}),
     ("get-env", {}),
+    ("trigger-sampling-request", {"prompt": "say hi", "maxTokens": 20}),
 ]
+SAMPLED = "hi from the session's model"
+"""What the scripted model answers server-everything's sampling request."""
 
 
 @pytest.fixture
@@ -64,11 +69,16 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     turns: list[dict[str, Any]] = [
         {"tool_calls": [{"name": f"mcp__everything__{name}", "arguments": a}]} for name, a in CALLS
     ]
+    # the sampling request comes during its call: the model's next answer is its
+    turns.insert(len(CALLS), {"text": SAMPLED})
     turns.append({"text": "done"})
     db = tmp_path / "log.db"
     async with open_sqlite_store(db) as store:
         session = await Agent(
-            model=ScriptedModel(turns), model_name="test-model", mcp_servers=[server]
+            model=ScriptedModel(turns),
+            model_name="test-model",
+            mcp_servers=[server],
+            policy=PolicyConfig(mcp=McpToolRules(sampling=("everything",))),
         ).run(store, "try every tool of server-everything")
         events = [CODEC.decode(e) async for e in store.read(session.id)]
         results = [e for e in events if isinstance(e, McpResult)]
@@ -91,6 +101,11 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     # the images reach the model as images
     images = [e for e in events if isinstance(e, ToolImages)]
     assert len(images) == 2 and {i.images[0].media_type for i in images} == {"image/png"}
+    # its sampling request answered by the session's model, recorded both ways
+    (sampled,) = [e for e in events if isinstance(e, McpSampled)]
+    (answered,) = [e for e in events if isinstance(e, McpSampleAnswered)]
+    assert sampled.allowed and answered.response is not None
+    assert SAMPLED in by_tool["trigger-sampling-request"].content
     # progress of the long-running operation, kept with its result
     assert len(notes["trigger-long-running-operation"]["progress"]) == 4
 
