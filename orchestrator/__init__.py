@@ -59,6 +59,8 @@ from ._events import ContextPolicy as ContextPolicy
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import McpResult as McpResult
+from ._events import McpRoot as McpRoot
+from ._events import McpRootsChanged as McpRootsChanged
 from ._events import McpSampleAnswered as McpSampleAnswered
 from ._events import McpSampled as McpSampled
 from ._events import McpServerFailed as McpServerFailed
@@ -184,6 +186,8 @@ __all__ = [
     "LoadedSkill",
     "McpOutcome",
     "McpResult",
+    "McpRoot",
+    "McpRootsChanged",
     "McpSampleAnswered",
     "McpSampled",
     "McpServerFailed",

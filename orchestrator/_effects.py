@@ -23,7 +23,7 @@ import trio
 
 from eventlog import SkillogError
 
-from ._events import McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
+from ._events import McpRoot, McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._state import ActiveSkill
@@ -173,6 +173,8 @@ class ServerRequests(Protocol):
 class McpClients(Protocol):
     """The session's MCP servers, connected (``orchestrator.mcp``)."""
 
+    async def set_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None: ...
+
     async def changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]: ...
 
     async def call(
@@ -211,6 +213,10 @@ class Effects(Protocol):
         """What the MCP servers offer now that the log (``recorded``) does not say yet:
         a listing per server that connected or changed its tools, a failure per server
         that became unusable. Recorded before the next prompt."""
+        ...
+
+    async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        """Tell the MCP servers whose roots (as the log says them) changed."""
         ...
 
     async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
@@ -499,6 +505,10 @@ class LiveEffects:
             model_cap=model_cap,
             requests=requests,
         )
+
+    async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        if self.mcp is not None:
+            await self.mcp.set_roots(roots)
 
     async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
         if self.model is None:

@@ -83,11 +83,14 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     (by name, ``*`` for every one) whose ``sampling/createMessage`` requests the
     session's model answers during their calls (docs/mcp.md); other servers' requests
     are refused, and recorded. ``max_samples_per_call``: the most a server may ask
-    during one call; later ones are refused, and recorded."""
+    during one call; later ones are refused, and recorded. ``roots``: the servers (by
+    name, ``*``) told the active skills' folders as ``roots/list``; others are told
+    none."""
 
     approve: tuple[str, ...] = ()
     sampling: tuple[str, ...] = ()
     max_samples_per_call: int = 4
+    roots: tuple[str, ...] = ()
 
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -632,6 +635,23 @@ class McpSampleAnswered(Event, frozen=True, kw_only=True):
     duration_ms: int = 0
 
 
+class McpRoot(msgspec.Struct, frozen=True, kw_only=True):
+    """One root an MCP server is told: a ``file://`` URI and its name (the skill's)."""
+
+    uri: str
+    name: str
+
+
+class McpRootsChanged(Event, frozen=True, kw_only=True):
+    """What an MCP server is told from now on when it asks ``roots/list`` (the active
+    skills' folders policy lets it see), recorded between turns before the server is
+    sent ``notifications/roots/list_changed``."""
+
+    event_type: ClassVar[str] = "mcp.roots_changed"
+    server: str
+    roots: tuple[McpRoot, ...]
+
+
 class Replacement(msgspec.Struct, frozen=True, kw_only=True):
     """One tool result a compaction replaced: the ``call_id`` of the result in the
     history message at ``message`` (its index), the sha256 and size in bytes of the
@@ -756,6 +776,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpResult,
     McpSampled,
     McpSampleAnswered,
+    McpRootsChanged,
     ToolImages,
     LeaseAcquired,
     LeaseRenewed,

@@ -24,6 +24,8 @@ from ._events import (
     CatalogSnapshot,
     ContextCompacted,
     Event,
+    McpRoot,
+    McpRootsChanged,
     McpSampleAnswered,
     McpServerFailed,
     McpToolDef,
@@ -172,6 +174,7 @@ class SessionState(ActiveSkills):
         "hidden",
         "history_rewrites",
         "input_tokens",
+        "mcp_roots",
         "mcp_servers",
         "mcp_tools",
         "messages",
@@ -226,6 +229,7 @@ class SessionState(ActiveSkills):
         # session's names, in server-name then server order.
         self.mcp_servers: dict[str, McpToolsListed | McpServerFailed] = {}
         self.mcp_tools: dict[str, McpToolDef] = {}
+        self.mcp_roots: dict[str, tuple[McpRoot, ...]] = {}  # what each server is told
         # The context budget (``_context``): the (message index, call id) of the
         # results a compaction replaced, how many compactions rewrote the history, the
         # turn whose request the provider last refused as too long, and the anchor of
@@ -252,6 +256,7 @@ class SessionState(ActiveSkills):
         self.grants = list(self.grants)
         self.mcp_servers = dict(self.mcp_servers)
         self.mcp_tools = dict(self.mcp_tools)
+        self.mcp_roots = dict(self.mcp_roots)
         self.cleared = set(self.cleared)
         if self.turn_progress is not None:
             self.turn_progress = self.turn_progress.copy()
@@ -358,6 +363,8 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case McpToolsListed() | McpServerFailed():
             state.mcp_servers[event.server] = event
             state.mcp_tools = mcp_tools(state.mcp_servers)
+        case McpRootsChanged():
+            state.mcp_roots[event.server] = event.roots
         case SessionSuspended():
             state.status = "awaiting_approval" if state.pending_approvals else "resumable"
         case SessionEnded():

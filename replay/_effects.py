@@ -31,6 +31,7 @@ from orchestrator import (
     LoadedSkill,
     McpOutcome,
     McpResult,
+    McpRoot,
     McpSampleAnswered,
     McpSampled,
     McpServerFailed,
@@ -254,6 +255,9 @@ class RecordedEffects:
             failure=result.failure,
             notes=await self._store.get_blob(result.notes) if result.notes else b"",
         )
+
+    async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        pass  # no server to tell: the roots are in the recording
 
     async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
         answered = self._answers.get((call_id, index))

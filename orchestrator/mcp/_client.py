@@ -29,12 +29,12 @@ import trio
 from eventlog import SkillogError
 
 from .._effects import McpOutcome, McpStatus, ServerRequests, mcp_gone
-from .._events import McpServerFailed, McpToolsListed
+from .._events import McpRoot, McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from .._model import encode_canonical
 from ..skills import McpServerConfig
 from ._listing import tools_listed
-from ._requests import answer_sampling
+from ._requests import answer_roots, answer_sampling, roots_changed
 from ._results import failure, outcome_of
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
@@ -81,6 +81,12 @@ class McpServers:
             ):
                 out.append(status)
         return out
+
+    async def set_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        """What each server is told from now on at ``roots/list``; a server whose roots
+        changed is sent ``notifications/roots/list_changed``."""
+        for name, server in self._servers.items():
+            await server.set_roots(roots.get(name, ()))
 
     async def call(
         self,
@@ -152,6 +158,7 @@ class _Server:
         self._reported = False
         self._log: list[dict[str, Any]] = []
         self.inflight: dict[str, ServerRequests] = {}  # running calls, oldest first
+        self.roots: tuple[McpRoot, ...] = ()  # what the log says it is told
 
     def close(self) -> None:
         self._closed.set()
@@ -169,6 +176,7 @@ class _Server:
                     message_handler=self._on_message,
                     logging_callback=self._on_log,
                     sampling_callback=self._on_sampling,
+                    list_roots_callback=self._on_roots,
                     client_info=client_info(),
                 ) as session,
             ):
@@ -235,6 +243,15 @@ class _Server:
 
     async def _on_sampling(self, context: Any, params: Any) -> Any:
         return await answer_sampling(self.inflight, params)
+
+    async def _on_roots(self, context: Any) -> Any:
+        return answer_roots(self.roots)
+
+    async def set_roots(self, roots: tuple[McpRoot, ...]) -> None:
+        if roots != self.roots:
+            self.roots = roots
+            if self._session is not None:
+                await roots_changed(self._session)
 
     def _fail(self, stage: Any, error: str) -> None:
         if not isinstance(self._status, McpServerFailed):

@@ -1,5 +1,6 @@
-"""What a server asks skillog while its calls run (``sampling/createMessage``), handed
-to the runtime's handler of the call it belongs to (``ServerRequests``).
+"""What a server asks skillog: ``sampling/createMessage`` while its calls run, handed
+to the runtime's handler of the call it belongs to (``ServerRequests``); ``roots/list``
+at any time, answered with what the log says it is told (``_mcp_roots``).
 
 MCP does not say which call a server's request belongs to (over stdio nothing links
 them), so it goes to the server's oldest call still running; a request while none runs
@@ -8,12 +9,14 @@ is refused: skillog answers its servers only on behalf of a call its session mad
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from .._effects import ServerRequests
+from .._events import McpRoot
 from .._mcp_sampling import MAX_PARAMS_BYTES, oversize_marker
 from .._model import encode_canonical
 
@@ -45,3 +48,24 @@ async def answer_sampling(inflight: Mapping[str, ServerRequests], params: Any) -
     if result is None:
         return ErrorData(code=REFUSED, message=error or "refused")
     return CreateMessageResult.model_validate(msgspec.json.decode(result))
+
+
+def answer_roots(roots: tuple[McpRoot, ...]) -> Any:
+    """The SDK's roots callback's answer: the roots the log last recorded for the server."""
+    from mcp.types import ListRootsResult, Root
+
+    return ListRootsResult(
+        roots=[Root.model_validate({"uri": r.uri, "name": r.name}) for r in roots]
+    )
+
+
+async def roots_changed(session: Any) -> None:
+    """Send ``notifications/roots/list_changed`` (a server gone quiet is not an error:
+    it is told again when it asks)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        # deprecated in the 2026-07-28 revision, still what 2025-11-25 servers expect
+        warnings.simplefilter("ignore")
+        with contextlib.suppress(Exception):
+            await session.send_roots_list_changed()

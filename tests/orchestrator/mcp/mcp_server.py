@@ -16,7 +16,9 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
   ``job`` (callable only as a task), ``chart`` (an image), ``steps`` (progress
   notifications and log messages before it answers); ``write`` (idempotentHint);
   ``ask`` (asks the client to sample ``question`` ``times`` times, answers with what
-  came back, errors included), ``ask_image`` (asks to sample an image).
+  came back, errors included), ``ask_image`` (asks to sample an image), ``roots``
+  (what the client answers to ``roots/list``, and how many
+  ``notifications/roots/list_changed`` it sent so far).
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
@@ -86,6 +88,7 @@ MODERN = [
     _tool("write", _schema(text={"type": "string"}), idempotent_hint=True),
     _tool("ask", _schema(question={"type": "string"}, times={"type": "integer"})),
     _tool("ask_image", OBJECT),
+    _tool("roots", OBJECT, read_only_hint=True),
 ]
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/"
@@ -96,7 +99,10 @@ PNG = (
 
 def build(kind: str) -> Server[Any]:
     tools = {"tracker": TRACKER, "docs": DOCS, "odd": ODD, "modern": MODERN}[kind]
-    state: dict[str, Any] = {"tools": list(tools), "listed": False}
+    state: dict[str, Any] = {"tools": list(tools), "listed": False, "roots_changed": 0}
+
+    async def roots_changed(ctx: Any, params: Any) -> None:
+        state["roots_changed"] += 1
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         if kind == "modern" and not state["listed"]:
@@ -176,6 +182,10 @@ def build(kind: str) -> Server[Any]:
                 return _text("sampled")
             except Exception as e:
                 return _text(f"refused: {e}")
+        if name == "roots":
+            listed = await ctx.session.list_roots()
+            roots = [{"uri": str(r.uri), "name": r.name} for r in listed.roots]
+            return _text(json.dumps({"roots": roots, "changed": state["roots_changed"]}))
         if name == "screenshot":
             return types.CallToolResult(
                 content=[
@@ -190,6 +200,7 @@ def build(kind: str) -> Server[Any]:
         version="1.0",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_roots_list_changed=roots_changed,
     )
 
 

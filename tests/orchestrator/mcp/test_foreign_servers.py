@@ -43,6 +43,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("trigger-long-running-operation", {"duration": 1, "steps": 4}),
     ("toggle-subscriber-updates", {}),
     ("get-env", {}),
+    ("get-roots-list", {}),
     ("trigger-sampling-request", {"prompt": "say hi", "maxTokens": 20}),
 ]
 SAMPLED = "hi from the session's model"
@@ -106,6 +107,8 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     (answered,) = [e for e in events if isinstance(e, McpSampleAnswered)]
     assert sampled.allowed and answered.response is not None
     assert SAMPLED in by_tool["trigger-sampling-request"].content
+    # skillog declares roots; no skill is active, so the server is told none
+    assert "no roots are currently configured" in by_tool["get-roots-list"].content
     # progress of the long-running operation, kept with its result
     assert len(notes["trigger-long-running-operation"]["progress"]) == 4
 
