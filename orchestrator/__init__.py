@@ -38,6 +38,9 @@ from ._effects import ApprovalDecision as ApprovalDecision
 from ._effects import ApprovalRequest as ApprovalRequest
 from ._effects import Approver as Approver
 from ._effects import Effects as Effects
+from ._effects import ElicitationAnswer as ElicitationAnswer
+from ._effects import ElicitationRequest as ElicitationRequest
+from ._effects import Elicitor as Elicitor
 from ._effects import InterruptedCall as InterruptedCall
 from ._effects import LiveEffects as LiveEffects
 from ._effects import LoadedSkill as LoadedSkill
@@ -58,6 +61,8 @@ from ._events import ContextCompacted as ContextCompacted
 from ._events import ContextPolicy as ContextPolicy
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
+from ._events import McpElicitationAnswered as McpElicitationAnswered
+from ._events import McpElicited as McpElicited
 from ._events import McpResult as McpResult
 from ._events import McpRoot as McpRoot
 from ._events import McpRootsChanged as McpRootsChanged
@@ -177,6 +182,9 @@ __all__ = [
     "Delta",
     "EffectClass",
     "Effects",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "Elicitor",
     "Event",
     "HostTool",
     "HostToolError",
@@ -184,6 +192,8 @@ __all__ = [
     "LimitsOverride",
     "LiveEffects",
     "LoadedSkill",
+    "McpElicitationAnswered",
+    "McpElicited",
     "McpOutcome",
     "McpResult",
     "McpRoot",

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 import trio
@@ -160,6 +160,32 @@ def mcp_gone(recorded: Mapping[str, McpStatus], connected: Collection[str]) -> l
     ]
 
 
+class ElicitationRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A form an MCP server asks a human to fill during the call ``call_id``
+    (``elicitation/create``): its ``message`` and ``schema`` (the ``requestedSchema``,
+    a flat JSON Schema object as canonical JSON text)."""
+
+    session_id: str
+    call_id: str
+    server: str
+    message: str
+    schema: str
+
+
+class ElicitationAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """A human's answer to a form: ``accept`` with ``content`` (the values, a JSON
+    object as text), ``decline`` or ``cancel``; ``decided_by`` names who answered."""
+
+    action: Literal["accept", "decline", "cancel"]
+    decided_by: str
+    content: str | None = None
+
+
+Elicitor = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer | None]]
+"""Asks a human to fill an MCP server's form, or None when nobody can (the server is
+then answered ``cancel``): a live MCP request cannot wait for another process."""
+
+
 class ServerRequests(Protocol):
     """What an MCP server may ask the client while one of its calls runs, answered by
     the runtime (``_mcp_sampling``) and recorded in the call's session."""
@@ -167,6 +193,10 @@ class ServerRequests(Protocol):
     async def sample(self, params: bytes) -> tuple[bytes | None, str | None]:
         """A ``sampling/createMessage`` request (its parameters as canonical JSON):
         the result to send (canonical JSON), or the error message to answer with."""
+        ...
+
+    async def elicit(self, params: bytes) -> tuple[bytes | None, str | None]:
+        """An ``elicitation/create`` request, answered likewise."""
         ...
 
 
@@ -213,6 +243,14 @@ class Effects(Protocol):
         """What the MCP servers offer now that the log (``recorded``) does not say yet:
         a listing per server that connected or changed its tools, a failure per server
         that became unusable. Recorded before the next prompt."""
+        ...
+
+    async def elicit(
+        self, request: ElicitationRequest, *, index: int, timeout_ms: int
+    ) -> ElicitationAnswer | None:
+        """A human's answer to an MCP server's form (the ``index``-th of the call): None
+        when nobody in this process can answer, ``cancel`` by ``timeout`` when nobody
+        did within ``timeout_ms``."""
         ...
 
     async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
@@ -312,8 +350,10 @@ class LiveEffects:
         self.bwrap = bwrap
         # The connected MCP servers while a session runs (Agent.run / resume).
         self.mcp: McpClients | None = None
-        # The session's model, for MCP servers' sampling requests (Agent sets it).
+        # The session's model, for MCP servers' sampling requests (Agent sets it),
+        # and who fills their forms (elicitation).
         self.model: ModelAdapter | None = None
+        self.elicitor: Elicitor | None = None
         # Private copies of skills for scripts: a shared cache_dir is safe across tasks
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
@@ -505,6 +545,15 @@ class LiveEffects:
             model_cap=model_cap,
             requests=requests,
         )
+
+    async def elicit(
+        self, request: ElicitationRequest, *, index: int, timeout_ms: int
+    ) -> ElicitationAnswer | None:
+        if self.elicitor is None:
+            return None
+        with trio.move_on_after(timeout_ms / 1000):
+            return await self.elicitor(request)
+        return ElicitationAnswer(action="cancel", decided_by="timeout")
 
     async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
         if self.mcp is not None:

@@ -85,12 +85,14 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     are refused, and recorded. ``max_samples_per_call``: the most a server may ask
     during one call; later ones are refused, and recorded. ``roots``: the servers (by
     name, ``*``) told the active skills' folders as ``roots/list``; others are told
-    none."""
+    none. ``elicitation_timeout_ms``: how long a server's form (``elicitation/create``)
+    waits for a human before it is answered ``cancel``."""
 
     approve: tuple[str, ...] = ()
     sampling: tuple[str, ...] = ()
     max_samples_per_call: int = 4
     roots: tuple[str, ...] = ()
+    elicitation_timeout_ms: int = 120_000
 
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -635,6 +637,40 @@ class McpSampleAnswered(Event, frozen=True, kw_only=True):
     duration_ms: int = 0
 
 
+class McpElicited(Event, frozen=True, kw_only=True):
+    """An MCP server asked, during the call ``call_id``, for a human's answer to a form
+    (``elicitation/create``), its ``index``-th of the call: its parameters as sent
+    (message, ``requestedSchema``; canonical JSON) are the blob ``params``. Committed
+    before anyone is asked. ``valid`` false: skillog refused it (``reason``: a
+    malformed schema, a URL-mode request) and answered the server with an error or a
+    decline."""
+
+    event_type: ClassVar[str] = "mcp.elicited"
+    call_id: str
+    server: str
+    index: int
+    params: str
+    valid: bool
+    reason: str = ""
+
+
+class McpElicitationAnswered(Event, frozen=True, kw_only=True):
+    """The answer the server received to the form ``index`` of the call ``call_id``:
+    ``action`` ``accept`` (with ``content``, the form's values as canonical JSON),
+    ``decline`` or ``cancel``; ``decided_by`` who answered (``terminal``, the embedding
+    program's name, ``timeout``, ``nobody``), ``reason`` why when nobody did. An
+    ``accept`` with a ``reason`` did not fit the form: the server received ``cancel``."""
+
+    event_type: ClassVar[str] = "mcp.elicitation_answered"
+    call_id: str
+    server: str
+    index: int
+    action: Literal["accept", "decline", "cancel"]
+    content: str | None = None
+    decided_by: str = ""
+    reason: str = ""
+
+
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True):
     """One root an MCP server is told: a ``file://`` URI and its name (the skill's)."""
 
@@ -777,6 +813,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpSampled,
     McpSampleAnswered,
     McpRootsChanged,
+    McpElicited,
+    McpElicitationAnswered,
     ToolImages,
     LeaseAcquired,
     LeaseRenewed,

@@ -194,6 +194,8 @@ _CALL_EVENTS = frozenset(
         "mcp.result",
         "mcp.sampled",
         "mcp.sample_answered",
+        "mcp.elicited",
+        "mcp.elicitation_answered",
         "resource.read",
         "tool.images",
         "script.started",

@@ -31,7 +31,7 @@ import trio
 from eventlog import EventStore, SkillogError
 
 from ._context import context_window_for
-from ._effects import Approver, LiveEffects, Reconciler
+from ._effects import Approver, Elicitor, LiveEffects, Reconciler
 from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
@@ -117,6 +117,7 @@ class Agent:
     instructions_in_results: bool = False
     context_window: int | None = None
     on_delta: DeltaSink | None = None
+    elicitor: Elicitor | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +153,7 @@ class Agent:
                 trusted_signers=self.trusted_signers,
             )
             self._effects.model = self.model  # MCP servers' sampling requests
+            self._effects.elicitor = self.elicitor  # and their forms
         return self._effects
 
     def session_config(self) -> SessionStarted:

@@ -22,6 +22,7 @@ import trio
 
 from ._calls import CallContext
 from ._events import McpSampleAnswered, McpSampled, SessionStarted
+from ._mcp_elicit import elicit
 from ._model import Message, ModelError, ModelRequest, ModelResponse, TextPart, encode_canonical
 from ._prompt import request_hash as _request_hash
 
@@ -113,16 +114,23 @@ def allows(servers: tuple[str, ...], server: str) -> bool:
     return "*" in servers or server in servers
 
 
-class CallSampling:
-    """The sampling requests of one MCP call (``Effects.call_mcp``'s ``requests``):
-    taken one at a time, in the order they arrive, so their indices and their events
-    follow one order, which re-drive reproduces."""
+class CallRequests:
+    """What the server of one MCP call asks while it runs (``Effects.call_mcp``'s
+    ``requests``): sampling here, forms in ``_mcp_elicit``. Taken one at a time, in
+    the order they arrive, so their indices and their events follow one order, which
+    re-drive reproduces."""
 
     def __init__(self, ctx: CallContext, server: str) -> None:
         self._ctx = ctx
         self._server = server
         self._count = 0
+        self._forms = 0
         self._lock = trio.Lock()
+
+    async def elicit(self, params: bytes) -> tuple[bytes | None, str | None]:
+        async with self._lock:
+            index, self._forms = self._forms, self._forms + 1
+            return await elicit(self._ctx, self._server, index, params)
 
     async def sample(self, params: bytes) -> tuple[bytes | None, str | None]:
         async with self._lock:

@@ -117,6 +117,7 @@ BLOB_FIELDS: dict[str, BlobReader] = {
     "resource.read": _reader(_Digest, _digest),
     "mcp.result": _reader(_McpResult, _mcp_result),
     "mcp.sampled": _reader(_Params, _params),
+    "mcp.elicited": _reader(_Params, _params),
     "tool.images": _reader(_Images, _images),
     "script.executed": _reader(_Script, _script),
 }

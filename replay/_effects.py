@@ -28,7 +28,11 @@ from orchestrator import (
     ApprovalRemembered,
     ApprovalRequest,
     ApprovalResolved,
+    ElicitationAnswer,
+    ElicitationRequest,
     LoadedSkill,
+    McpElicitationAnswered,
+    McpElicited,
     McpOutcome,
     McpResult,
     McpRoot,
@@ -80,8 +84,10 @@ class RecordedEffects:
         self._tools: dict[str, ToolCompleted] = {}
         self._mcp_results: dict[str, McpResult] = {}
         self._mcp_listings: list[int] = []
-        self._samples: dict[str, list[McpSampled]] = {}
+        # What each call's server asked while it ran, in the recorded order.
+        self._asked: dict[str, list[McpSampled | McpElicited]] = {}
         self._answers: dict[tuple[str, int], McpSampleAnswered] = {}
+        self._forms: dict[tuple[str, int], McpElicitationAnswered] = {}
         self._approvals: dict[str, ApprovalResolved] = {}
         self._remembered: dict[str, ApprovalRemembered] = {}
         self._suspended: set[str] = set()  # calls decided only after the session suspended
@@ -103,10 +109,12 @@ class RecordedEffects:
                     self._mcp_results[body.call_id] = body
                 case McpToolsListed() | McpServerFailed():
                     self._mcp_listings.append(seq)
-                case McpSampled():
-                    self._samples.setdefault(body.call_id, []).append(body)
+                case McpSampled() | McpElicited():
+                    self._asked.setdefault(body.call_id, []).append(body)
                 case McpSampleAnswered():
                     self._answers[body.call_id, body.index] = body
+                case McpElicitationAnswered():
+                    self._forms[body.call_id, body.index] = body
                 case _:
                     pass
         self._bodies = bodies
@@ -238,8 +246,12 @@ class RecordedEffects:
         if requests is not None:
             # What the server asked during the call, asked again in the recorded
             # order: the runtime's code decides and records as it did.
-            for sampled in self._samples.get(context.call_id, ()):
-                await requests.sample(await self._store.get_blob(sampled.params))
+            for asked in self._asked.get(context.call_id, ()):
+                params = await self._store.get_blob(asked.params)
+                if isinstance(asked, McpSampled):
+                    await requests.sample(params)
+                else:
+                    await requests.elicit(params)
         result = self._mcp_results.get(context.call_id)
         done = self._tools.get(context.call_id)
         if result is None or done is None or (result.server, result.tool) != (server, tool):
@@ -254,6 +266,16 @@ class RecordedEffects:
             duration_ms=result.duration_ms,
             failure=result.failure,
             notes=await self._store.get_blob(result.notes) if result.notes else b"",
+        )
+
+    async def elicit(
+        self, request: ElicitationRequest, *, index: int, timeout_ms: int
+    ) -> ElicitationAnswer | None:
+        answered = self._forms.get((request.call_id, index))
+        if answered is None or answered.decided_by == "nobody":
+            return None
+        return ElicitationAnswer(
+            action=answered.action, decided_by=answered.decided_by, content=answered.content
         )
 
     async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:

@@ -34,7 +34,7 @@ from .._host_tools import ToolContext
 from .._model import encode_canonical
 from ..skills import McpServerConfig
 from ._listing import tools_listed
-from ._requests import answer_roots, answer_sampling, roots_changed
+from ._requests import answer_elicitation, answer_roots, answer_sampling, roots_changed
 from ._results import failure, outcome_of
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
@@ -177,6 +177,7 @@ class _Server:
                     logging_callback=self._on_log,
                     sampling_callback=self._on_sampling,
                     list_roots_callback=self._on_roots,
+                    elicitation_callback=self._on_elicitation,
                     client_info=client_info(),
                 ) as session,
             ):
@@ -243,6 +244,9 @@ class _Server:
 
     async def _on_sampling(self, context: Any, params: Any) -> Any:
         return await answer_sampling(self.inflight, params)
+
+    async def _on_elicitation(self, context: Any, params: Any) -> Any:
+        return await answer_elicitation(self.inflight, params)
 
     async def _on_roots(self, context: Any) -> Any:
         return answer_roots(self.roots)

@@ -20,6 +20,9 @@ from .._events import McpRoot
 from .._mcp_sampling import MAX_PARAMS_BYTES, oversize_marker
 from .._model import encode_canonical
 
+INVALID_PARAMS = -32602
+"""The JSON-RPC error code of a form skillog cannot put to a human."""
+
 REFUSED = -1
 """The JSON-RPC error code of a refused request (the MCP specification's examples use
 it for a refusal by the user)."""
@@ -48,6 +51,23 @@ async def answer_sampling(inflight: Mapping[str, ServerRequests], params: Any) -
     if result is None:
         return ErrorData(code=REFUSED, message=error or "refused")
     return CreateMessageResult.model_validate(msgspec.json.decode(result))
+
+
+async def answer_elicitation(inflight: Mapping[str, ServerRequests], params: Any) -> Any:
+    """The SDK's elicitation callback's answer: the result, or the error to send."""
+    from mcp.types import ElicitResult, ErrorData
+
+    handler = pick(inflight)
+    if handler is None:
+        return ErrorData(
+            code=REFUSED,
+            message="skillog puts forms to a human only while one of your tool calls runs",
+        )
+    wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
+    result, error = await handler.elicit(encode_canonical(wire))
+    if result is None:
+        return ErrorData(code=INVALID_PARAMS, message=error or "refused")
+    return ElicitResult.model_validate(msgspec.json.decode(result))
 
 
 def answer_roots(roots: tuple[McpRoot, ...]) -> Any:

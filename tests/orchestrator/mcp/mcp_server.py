@@ -18,7 +18,9 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
   ``ask`` (asks the client to sample ``question`` ``times`` times, answers with what
   came back, errors included), ``ask_image`` (asks to sample an image), ``roots``
   (what the client answers to ``roots/list``, and how many
-  ``notifications/roots/list_changed`` it sent so far).
+  ``notifications/roots/list_changed`` it sent so far); ``form`` (asks the client to
+  fill a form of the requested ``schema``, answers with what came back), ``link``
+  (a URL-mode elicitation).
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
@@ -89,6 +91,8 @@ MODERN = [
     _tool("ask", _schema(question={"type": "string"}, times={"type": "integer"})),
     _tool("ask_image", OBJECT),
     _tool("roots", OBJECT, read_only_hint=True),
+    _tool("form", _schema(schema={"type": "object"})),
+    _tool("link", OBJECT),
 ]
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/"
@@ -182,6 +186,15 @@ def build(kind: str) -> Server[Any]:
                 return _text("sampled")
             except Exception as e:
                 return _text(f"refused: {e}")
+        if name == "form":
+            try:
+                got = await ctx.session.elicit_form("Who are you?", args["schema"])
+                return _text(json.dumps({"action": got.action, "content": got.content}))
+            except Exception as e:
+                return _text(f"refused: {e}")
+        if name == "link":
+            got = await ctx.session.elicit_url("Sign in", "https://example.com/login", "e1")
+            return _text(json.dumps({"action": got.action}))
         if name == "roots":
             listed = await ctx.session.list_roots()
             roots = [{"uri": str(r.uri), "name": r.name} for r in listed.roots]
