@@ -45,6 +45,8 @@ from ._effects import InterruptedCall as InterruptedCall
 from ._effects import LiveEffects as LiveEffects
 from ._effects import LoadedSkill as LoadedSkill
 from ._effects import McpOutcome as McpOutcome
+from ._effects import McpProgress as McpProgress
+from ._effects import ProgressSink as ProgressSink
 from ._effects import Reconciler as Reconciler
 from ._effects import ServerRequests as ServerRequests
 from ._effects import SkillUnavailableError as SkillUnavailableError
@@ -195,6 +197,7 @@ __all__ = [
     "McpElicitationAnswered",
     "McpElicited",
     "McpOutcome",
+    "McpProgress",
     "McpResult",
     "McpRoot",
     "McpRootsChanged",
@@ -217,6 +220,7 @@ __all__ = [
     "PolicyConfig",
     "PolicyDenied",
     "PolicyOverride",
+    "ProgressSink",
     "PromptRendered",
     "Reconciler",
     "RememberError",

@@ -186,6 +186,23 @@ Elicitor = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer | None]]
 then answered ``cancel``): a live MCP request cannot wait for another process."""
 
 
+class McpProgress(msgspec.Struct, frozen=True, kw_only=True):
+    """A progress notification of an MCP call as it arrives, for observers only: never
+    recorded, never hashed (the call's ``mcp.result.notes`` keeps the last ones).
+    ``progress`` and ``total`` are the server's numbers as decimal text."""
+
+    session_id: str
+    call_id: str
+    server: str
+    progress: str
+    total: str | None = None
+    message: str | None = None
+
+
+ProgressSink = Callable[[McpProgress], None]
+"""Receives MCP progress notifications live (``Agent(on_progress=...)``)."""
+
+
 class ServerRequests(Protocol):
     """What an MCP server may ask the client while one of its calls runs, answered by
     the runtime (``_mcp_sampling``) and recorded in the call's session."""
@@ -197,6 +214,10 @@ class ServerRequests(Protocol):
 
     async def elicit(self, params: bytes) -> tuple[bytes | None, str | None]:
         """An ``elicitation/create`` request, answered likewise."""
+        ...
+
+    def progress(self, progress: str, total: str | None, message: str | None) -> None:
+        """A progress notification of the call, passed on live (not recorded)."""
         ...
 
 
@@ -251,6 +272,10 @@ class Effects(Protocol):
         """A human's answer to an MCP server's form (the ``index``-th of the call): None
         when nobody in this process can answer, ``cancel`` by ``timeout`` when nobody
         did within ``timeout_ms``."""
+        ...
+
+    def mcp_progress(self, progress: McpProgress) -> None:
+        """Pass a progress notification on to the live observer, if any."""
         ...
 
     async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
@@ -354,6 +379,7 @@ class LiveEffects:
         # and who fills their forms (elicitation).
         self.model: ModelAdapter | None = None
         self.elicitor: Elicitor | None = None
+        self.on_progress: ProgressSink | None = None
         # Private copies of skills for scripts: a shared cache_dir is safe across tasks
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
@@ -554,6 +580,10 @@ class LiveEffects:
         with trio.move_on_after(timeout_ms / 1000):
             return await self.elicitor(request)
         return ElicitationAnswer(action="cancel", decided_by="timeout")
+
+    def mcp_progress(self, progress: McpProgress) -> None:
+        if self.on_progress is not None:
+            self.on_progress(progress)
 
     async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
         if self.mcp is not None:

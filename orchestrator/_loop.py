@@ -31,7 +31,7 @@ import trio
 from eventlog import EventStore, SkillogError
 
 from ._context import context_window_for
-from ._effects import Approver, Elicitor, LiveEffects, Reconciler
+from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
 from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
@@ -118,6 +118,7 @@ class Agent:
     context_window: int | None = None
     on_delta: DeltaSink | None = None
     elicitor: Elicitor | None = None
+    on_progress: ProgressSink | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +155,7 @@ class Agent:
             )
             self._effects.model = self.model  # MCP servers' sampling requests
             self._effects.elicitor = self.elicitor  # and their forms
+            self._effects.on_progress = self.on_progress
         return self._effects
 
     def session_config(self) -> SessionStarted:

@@ -21,6 +21,7 @@ import msgspec
 import trio
 
 from ._calls import CallContext
+from ._effects import McpProgress
 from ._events import McpSampleAnswered, McpSampled, SessionStarted
 from ._mcp_elicit import elicit
 from ._model import Message, ModelError, ModelRequest, ModelResponse, TextPart, encode_canonical
@@ -126,6 +127,19 @@ class CallRequests:
         self._count = 0
         self._forms = 0
         self._lock = trio.Lock()
+
+    def progress(self, progress: str, total: str | None, message: str | None) -> None:
+        ctx = self._ctx
+        ctx.effects.mcp_progress(
+            McpProgress(
+                session_id=ctx.session_id,
+                call_id=ctx.call.id,
+                server=self._server,
+                progress=progress,
+                total=total,
+                message=message,
+            )
+        )
 
     async def elicit(self, params: bytes) -> tuple[bytes | None, str | None]:
         async with self._lock:

@@ -34,6 +34,7 @@ from orchestrator import (
     McpElicitationAnswered,
     McpElicited,
     McpOutcome,
+    McpProgress,
     McpResult,
     McpRoot,
     McpSampleAnswered,
@@ -277,6 +278,9 @@ class RecordedEffects:
         return ElicitationAnswer(
             action=answered.action, decided_by=answered.decided_by, content=answered.content
         )
+
+    def mcp_progress(self, progress: McpProgress) -> None:
+        pass  # nothing runs live in a re-drive
 
     async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
         pass  # no server to tell: the roots are in the recording

@@ -41,6 +41,7 @@ from .._effects import (
     ElicitationAnswer,
     ElicitationRequest,
     Elicitor,
+    McpProgress,
 )
 from .._events import (
     CODEC,
@@ -230,8 +231,8 @@ def run(args: argparse.Namespace) -> int:
 class LiveText:
     """What ``skillog run`` shows while the model answers, on a terminal: its text as
     it arrives (made inert like everything printed), each answer ended by a line break
-    when its ``model.responded`` is recorded. The transcript printed at the end, from
-    the log, is the record."""
+    when its ``model.responded`` is recorded; MCP calls' progress, a line each. The
+    transcript printed at the end, from the log, is the record."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -242,6 +243,16 @@ class LiveText:
             self.out.write(visible(delta.text, lines=True))
             self.out.flush()
             self.open = True
+
+    def progress(self, progress: McpProgress) -> None:
+        # An MCP call's progress as it arrives, on a line of its own.
+        of = f"/{progress.total}" if progress.total is not None else ""
+        text = f"{progress.server}: {progress.progress}{of}"
+        if progress.message:
+            text += f" {progress.message}"
+        self.out.write(("\n" if self.open else "") + visible(f"[{text}]") + "\n")
+        self.out.flush()
+        self.open = False
 
     def event(self, event: StoredEvent) -> None:
         if self.open and event.type.startswith("model."):
@@ -255,6 +266,7 @@ async def _run(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():  # the live text beside: stdout stays the transcript
         live = LiveText(sys.stderr)
         agent.on_delta, agent.observers = live.delta, [*agent.observers, live.event]
+        agent.on_progress = live.progress
     try:
         async with open_log(args.db) as store:
             session_id = uuid.uuid4().hex

@@ -306,6 +306,8 @@ class _Server:
             tick = {"progress": repr(done), "total": None if total is None else repr(total)}
             tick["message"] = None if message is None else message[:MAX_NOTE_CHARS]
             progress[:] = [*progress[-(MAX_NOTES - 1) :], tick]
+            if (live := self.inflight.get(context.call_id)) is not None:
+                live.progress(tick["progress"] or "", tick["total"], tick["message"])
 
         start = time.monotonic_ns()
         try:
