@@ -10,7 +10,7 @@ is refused: skillog answers its servers only on behalf of a call its session mad
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -35,39 +35,52 @@ def pick(inflight: Mapping[str, ServerRequests]) -> ServerRequests | None:
 
 async def answer_sampling(inflight: Mapping[str, ServerRequests], params: Any) -> Any:
     """The SDK's sampling callback's answer: the result, or the error to send."""
-    from mcp.types import CreateMessageResult, ErrorData
+    from mcp.types import CreateMessageResult
 
-    handler = pick(inflight)
-    if handler is None:
-        return ErrorData(
-            code=REFUSED,
-            message="skillog answers sampling requests only while one of your tool calls runs",
-        )
-    wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-    params = encode_canonical(wire)
-    if len(params) > MAX_PARAMS_BYTES:
-        params = oversize_marker(len(params))
-    result, error = await handler.sample(params)
-    if result is None:
-        return ErrorData(code=REFUSED, message=error or "refused")
-    return CreateMessageResult.model_validate(msgspec.json.decode(result))
+    async def ask(handler: ServerRequests, data: bytes) -> tuple[bytes | None, str | None]:
+        if len(data) > MAX_PARAMS_BYTES:
+            data = oversize_marker(len(data))
+        return await handler.sample(data)
+
+    what = "answers sampling requests"
+    return await _answer(inflight, params, what, ask, REFUSED, CreateMessageResult)
 
 
 async def answer_elicitation(inflight: Mapping[str, ServerRequests], params: Any) -> Any:
     """The SDK's elicitation callback's answer: the result, or the error to send."""
-    from mcp.types import ElicitResult, ErrorData
+    from mcp.types import ElicitResult
+
+    async def ask(handler: ServerRequests, data: bytes) -> tuple[bytes | None, str | None]:
+        return await handler.elicit(data)
+
+    what = "puts forms to a human"
+    return await _answer(inflight, params, what, ask, INVALID_PARAMS, ElicitResult)
+
+
+Ask = Callable[[ServerRequests, bytes], Awaitable[tuple[bytes | None, str | None]]]
+
+
+async def _answer(
+    inflight: Mapping[str, ServerRequests],
+    params: Any,
+    what: str,
+    ask: Ask,
+    refused: int,
+    result_type: Any,
+) -> Any:
+    """Hand a server's request to the handler of its call: the SDK's result, or an
+    ``ErrorData`` (``refused`` its code) with the handler's reason."""
+    from mcp.types import ErrorData
 
     handler = pick(inflight)
     if handler is None:
-        return ErrorData(
-            code=REFUSED,
-            message="skillog puts forms to a human only while one of your tool calls runs",
-        )
+        message = f"skillog {what} only while one of your tool calls runs"
+        return ErrorData(code=REFUSED, message=message)
     wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
-    result, error = await handler.elicit(encode_canonical(wire))
+    result, error = await ask(handler, encode_canonical(wire))
     if result is None:
-        return ErrorData(code=INVALID_PARAMS, message=error or "refused")
-    return ElicitResult.model_validate(msgspec.json.decode(result))
+        return ErrorData(code=refused, message=error or "refused")
+    return result_type.model_validate(msgspec.json.decode(result))
 
 
 def answer_roots(roots: tuple[McpRoot, ...]) -> Any:
