@@ -38,11 +38,17 @@ from ._effects import ApprovalDecision as ApprovalDecision
 from ._effects import ApprovalRequest as ApprovalRequest
 from ._effects import Approver as Approver
 from ._effects import Effects as Effects
+from ._effects import ElicitationAnswer as ElicitationAnswer
+from ._effects import ElicitationRequest as ElicitationRequest
+from ._effects import Elicitor as Elicitor
 from ._effects import InterruptedCall as InterruptedCall
 from ._effects import LiveEffects as LiveEffects
 from ._effects import LoadedSkill as LoadedSkill
 from ._effects import McpOutcome as McpOutcome
+from ._effects import McpProgress as McpProgress
+from ._effects import ProgressSink as ProgressSink
 from ._effects import Reconciler as Reconciler
+from ._effects import ServerRequests as ServerRequests
 from ._effects import SkillUnavailableError as SkillUnavailableError
 from ._effects import deny_all as deny_all
 from ._events import CODEC as CODEC
@@ -57,7 +63,13 @@ from ._events import ContextCompacted as ContextCompacted
 from ._events import ContextPolicy as ContextPolicy
 from ._events import EffectClass as EffectClass
 from ._events import Event as Event
+from ._events import McpElicitationAnswered as McpElicitationAnswered
+from ._events import McpElicited as McpElicited
 from ._events import McpResult as McpResult
+from ._events import McpRoot as McpRoot
+from ._events import McpRootsChanged as McpRootsChanged
+from ._events import McpSampleAnswered as McpSampleAnswered
+from ._events import McpSampled as McpSampled
 from ._events import McpServerFailed as McpServerFailed
 from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
@@ -179,6 +191,9 @@ __all__ = [
     "Delta",
     "EffectClass",
     "Effects",
+    "ElicitationAnswer",
+    "ElicitationRequest",
+    "Elicitor",
     "Event",
     "HostTool",
     "HostToolError",
@@ -186,8 +201,15 @@ __all__ = [
     "LimitsOverride",
     "LiveEffects",
     "LoadedSkill",
+    "McpElicitationAnswered",
+    "McpElicited",
     "McpOutcome",
+    "McpProgress",
     "McpResult",
+    "McpRoot",
+    "McpRootsChanged",
+    "McpSampleAnswered",
+    "McpSampled",
     "McpServerFailed",
     "McpToolDef",
     "McpToolRules",
@@ -208,6 +230,7 @@ __all__ = [
     "Preview",
     "PreviewBoard",
     "PreviewTap",
+    "ProgressSink",
     "PromptRendered",
     "Reconciler",
     "RememberError",
@@ -219,6 +242,7 @@ __all__ = [
     "ScriptRequest",
     "ScriptResult",
     "ScriptStarted",
+    "ServerRequests",
     "Session",
     "SessionEnded",
     "SessionForked",

@@ -16,15 +16,16 @@ import tempfile
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import msgspec
 import trio
 
 from eventlog import SkillogError
 
-from ._events import McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
+from ._events import McpRoot, McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
 from ._host_tools import HostTool, ToolContext, ToolOutcome
+from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._state import ActiveSkill
 from ._visibility import Predicate, RefreshContext, catalog_changes, visible
 from .scripts import ScriptRequest, ScriptResult, WorkdirError, materialize, run_script
@@ -167,8 +168,71 @@ def mcp_gone(recorded: Mapping[str, McpStatus], connected: Collection[str]) -> l
     ]
 
 
+class ElicitationRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A form an MCP server asks a human to fill during the call ``call_id``
+    (``elicitation/create``): its ``message`` and ``schema`` (the ``requestedSchema``,
+    a flat JSON Schema object as canonical JSON text)."""
+
+    session_id: str
+    call_id: str
+    server: str
+    message: str
+    schema: str
+
+
+class ElicitationAnswer(msgspec.Struct, frozen=True, kw_only=True):
+    """A human's answer to a form: ``accept`` with ``content`` (the values, a JSON
+    object as text), ``decline`` or ``cancel``; ``decided_by`` names who answered."""
+
+    action: Literal["accept", "decline", "cancel"]
+    decided_by: str
+    content: str | None = None
+
+
+Elicitor = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer | None]]
+"""Asks a human to fill an MCP server's form, or None when nobody can (the server is
+then answered ``cancel``): a live MCP request cannot wait for another process."""
+
+
+class McpProgress(msgspec.Struct, frozen=True, kw_only=True):
+    """A progress notification of an MCP call as it arrives, for observers only: never
+    recorded, never hashed (the call's ``mcp.result.notes`` keeps the last ones).
+    ``progress`` and ``total`` are the server's numbers as decimal text."""
+
+    session_id: str
+    call_id: str
+    server: str
+    progress: str
+    total: str | None = None
+    message: str | None = None
+
+
+ProgressSink = Callable[[McpProgress], None]
+"""Receives MCP progress notifications live (``Agent(on_progress=...)``)."""
+
+
+class ServerRequests(Protocol):
+    """What an MCP server may ask the client while one of its calls runs, answered by
+    the runtime (``_mcp_sampling``) and recorded in the call's session."""
+
+    async def sample(self, params: bytes) -> tuple[bytes | None, str | None]:
+        """A ``sampling/createMessage`` request (its parameters as canonical JSON):
+        the result to send (canonical JSON), or the error message to answer with."""
+        ...
+
+    async def elicit(self, params: bytes) -> tuple[bytes | None, str | None]:
+        """An ``elicitation/create`` request, answered likewise."""
+        ...
+
+    def progress(self, progress: str, total: str | None, message: str | None) -> None:
+        """A progress notification of the call, passed on live (not recorded)."""
+        ...
+
+
 class McpClients(Protocol):
     """The session's MCP servers, connected (``orchestrator.mcp``)."""
+
+    async def set_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None: ...
 
     async def changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]: ...
 
@@ -181,6 +245,7 @@ class McpClients(Protocol):
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome: ...
 
 
@@ -219,6 +284,27 @@ class Effects(Protocol):
         that became unusable. Recorded before the next prompt."""
         ...
 
+    async def elicit(
+        self, request: ElicitationRequest, *, index: int, timeout_ms: int
+    ) -> ElicitationAnswer | None:
+        """A human's answer to an MCP server's form (the ``index``-th of the call): None
+        when nobody in this process can answer, ``cancel`` by ``timeout`` when nobody
+        did within ``timeout_ms``."""
+        ...
+
+    def mcp_progress(self, progress: McpProgress) -> None:
+        """Pass a progress notification on to the live observer, if any."""
+        ...
+
+    async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        """Tell the MCP servers whose roots (as the log says them) changed."""
+        ...
+
+    async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
+        """The session's model's answer to an MCP server's sampling request (the
+        ``index``-th of the call ``call_id``); raises :class:`ModelError`."""
+        ...
+
     async def call_mcp(
         self,
         server: str,
@@ -228,6 +314,7 @@ class Effects(Protocol):
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome: ...
 
 
@@ -317,6 +404,11 @@ class LiveEffects:
         self.bwrap = bwrap
         # The connected MCP servers while a session runs (Agent.run / resume).
         self.mcp: McpClients | None = None
+        # The session's model, for MCP servers' sampling requests (Agent sets it),
+        # and who fills their forms (elicitation).
+        self.model: ModelAdapter | None = None
+        self.elicitor: Elicitor | None = None
+        self.on_progress: ProgressSink | None = None
         # Private copies of skills for scripts: a shared cache_dir is safe across tasks
         # and processes (and kept); without one, a temporary directory removed on close.
         self.cache_dir = cache_dir
@@ -503,6 +595,7 @@ class LiveEffects:
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome:
         if self.mcp is None:
             message = (
@@ -511,8 +604,36 @@ class LiveEffects:
             )
             return McpOutcome(content=message, stored=b"", size=0, failure="unavailable")
         return await self.mcp.call(
-            server, tool, arguments, context, stored_cap=stored_cap, model_cap=model_cap
+            server,
+            tool,
+            arguments,
+            context,
+            stored_cap=stored_cap,
+            model_cap=model_cap,
+            requests=requests,
         )
+
+    async def elicit(
+        self, request: ElicitationRequest, *, index: int, timeout_ms: int
+    ) -> ElicitationAnswer | None:
+        if self.elicitor is None:
+            return None
+        with trio.move_on_after(timeout_ms / 1000):
+            return await self.elicitor(request)
+        return ElicitationAnswer(action="cancel", decided_by="timeout")
+
+    def mcp_progress(self, progress: McpProgress) -> None:
+        if self.on_progress is not None:
+            self.on_progress(progress)
+
+    async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        if self.mcp is not None:
+            await self.mcp.set_roots(roots)
+
+    async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
+        if self.model is None:
+            raise ModelError("no model is connected in this process to answer sampling")
+        return await self.model.complete(request)
 
     def close(self) -> None:
         if self._workdir is not None:

@@ -79,9 +79,20 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     """Policy for MCP servers' tools (``policy.mcp``). ``approve``: the MCP tools that
     need an approval, named as in ``allowed-tools``: ``mcp__github`` (every tool of the
     server), ``mcp__github__create_*``, ``mcp__github__create_issue``, ``mcp__*`` (every
-    MCP tool); ``approve_host_tools`` may name them too."""
+    MCP tool); ``approve_host_tools`` may name them too. ``sampling``: the servers
+    (by name, ``*`` for every one) whose ``sampling/createMessage`` requests the
+    session's model answers during their calls (docs/mcp.md); other servers' requests
+    are refused, and recorded. ``max_samples_per_call``: the most a server may ask
+    during one call; later ones are refused, and recorded. ``roots``: the servers (by
+    name, ``*``) told the active skills' folders as ``roots/list``; others are told
+    none. ``elicitation_timeout_ms``: how long a server's form (``elicitation/create``)
+    waits for a human before it is answered ``cancel``."""
 
     approve: tuple[str, ...] = ()
+    sampling: tuple[str, ...] = ()
+    max_samples_per_call: int = 4
+    roots: tuple[str, ...] = ()
+    elicitation_timeout_ms: int = 120_000
 
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -645,6 +656,89 @@ class McpResult(Event, frozen=True, kw_only=True):
     notes: str | None = None
 
 
+class McpSampled(Event, frozen=True, kw_only=True):
+    """An MCP server asked, during the call ``call_id``, for the session's model to
+    answer (``sampling/createMessage``), its ``index``-th request of the call: its
+    parameters as it sent them (canonical JSON) are the blob ``params``; ``allowed``
+    whether policy let the model answer, ``reason`` why not. Committed before the
+    model is asked (write-ahead); ``request_hash`` is the sha256 of the canonical
+    model request made of it (empty when refused before one was made)."""
+
+    event_type: ClassVar[str] = "mcp.sampled"
+    call_id: str
+    server: str
+    index: int
+    params: str
+    allowed: bool
+    request_hash: str = ""
+    reason: str = ""
+
+
+class McpSampleAnswered(Event, frozen=True, kw_only=True):
+    """The model's answer to the sampling request ``index`` of the call ``call_id``
+    (its usage counts towards the session's budget), or ``error`` when the model call
+    failed; the server received the answer or the error."""
+
+    event_type: ClassVar[str] = "mcp.sample_answered"
+    call_id: str
+    server: str
+    index: int
+    response: ModelResponse | None = None
+    error: str | None = None
+    duration_ms: int = 0
+
+
+class McpElicited(Event, frozen=True, kw_only=True):
+    """An MCP server asked, during the call ``call_id``, for a human's answer to a form
+    (``elicitation/create``), its ``index``-th of the call: its parameters as sent
+    (message, ``requestedSchema``; canonical JSON) are the blob ``params``. Committed
+    before anyone is asked. ``valid`` false: skillog refused it (``reason``: a
+    malformed schema, a URL-mode request) and answered the server with an error or a
+    decline."""
+
+    event_type: ClassVar[str] = "mcp.elicited"
+    call_id: str
+    server: str
+    index: int
+    params: str
+    valid: bool
+    reason: str = ""
+
+
+class McpElicitationAnswered(Event, frozen=True, kw_only=True):
+    """The answer the server received to the form ``index`` of the call ``call_id``:
+    ``action`` ``accept`` (with ``content``, the form's values as canonical JSON),
+    ``decline`` or ``cancel``; ``decided_by`` who answered (``terminal``, the embedding
+    program's name, ``timeout``, ``nobody``), ``reason`` why when nobody did. An
+    ``accept`` with a ``reason`` did not fit the form: the server received ``cancel``."""
+
+    event_type: ClassVar[str] = "mcp.elicitation_answered"
+    call_id: str
+    server: str
+    index: int
+    action: Literal["accept", "decline", "cancel"]
+    content: str | None = None
+    decided_by: str = ""
+    reason: str = ""
+
+
+class McpRoot(msgspec.Struct, frozen=True, kw_only=True):
+    """One root an MCP server is told: a ``file://`` URI and its name (the skill's)."""
+
+    uri: str
+    name: str
+
+
+class McpRootsChanged(Event, frozen=True, kw_only=True):
+    """What an MCP server is told from now on when it asks ``roots/list`` (the active
+    skills' folders policy lets it see), recorded between turns before the server is
+    sent ``notifications/roots/list_changed``."""
+
+    event_type: ClassVar[str] = "mcp.roots_changed"
+    server: str
+    roots: tuple[McpRoot, ...]
+
+
 class Replacement(msgspec.Struct, frozen=True, kw_only=True):
     """One tool result a compaction replaced: the ``call_id`` of the result in the
     history message at ``message`` (its index), the sha256 and size in bytes of the
@@ -768,6 +862,11 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpToolsListed,
     McpServerFailed,
     McpResult,
+    McpSampled,
+    McpSampleAnswered,
+    McpRootsChanged,
+    McpElicited,
+    McpElicitationAnswered,
     ToolImages,
     LeaseAcquired,
     LeaseRenewed,

@@ -196,6 +196,10 @@ _CALL_EVENTS = frozenset(
     {
         "policy.denied",
         "mcp.result",
+        "mcp.sampled",
+        "mcp.sample_answered",
+        "mcp.elicited",
+        "mcp.elicitation_answered",
         "resource.read",
         "tool.images",
         "script.started",
@@ -292,6 +296,7 @@ class SessionGrammar(GrammarCheck):
             "message.user": _nothing,
             "mcp.tools_listed": _nothing,  # what a server offers: before the next prompt
             "mcp.server_failed": _nothing,  # a server lost, between turns or mid-call
+            "mcp.roots_changed": _nothing,  # what a server is told: before the next prompt
             "prompt.rendered": self._prompt,
             "model.responded": self._responded,
             "model.failed": self._failed,

@@ -31,7 +31,7 @@ import trio
 from eventlog import EventStore, SkillogError
 
 from ._context import context_window_for
-from ._effects import Approver, LiveEffects, Reconciler
+from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
 from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
 from ._host_tools import HostTool
 from ._index_log import record_index_run
@@ -120,6 +120,8 @@ class Agent:
     instructions_in_results: bool = False
     context_window: int | None = None
     on_delta: DeltaSink | None = None
+    elicitor: Elicitor | None = None
+    on_progress: ProgressSink | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -155,6 +157,9 @@ class Agent:
                 trusted_signers=self.trusted_signers,
                 search_db=self.search_db,
             )
+            self._effects.model = self.model  # MCP servers' sampling requests
+            self._effects.elicitor = self.elicitor  # and their forms
+            self._effects.on_progress = self.on_progress
         return self._effects
 
     def session_config(self) -> SessionStarted:

@@ -17,6 +17,7 @@ from ._calls import CallContext, ToolError, idempotency_key
 from ._events import McpResult, McpToolDef
 from ._host_tools import ToolContext
 from ._images import mcp_images, record_images
+from ._mcp_sampling import CallRequests
 
 MAX_ARGUMENT_BYTES = 256 * 1024
 
@@ -69,6 +70,7 @@ async def call_mcp_tool(tool: McpToolDef, ctx: CallContext) -> str:
         context,
         stored_cap=policy.script_limits.stored_output_bytes,
         model_cap=policy.output_cap_bytes,
+        requests=CallRequests(ctx, tool.server),
     )
     ctx.rec.add(
         McpResult(

@@ -42,6 +42,7 @@ from ._events import (
     ToolCalled,
     UserMessage,
 )
+from ._mcp_roots import roots_changes
 from ._model import Message, ModelRequest, ToolCall
 from ._pipeline import Hooks, first_group, intent, run_turn_tools
 from ._prompt import compose, message_line, tail_line
@@ -372,6 +373,10 @@ class Session:
             changes = await self.effects.mcp_changes(self.state.mcp_servers)
             if changes:
                 await self.record(*changes)
+            roots = roots_changes(self.state)
+            if roots:
+                await self.record(*roots)
+            await self.effects.mcp_roots(self.state.mcp_roots)
         bodies = await self._bodies()
         request = compose(self.state, bodies)
         if self.state.open_prompt is None:

@@ -24,6 +24,9 @@ from ._events import (
     CatalogSnapshot,
     ContextCompacted,
     Event,
+    McpRoot,
+    McpRootsChanged,
+    McpSampleAnswered,
     McpServerFailed,
     McpToolDef,
     McpToolsListed,
@@ -175,6 +178,7 @@ class SessionState(ActiveSkills):
         "hidden",
         "history_rewrites",
         "input_tokens",
+        "mcp_roots",
         "mcp_servers",
         "mcp_tools",
         "messages",
@@ -229,6 +233,7 @@ class SessionState(ActiveSkills):
         # session's names, in server-name then server order.
         self.mcp_servers: dict[str, McpToolsListed | McpServerFailed] = {}
         self.mcp_tools: dict[str, McpToolDef] = {}
+        self.mcp_roots: dict[str, tuple[McpRoot, ...]] = {}  # what each server is told
         # The context budget (``_context``): the (message index, call id) of the
         # results a compaction replaced, how many compactions rewrote the history, the
         # turn whose request the provider last refused as too long, and the anchor of
@@ -255,6 +260,7 @@ class SessionState(ActiveSkills):
         self.grants = list(self.grants)
         self.mcp_servers = dict(self.mcp_servers)
         self.mcp_tools = dict(self.mcp_tools)
+        self.mcp_roots = dict(self.mcp_roots)
         self.cleared = set(self.cleared)
         if self.turn_progress is not None:
             self.turn_progress = self.turn_progress.copy()
@@ -316,6 +322,14 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
                 if state.pending_calls
                 else None
             )
+        case McpSampleAnswered() if event.response is not None:
+            # An MCP server's sampling request answered by the session's model: its
+            # tokens count towards the budget (not towards the history's size).
+            usage = event.response.usage
+            state.input_tokens += usage.input_tokens
+            state.output_tokens += usage.output_tokens
+            state.cache_read_tokens += usage.cache_read_input_tokens
+            state.cache_write_tokens += usage.cache_creation_input_tokens
         case ModelFailed() if event.kind == "context_overflow":
             # The request did not fit: it is closed, and the same turn is rendered
             # again after a compaction (or the session ends).
@@ -353,6 +367,8 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case McpToolsListed() | McpServerFailed():
             state.mcp_servers[event.server] = event
             state.mcp_tools = mcp_tools(state.mcp_servers)
+        case McpRootsChanged():
+            state.mcp_roots[event.server] = event.roots
         case SessionSuspended():
             state.status = "awaiting_approval" if state.pending_approvals else "resumable"
         case SessionEnded():

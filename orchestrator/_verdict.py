@@ -44,6 +44,10 @@ class _Digest(msgspec.Struct):
     digest: str
 
 
+class _Params(msgspec.Struct):
+    params: str
+
+
 class _McpResult(msgspec.Struct):
     digest: str
     notes: str | None = None
@@ -78,6 +82,10 @@ def _digest(decode: Callable[[bytes], _Digest]) -> BlobReader:
     return lambda body: (decode(body).digest,)
 
 
+def _params(decode: Callable[[bytes], _Params]) -> BlobReader:
+    return lambda body: (decode(body).params,)
+
+
 def _mcp_result(decode: Callable[[bytes], _McpResult]) -> BlobReader:
     def read(body: bytes) -> Iterable[str]:
         r = decode(body)
@@ -108,6 +116,8 @@ BLOB_FIELDS: dict[str, BlobReader] = {
     "skill.activated": _reader(_Activated, _activated),
     "resource.read": _reader(_Digest, _digest),
     "mcp.result": _reader(_McpResult, _mcp_result),
+    "mcp.sampled": _reader(_Params, _params),
+    "mcp.elicited": _reader(_Params, _params),
     "tool.images": _reader(_Images, _images),
     "script.executed": _reader(_Script, _script),
 }

@@ -29,13 +29,25 @@ from orchestrator import (
     ApprovalRequest,
     ApprovalRequested,
     ApprovalResolved,
+    ElicitationAnswer,
+    ElicitationRequest,
     LoadedSkill,
+    McpElicitationAnswered,
+    McpElicited,
     McpOutcome,
+    McpProgress,
     McpResult,
+    McpRoot,
+    McpSampleAnswered,
+    McpSampled,
     McpServerFailed,
     McpToolsListed,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
     PromptRendered,
     ScriptExecuted,
+    ServerRequests,
     SessionEnded,
     SessionSuspended,
     SkillActivated,
@@ -75,6 +87,10 @@ class RecordedEffects:
         self._tools: dict[str, ToolCompleted] = {}
         self._mcp_results: dict[str, McpResult] = {}
         self._mcp_listings: list[int] = []
+        # What each call's server asked while it ran, in the recorded order.
+        self._asked: dict[str, list[McpSampled | McpElicited]] = {}
+        self._answers: dict[tuple[str, int], McpSampleAnswered] = {}
+        self._forms: dict[tuple[str, int], McpElicitationAnswered] = {}
         self._approvals: dict[str, ApprovalResolved] = {}
         self._remembered: dict[str, ApprovalRemembered] = {}
         self._suspended: set[str] = set()  # calls decided only after the session suspended
@@ -102,6 +118,12 @@ class RecordedEffects:
                     self._mcp_results[body.call_id] = body
                 case McpToolsListed() | McpServerFailed():
                     self._mcp_listings.append(seq)
+                case McpSampled() | McpElicited():
+                    self._asked.setdefault(body.call_id, []).append(body)
+                case McpSampleAnswered():
+                    self._answers[body.call_id, body.index] = body
+                case McpElicitationAnswered():
+                    self._forms[body.call_id, body.index] = body
                 case _:
                     pass
         self._bodies = bodies
@@ -239,7 +261,17 @@ class RecordedEffects:
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome:
+        if requests is not None:
+            # What the server asked during the call, asked again in the recorded
+            # order: the runtime's code decides and records as it did.
+            for asked in self._asked.get(context.call_id, ()):
+                params = await self._store.get_blob(asked.params)
+                if isinstance(asked, McpSampled):
+                    await requests.sample(params)
+                else:
+                    await requests.elicit(params)
         result = self._mcp_results.get(context.call_id)
         done = self._tools.get(context.call_id)
         if result is None or done is None or (result.server, result.tool) != (server, tool):
@@ -255,6 +287,30 @@ class RecordedEffects:
             failure=result.failure,
             notes=await self._store.get_blob(result.notes) if result.notes else b"",
         )
+
+    async def elicit(
+        self, request: ElicitationRequest, *, index: int, timeout_ms: int
+    ) -> ElicitationAnswer | None:
+        answered = self._forms.get((request.call_id, index))
+        if answered is None or answered.decided_by == "nobody":
+            return None
+        return ElicitationAnswer(
+            action=answered.action, decided_by=answered.decided_by, content=answered.content
+        )
+
+    def mcp_progress(self, progress: McpProgress) -> None:
+        pass  # nothing runs live in a re-drive
+
+    async def mcp_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        pass  # no server to tell: the roots are in the recording
+
+    async def sample(self, request: ModelRequest, *, call_id: str, index: int) -> ModelResponse:
+        answered = self._answers.get((call_id, index))
+        if answered is None:
+            raise ModelError(f"{NO_RECORDING} answer to sampling request {index} of {call_id!r}")
+        if answered.response is None:
+            raise ModelError(answered.error or "the model failed")
+        return answered.response
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         if request.call_id in self._suspended:

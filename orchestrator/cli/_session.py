@@ -36,7 +36,15 @@ from eventlog import (
 from eventlog._catalog import DEFAULT_LIMIT, Listing
 
 from .._catalog import catalog_current, open_log
-from .._effects import ApprovalDecision, ApprovalRequest, Approver
+from .._effects import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Approver,
+    ElicitationAnswer,
+    ElicitationRequest,
+    Elicitor,
+    McpProgress,
+)
 from .._events import (
     CODEC,
     Event,
@@ -225,8 +233,8 @@ def run(args: argparse.Namespace) -> int:
 class LiveText:
     """What ``skillog run`` shows while the model answers, on a terminal: its text as
     it arrives (made inert like everything printed), each answer ended by a line break
-    when its ``model.responded`` is recorded. The transcript printed at the end, from
-    the log, is the record."""
+    when its ``model.responded`` is recorded; MCP calls' progress, a line each. The
+    transcript printed at the end, from the log, is the record."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -237,6 +245,16 @@ class LiveText:
             self.out.write(visible(delta.text, lines=True))
             self.out.flush()
             self.open = True
+
+    def progress(self, progress: McpProgress) -> None:
+        # An MCP call's progress as it arrives, on a line of its own.
+        of = f"/{progress.total}" if progress.total is not None else ""
+        text = f"{progress.server}: {progress.progress}{of}"
+        if progress.message:
+            text += f" {progress.message}"
+        self.out.write(("\n" if self.open else "") + visible(f"[{text}]") + "\n")
+        self.out.flush()
+        self.open = False
 
     def event(self, event: StoredEvent) -> None:
         if self.open and event.type.startswith("model."):
@@ -250,6 +268,7 @@ async def _run(args: argparse.Namespace) -> int:
     if sys.stderr.isatty():  # the live text beside: stdout stays the transcript
         live = LiveText(sys.stderr)
         agent.on_delta, agent.observers = live.delta, [*agent.observers, live.event]
+        agent.on_progress = live.progress
     try:
         async with open_log(args.db) as store:
             session_id = uuid.uuid4().hex
@@ -434,6 +453,7 @@ def agent_for(
         skills=found.skills,
         hidden=found.hidden,
         approver=cli_approver(args.approve, args.deny),
+        elicitor=cli_elicitor(),
         max_turns=args.max_turns,
         file_access=args.file_access,
         policy=policy or PolicyConfig(),
@@ -582,6 +602,53 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
         )
 
     return ask
+
+
+def cli_elicitor() -> Elicitor | None:
+    """An MCP server's form, asked on the terminal field by field; nobody without one
+    (the server is answered ``cancel``: a live request cannot wait for a later
+    process)."""
+    if not sys.stdin.isatty():
+        return None
+
+    async def ask(request: ElicitationRequest) -> ElicitationAnswer:
+        schema = msgspec.json.decode(request.schema)
+        asked = f"MCP server {request.server} asks: {request.message}"
+        prompt = f"{visible(asked)}\n  y: fill in   n: decline   [y/n/C(ancel)] "
+        answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
+        if answer in ("n", "no"):
+            return ElicitationAnswer(action="decline", decided_by="terminal")
+        if answer not in ("y", "yes"):
+            return ElicitationAnswer(action="cancel", decided_by="terminal")
+        values: dict[str, object] = {}
+        required = schema.get("required", [])
+        for name, field in schema.get("properties", {}).items():
+            kind = field.get("type", "string")
+            label = visible(f"  {name} ({kind}{', required' if name in required else ''}): ")
+            raw = await trio.to_thread.run_sync(input, label)
+            if raw or name in required:
+                values[name] = _typed(raw, kind)
+        content = msgspec.json.encode(values).decode()
+        return ElicitationAnswer(action="accept", decided_by="terminal", content=content)
+
+    return ask
+
+
+def _typed(raw: str, kind: str) -> object:
+    """A typed value as the form asks for it; text that does not parse stays text (the
+    runtime then finds the answer does not fit the form)."""
+    try:
+        if kind == "integer":
+            return int(raw)
+        if kind == "number":
+            return msgspec.json.decode(raw.strip())
+    except (ValueError, msgspec.DecodeError):
+        return raw
+    if kind == "boolean":
+        return raw.strip().lower() in ("y", "yes", "true", "1")
+    if kind == "array":  # a multi-select: the choices, separated by commas
+        return [choice.strip() for choice in raw.split(",") if choice.strip()]
+    return raw
 
 
 def _fixed(approved: bool, by: str) -> Approver:

@@ -28,12 +28,13 @@ import trio
 
 from eventlog import SkillogError
 
-from .._effects import McpOutcome, McpStatus, mcp_gone
-from .._events import McpServerFailed, McpToolsListed
+from .._effects import McpOutcome, McpStatus, ServerRequests, mcp_gone
+from .._events import McpRoot, McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from .._model import encode_canonical
 from ..skills import McpServerConfig
 from ._listing import tools_listed
+from ._requests import answer_elicitation, answer_roots, answer_sampling, roots_changed
 from ._results import failure, outcome_of
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
@@ -81,6 +82,12 @@ class McpServers:
                 out.append(status)
         return out
 
+    async def set_roots(self, roots: Mapping[str, tuple[McpRoot, ...]]) -> None:
+        """What each server is told from now on at ``roots/list``; a server whose roots
+        changed is sent ``notifications/roots/list_changed``."""
+        for name, server in self._servers.items():
+            await server.set_roots(roots.get(name, ()))
+
     async def call(
         self,
         server: str,
@@ -90,11 +97,19 @@ class McpServers:
         *,
         stored_cap: int,
         model_cap: int,
+        requests: ServerRequests | None = None,
     ) -> McpOutcome:
         found = self._servers.get(server)
         if found is None:
             return failure("unavailable", f"there is no MCP server {server!r} in this process")
-        return await found.call(tool, arguments, context, stored_cap, model_cap)
+        if requests is None:
+            return await found.call(tool, arguments, context, stored_cap, model_cap)
+        # While the call runs, what its server asks goes to ``requests`` (_requests).
+        found.inflight[context.call_id] = requests
+        try:
+            return await found.call(tool, arguments, context, stored_cap, model_cap)
+        finally:
+            found.inflight.pop(context.call_id, None)
 
 
 @contextlib.asynccontextmanager
@@ -142,6 +157,8 @@ class _Server:
         self._list_changed = False
         self._reported = False
         self._log: list[dict[str, Any]] = []
+        self.inflight: dict[str, ServerRequests] = {}  # running calls, oldest first
+        self.roots: tuple[McpRoot, ...] = ()  # what the log says it is told
 
     def close(self) -> None:
         self._closed.set()
@@ -158,6 +175,9 @@ class _Server:
                     streams[1],
                     message_handler=self._on_message,
                     logging_callback=self._on_log,
+                    sampling_callback=self._on_sampling,
+                    list_roots_callback=self._on_roots,
+                    elicitation_callback=self._on_elicitation,
                     client_info=client_info(),
                 ) as session,
             ):
@@ -222,6 +242,21 @@ class _Server:
         note = {"level": params.level, "logger": params.logger, "data": text[:MAX_NOTE_CHARS]}
         self._log = [*self._log[-(MAX_NOTES - 1) :], note]
 
+    async def _on_sampling(self, context: Any, params: Any) -> Any:
+        return await answer_sampling(self.inflight, params)
+
+    async def _on_elicitation(self, context: Any, params: Any) -> Any:
+        return await answer_elicitation(self.inflight, params)
+
+    async def _on_roots(self, context: Any) -> Any:
+        return answer_roots(self.roots)
+
+    async def set_roots(self, roots: tuple[McpRoot, ...]) -> None:
+        if roots != self.roots:
+            self.roots = roots
+            if self._session is not None:
+                await roots_changed(self._session)
+
     def _fail(self, stage: Any, error: str) -> None:
         if not isinstance(self._status, McpServerFailed):
             self._status = McpServerFailed(server=self.spec.name, stage=stage, error=error)
@@ -271,6 +306,8 @@ class _Server:
             tick = {"progress": repr(done), "total": None if total is None else repr(total)}
             tick["message"] = None if message is None else message[:MAX_NOTE_CHARS]
             progress[:] = [*progress[-(MAX_NOTES - 1) :], tick]
+            if (live := self.inflight.get(context.call_id)) is not None:
+                live.progress(tick["progress"] or "", tick["total"], tick["message"])
 
         start = time.monotonic_ns()
         try:

@@ -14,7 +14,13 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
 - ``modern``: what newer servers do (server-everything among them): says its tool
   list changed while the client connects; ``whoami`` (the client's ``clientInfo``),
   ``job`` (callable only as a task), ``chart`` (an image), ``steps`` (progress
-  notifications and log messages before it answers); ``write`` (idempotentHint).
+  notifications and log messages before it answers); ``write`` (idempotentHint);
+  ``ask`` (asks the client to sample ``question`` ``times`` times, answers with what
+  came back, errors included), ``ask_image`` (asks to sample an image), ``roots``
+  (what the client answers to ``roots/list``, and how many
+  ``notifications/roots/list_changed`` it sent so far); ``form`` (asks the client to
+  fill a form of the requested ``schema``, answers with what came back), ``link``
+  (a URL-mode elicitation).
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
@@ -82,6 +88,11 @@ MODERN = [
     _tool("chart", OBJECT, read_only_hint=True),
     _tool("steps", _schema(count={"type": "integer"}), read_only_hint=True),
     _tool("write", _schema(text={"type": "string"}), idempotent_hint=True),
+    _tool("ask", _schema(question={"type": "string"}, times={"type": "integer"})),
+    _tool("ask_image", OBJECT),
+    _tool("roots", OBJECT, read_only_hint=True),
+    _tool("form", _schema(schema={"type": "object"})),
+    _tool("link", OBJECT),
 ]
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/"
@@ -92,7 +103,10 @@ PNG = (
 
 def build(kind: str) -> Server[Any]:
     tools = {"tracker": TRACKER, "docs": DOCS, "odd": ODD, "modern": MODERN}[kind]
-    state: dict[str, Any] = {"tools": list(tools), "listed": False}
+    state: dict[str, Any] = {"tools": list(tools), "listed": False, "roots_changed": 0}
+
+    async def roots_changed(ctx: Any, params: Any) -> None:
+        state["roots_changed"] += 1
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         if kind == "modern" and not state["listed"]:
@@ -141,6 +155,50 @@ def build(kind: str) -> Server[Any]:
                     )
                 await ctx.session.send_log_message("info", f"did step {step + 1}", "steps")
             return _text(f"{count} steps")
+        if name == "ask":
+            answers = []
+            for _ in range(int(args.get("times", 1))):
+                try:
+                    answer = await ctx.session.create_message(
+                        messages=[
+                            types.SamplingMessage(
+                                role="user", content=types.TextContent(text=args["question"])
+                            )
+                        ],
+                        max_tokens=50,
+                        system_prompt="Answer briefly.",
+                        temperature=0.5,
+                    )
+                    answers.append(f"{answer.model}: {answer.content.text}")
+                except Exception as e:
+                    answers.append(f"refused: {e}")
+            return _text("\n".join(answers))
+        if name == "ask_image":
+            try:
+                await ctx.session.create_message(
+                    messages=[
+                        types.SamplingMessage(
+                            role="user", content=types.ImageContent(data=PNG, mime_type="image/png")
+                        )
+                    ],
+                    max_tokens=50,
+                )
+                return _text("sampled")
+            except Exception as e:
+                return _text(f"refused: {e}")
+        if name == "form":
+            try:
+                got = await ctx.session.elicit_form("Who are you?", args["schema"])
+                return _text(json.dumps({"action": got.action, "content": got.content}))
+            except Exception as e:
+                return _text(f"refused: {e}")
+        if name == "link":
+            got = await ctx.session.elicit_url("Sign in", "https://example.com/login", "e1")
+            return _text(json.dumps({"action": got.action}))
+        if name == "roots":
+            listed = await ctx.session.list_roots()
+            roots = [{"uri": str(r.uri), "name": r.name} for r in listed.roots]
+            return _text(json.dumps({"roots": roots, "changed": state["roots_changed"]}))
         if name == "screenshot":
             return types.CallToolResult(
                 content=[
@@ -155,6 +213,7 @@ def build(kind: str) -> Server[Any]:
         version="1.0",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_roots_list_changed=roots_changed,
     )
 
 

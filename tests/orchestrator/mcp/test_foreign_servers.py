@@ -14,10 +14,20 @@ import pytest
 import trio
 
 from eventlog import open_sqlite_store
-from orchestrator import Agent
+from orchestrator import (
+    Agent,
+    ElicitationAnswer,
+    ElicitationRequest,
+    McpToolRules,
+    PolicyConfig,
+)
 from orchestrator._events import (
     CODEC,
+    McpElicitationAnswered,
+    McpElicited,
     McpResult,
+    McpSampleAnswered,
+    McpSampled,
     McpToolsListed,
     ToolCompleted,
     ToolImages,
@@ -41,7 +51,12 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("trigger-long-running-operation", {"duration": 1, "steps": 4}),
     ("toggle-subscriber-updates", {}),
     ("get-env", {}),
+    ("get-roots-list", {}),
+    ("trigger-sampling-request", {"prompt": "say hi", "maxTokens": 20}),
+    ("trigger-elicitation-request", {}),
 ]
+SAMPLED = "hi from the session's model"
+"""What the scripted model answers server-everything's sampling request."""
 
 
 @pytest.fixture
@@ -64,11 +79,23 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     turns: list[dict[str, Any]] = [
         {"tool_calls": [{"name": f"mcp__everything__{name}", "arguments": a}]} for name, a in CALLS
     ]
+    # the sampling request comes during its call: the model's next answer is its
+    sampling = [name for name, _ in CALLS].index("trigger-sampling-request")
+    turns.insert(sampling + 1, {"text": SAMPLED})
     turns.append({"text": "done"})
     db = tmp_path / "log.db"
+
+    async def human(request: ElicitationRequest) -> ElicitationAnswer:
+        # a scripted human: fills the required field of server-everything's form
+        return ElicitationAnswer(action="accept", decided_by="test", content='{"name":"Ada"}')
+
     async with open_sqlite_store(db) as store:
         session = await Agent(
-            model=ScriptedModel(turns), model_name="test-model", mcp_servers=[server]
+            model=ScriptedModel(turns),
+            model_name="test-model",
+            mcp_servers=[server],
+            policy=PolicyConfig(mcp=McpToolRules(sampling=("everything",))),
+            elicitor=human,
         ).run(store, "try every tool of server-everything")
         events = [CODEC.decode(e) async for e in store.read(session.id)]
         results = [e for e in events if isinstance(e, McpResult)]
@@ -91,6 +118,18 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     # the images reach the model as images
     images = [e for e in events if isinstance(e, ToolImages)]
     assert len(images) == 2 and {i.images[0].media_type for i in images} == {"image/png"}
+    # its sampling request answered by the session's model, recorded both ways
+    (sampled,) = [e for e in events if isinstance(e, McpSampled)]
+    (answered,) = [e for e in events if isinstance(e, McpSampleAnswered)]
+    assert sampled.allowed and answered.response is not None
+    assert SAMPLED in by_tool["trigger-sampling-request"].content
+    # its form (a flat schema with multi-selects) put to the scripted human, accepted
+    (elicited,) = [e for e in events if isinstance(e, McpElicited)]
+    (form,) = [e for e in events if isinstance(e, McpElicitationAnswered)]
+    assert elicited.valid and (form.action, form.content) == ("accept", '{"name":"Ada"}')
+    assert "Ada" in by_tool["trigger-elicitation-request"].content
+    # skillog declares roots; no skill is active, so the server is told none
+    assert "no roots are currently configured" in by_tool["get-roots-list"].content
     # progress of the long-running operation, kept with its result
     assert len(notes["trigger-long-running-operation"]["progress"]) == 4
 
