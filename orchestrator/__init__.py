@@ -81,6 +81,8 @@ from ._events import SkillActivationFailed as SkillActivationFailed
 from ._events import SkillChanged as SkillChanged
 from ._events import SkillDeactivated as SkillDeactivated
 from ._events import SkillInfo as SkillInfo
+from ._events import SummaryAnswered as SummaryAnswered
+from ._events import SummaryRequested as SummaryRequested
 from ._events import ToolCalled as ToolCalled
 from ._events import ToolCompleted as ToolCompleted
 from ._events import ToolDef as ToolDef
@@ -224,6 +226,8 @@ __all__ = [
     "SkillInfo",
     "SkillUnavailableError",
     "StreamingAdapter",
+    "SummaryAnswered",
+    "SummaryRequested",
     "TextPart",
     "ToolCall",
     "ToolCalled",

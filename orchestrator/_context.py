@@ -18,13 +18,27 @@ denser text is absorbed by the threshold's margin and, past it, the overflow pat
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import msgspec
 
-from ._events import ContextCompacted, ContextPolicy, Replacement, SessionStarted
-from ._model import Message, TextPart, ToolCall, ToolResult, encode_canonical
+from ._events import (
+    ContextCompacted,
+    ContextPolicy,
+    Replacement,
+    SessionStarted,
+    SummaryRequested,
+)
+from ._model import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    encode_canonical,
+)
 
 BYTES_PER_TOKEN = 4
 
@@ -195,6 +209,9 @@ Reason = Literal["budget", "overflow"]
 STEPS: tuple[Step, ...] = ("tool_results", "skill_instructions", "drop_turns")
 
 
+RequestHash = Callable[[ModelRequest], str]
+
+
 def plan_compaction(
     messages: Sequence[Message],
     cleared: set[tuple[int, str]],
@@ -205,16 +222,22 @@ def plan_compaction(
     tokens: int,
     tail_bytes: int,
     until: int | None,
-) -> list[ContextCompacted]:
+    summarise: RequestHash | None = None,
+) -> list[ContextCompacted | SummaryRequested]:
     """The compaction steps, in order, each applied to the history the previous left,
     until the estimate is at most ``until`` (every step that changes anything when
     None). ``tokens`` is the estimate before; ``tail_bytes`` the size of the request's
     tail (system, tools), which compaction does not change. Recorded together, so a
-    process that stops never leaves half a compaction."""
+    process that stops never leaves half a compaction.
+
+    With ``summarise`` (the summary calls are allowed and within their budget; it
+    hashes a request), the turns step 3 would drop are to be summarised instead: the
+    plan ends with the :class:`SummaryRequested` intent, whose answer the loop records
+    with the ``summarise`` compaction (:func:`summary_compaction`)."""
     policy = config.policy.context
     budget, threshold = budget_of(config.context_window, config.max_tokens, policy)
     history, done = list(messages), set(cleared)
-    events: list[ContextCompacted] = []
+    events: list[ContextCompacted | SummaryRequested] = []
 
     def size(after: Sequence[Message]) -> int:
         return tokens_of(sum(len(encode_canonical(m)) + 1 for m in after) + tail_bytes)
@@ -232,6 +255,21 @@ def plan_compaction(
                     break
         elif step == "skill_instructions":
             replaced = plan_skill_instructions(history, active, frozenset(done))
+        elif summarise is not None:
+            dropped, _ = plan_drop_turns(history, policy.keep_turns)
+            if dropped:
+                request = summary_request(history, dropped, config)
+                events.append(
+                    SummaryRequested(
+                        dropped=dropped,
+                        request_hash=summarise(request),
+                        reason=reason,
+                        tokens_before=tokens,
+                        budget=budget,
+                        threshold=threshold,
+                    )
+                )
+            break
         elif policy.drop_turns:
             dropped, note = plan_drop_turns(history, policy.keep_turns)
         if not replaced and not dropped:
@@ -253,6 +291,81 @@ def plan_compaction(
         if until is not None and tokens <= until:
             break
     return events
+
+
+SUMMARY_SYSTEM = (
+    "You summarise the earlier part of an agent's session so that the agent can go on "
+    "without it. Keep what the rest of the task needs: decisions made, facts found, "
+    "files and paths read or written, commands run and their results, errors met, what "
+    "is left to do. Leave out what no longer matters. Write plain prose, no preamble."
+)
+SUMMARY_MAX_TOKENS = 1024
+SUMMARY_PREFIX = "[earlier turns summarised to keep the context small: "
+
+
+def summary_request(
+    messages: Sequence[Message], dropped: int, config: SessionStarted
+) -> ModelRequest:
+    """The request that summarises ``messages[1 : 1 + dropped]`` (pure: composed again
+    from the log by a resumed process and by replay). The task (the first message,
+    with any earlier summary) is shown for context; the turns as canonical JSON lines,
+    as the history is hashed; no tools are offered."""
+    first = "\n".join(p.text for p in messages[0].parts if isinstance(p, TextPart))
+    turns = b"".join(encode_canonical(m) + b"\n" for m in messages[1 : 1 + dropped])
+    text = (
+        f"The task the agent was given:\n<task>\n{first}\n</task>\n\n"
+        "The turns to summarise, one JSON message a line (the model's answers and tool "
+        f"calls, the tools' results):\n<turns>\n{turns.decode()}</turns>\n\n"
+        "Summarise these turns."
+    )
+    return ModelRequest(
+        model=config.model,
+        system=SUMMARY_SYSTEM,
+        messages=(Message(role="user", parts=(TextPart(text=text),)),),
+        tools=(),
+        max_tokens=config.policy.context.summary_max_tokens or SUMMARY_MAX_TOKENS,
+    )
+
+
+def summary_compaction(
+    messages: Sequence[Message],
+    requested: SummaryRequested,
+    response: ModelResponse | None,
+    config: SessionStarted,
+    *,
+    tail_bytes: int,
+) -> ContextCompacted | None:
+    """The compaction a summary's answer makes: ``summarise`` with the summary as the
+    note on the first message, or, without a usable summary (the call failed, the text
+    is empty), ``drop_turns`` when the policy allows it; None when it does not."""
+    summary = response.text.strip() if response is not None else ""
+    dropped = requested.dropped
+    turns = sum(1 for m in messages[1 : 1 + dropped] if m.role == "assistant")
+    if summary:
+        step: Step | Literal["summarise"] = "summarise"
+        note = (
+            f"{SUMMARY_PREFIX}{turns} earlier turn{'s' if turns != 1 else ''} ({dropped} "
+            f"messages) were replaced here by this summary; read or run again what you "
+            f"still need]\n{summary}"
+        )
+    elif config.policy.context.drop_turns:
+        step, note = "drop_turns", plan_drop_turns(messages, config.policy.context.keep_turns)[1]
+    else:
+        return None
+    after = compacted(messages, (), dropped, note)
+    size = sum(len(encode_canonical(m)) + 1 for m in after) + tail_bytes
+    return ContextCompacted(
+        step=step,
+        reason=requested.reason,
+        replaced=(),
+        tokens_before=requested.tokens_before,
+        tokens_after=tokens_of(size),
+        budget=requested.budget,
+        threshold=requested.threshold,
+        dropped=dropped,
+        note=note,
+        summary_digest=hashlib.sha256(summary.encode()).hexdigest() if summary else "",
+    )
 
 
 def apply_compaction(

@@ -74,6 +74,11 @@ RULES: dict[str, str] = {
     "effect_after_denial": "anything but policy.denied and an error result after a denial",
     "suspend_without_pending": "session.suspended naming no call or one not awaiting approval",
     "compaction_misplaced": "context.compacted while a prompt awaits its answer or calls are open",
+    "summary_misplaced": (
+        "context.summary_requested while a prompt or a summary awaits its answer or calls are open"
+    ),
+    "summary_unanswered": "prompt.rendered or context.compacted while a summary awaits its answer",
+    "answer_without_summary": "context.summary_answered with no summary call waiting for it",
     "end_with_open_calls": "session.ended while tool calls of the last response are open",
     "end_reason": "session.ended with a reason the session's state contradicts",
     "lease_start": "a lease stream that begins with neither lease.acquired nor the queued release",
@@ -281,6 +286,7 @@ class SessionGrammar(GrammarCheck):
         self.phase = self.HEADER
         self.turn = 0
         self.prompt_open = False
+        self.summary_open = False  # context.summary_requested without its answer yet
         self.calls: dict[str, int] = {}  # the last response's calls -> their progress
         self.open_calls = 0  # calls of the last response without an outcome
         self.running: dict[str, Step] = {  # the steps of a started session
@@ -298,6 +304,8 @@ class SessionGrammar(GrammarCheck):
             "approval.remembered": self._remembered,
             "session.suspended": self._suspended,
             "context.compacted": self._compacted,
+            "context.summary_requested": self._summary_requested,
+            "context.summary_answered": self._summary_answered,
         }
         for tag in _CALL_EVENTS:
             self.running[tag] = self._call_event_of(tag)
@@ -344,6 +352,8 @@ class SessionGrammar(GrammarCheck):
 
     def _prompt(self, body: bytes) -> None:
         turn = _TURN(body).turn
+        if self.summary_open:
+            raise _Broken("summary_unanswered", "the summary call has no answer yet")
         if self.prompt_open:
             raise _Broken("prompt_unanswered", f"turn {self.turn}'s prompt has no answer yet")
         if self.open_calls:
@@ -366,10 +376,26 @@ class SessionGrammar(GrammarCheck):
             self.turn, self.prompt_open = failed.turn - 1, False
 
     def _compacted(self, body: bytes) -> None:
+        if self.summary_open:
+            raise _Broken("summary_unanswered", "the summary call has no answer yet")
         if self.prompt_open:
             raise _Broken("compaction_misplaced", f"turn {self.turn}'s prompt awaits an answer")
         if self.open_calls:
             raise _Broken("compaction_misplaced", self._open_detail())
+
+    def _summary_requested(self, body: bytes) -> None:
+        if self.summary_open:
+            raise _Broken("summary_misplaced", "the previous summary call has no answer yet")
+        if self.prompt_open:
+            raise _Broken("summary_misplaced", f"turn {self.turn}'s prompt awaits an answer")
+        if self.open_calls:
+            raise _Broken("summary_misplaced", self._open_detail())
+        self.summary_open = True
+
+    def _summary_answered(self, body: bytes) -> None:
+        if not self.summary_open:
+            raise _Broken("answer_without_summary", "no summary call waits for an answer")
+        self.summary_open = False
 
     def _responded(self, body: bytes) -> None:
         responded = _RESPONDED(body)

@@ -45,7 +45,14 @@ from ._model import (
     with_image_data,
 )
 from ._policy import over_budget, policy_warnings
-from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
+from ._session import (
+    Clock,
+    ContextExhaustedError,
+    Observer,
+    Session,
+    SummaryPending,
+    refresh_context,
+)
 from ._visibility import Predicate
 from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
 
@@ -175,6 +182,7 @@ class Agent:
                 if self.context_window is not None
                 else context_window_for(self.model_name)
             ),
+            summaries=True,
         )
 
     def predicates(self) -> dict[str, Predicate]:
@@ -278,6 +286,11 @@ async def drive(
             if await session.run_tools():
                 return  # suspended: some calls wait for an approval
             continue
+        if state.summary_pending is not None:
+            # A compaction asked for a summary (maybe in a process that stopped before
+            # the answer): ask the model, record the answer with the compaction it makes.
+            await _summarise(session, model, retry)
+            continue
         last = state.messages[-1] if state.messages else None
         if last is not None and last.role == "assistant":
             await session.end("completed")
@@ -313,6 +326,8 @@ async def drive(
         except ContextExhaustedError as e:
             await session.end("context_exhausted", str(e))
             break
+        except SummaryPending:
+            continue
         outcome = await _call(session, model, request, retry, on_delta)
         if outcome is None:
             break
@@ -402,6 +417,33 @@ async def _call(
                 return None
             await trio.sleep(retry.delay_ms(attempt, error.retry_after_ms) / 1000)
     return None  # pragma: no cover - the loop always returns
+
+
+async def _summarise(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:
+    """The pending summary call, with the bounded retries of any model call; its
+    answer, or the error it ended with, is recorded with the compaction it makes (the
+    attempts in between are not: the intent stays pending until an answer is)."""
+    request = session.summary_request()
+    for attempt in range(1, retry.max_attempts + 1):
+        start = time.monotonic_ns()
+        try:
+            with trio.fail_after(retry.timeout_s):
+                response = await model.complete(request)
+        except (ModelError, trio.TooSlowError) as e:
+            error = e if isinstance(e, ModelError) else ModelError("no answer", retryable=True)
+            if not error.retryable or attempt == retry.max_attempts:
+                await session.record_summary(
+                    None,
+                    error=str(error),
+                    duration_ms=(time.monotonic_ns() - start) // 1_000_000,
+                )
+                return
+            await trio.sleep(retry.delay_ms(attempt, error.retry_after_ms) / 1000)
+            continue
+        await session.record_summary(
+            response, duration_ms=(time.monotonic_ns() - start) // 1_000_000
+        )
+        return
 
 
 def _malformed(response: ModelResponse) -> str | None:

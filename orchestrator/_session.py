@@ -23,7 +23,15 @@ from eventlog import Event as StoredEvent
 from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
-from ._context import Reason, budget_of, plan_compaction, tokens_of
+from ._context import (
+    Reason,
+    apply_compaction,
+    budget_of,
+    plan_compaction,
+    summary_compaction,
+    summary_request,
+    tokens_of,
+)
 from ._effects import Effects, Reconciler
 from ._events import (
     CODEC,
@@ -39,12 +47,14 @@ from ._events import (
     SessionSuspended,
     SkillActivated,
     SkillInfo,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCalled,
     UserMessage,
 )
-from ._model import Message, ModelRequest, ToolCall
+from ._model import Message, ModelRequest, ModelResponse, ToolCall
 from ._pipeline import Hooks, first_group, intent, run_turn_tools
-from ._prompt import compose, message_line, tail_line
+from ._prompt import compose, message_line, request_bytes, request_hash, tail_line
 from ._state import SessionState, apply
 from ._tools import activate, plan_call
 from ._visibility import RefreshContext, SkillContext
@@ -64,6 +74,13 @@ class SessionStateError(SkillogError):
 class ContextExhaustedError(SkillogError):
     """The next request cannot fit the model's context window, even after compaction:
     the loop ends the session with ``context_exhausted`` and this message."""
+
+
+class SummaryPending(Exception):
+    """Raised by :meth:`Session.render` after it recorded a summary call's intent
+    (``context.summary_requested``): the loop asks for the summary
+    (:meth:`Session.summary_request`, :meth:`Session.record_summary`), then renders
+    again."""
 
 
 def refresh_context(config: SessionStarted, state: SessionState | None = None) -> RefreshContext:
@@ -436,7 +453,9 @@ class Session:
         target = budget * config.policy.context.compact_to_percent // 100
         events = self._plan("budget", tokens, request, target)
         if events:
-            await self.record(*events)
+            await self._record_plan(events)
+            if self.state.summary_pending is not None:
+                raise SummaryPending
             request = compose(self.state, bodies)
             tokens = self.estimate(request, bodies)
         if tokens > budget:
@@ -451,9 +470,15 @@ class Session:
 
     def _plan(
         self, reason: Reason, tokens: int, request: ModelRequest, until: int | None
-    ) -> list[ContextCompacted]:
+    ) -> list[ContextCompacted | SummaryRequested]:
         state = self.state
         assert state.config is not None
+        policy = state.config.policy.context
+        summarise = (
+            state.config.summaries
+            and policy.summarise
+            and state.summary_tokens < policy.summary_budget_tokens
+        )
         return plan_compaction(
             state.messages,
             state.cleared,
@@ -463,7 +488,53 @@ class Session:
             tokens=tokens,
             tail_bytes=len(tail_line(request)),
             until=until,
+            summarise=request_hash if summarise else None,
         )
+
+    async def _record_plan(self, events: Sequence[ContextCompacted | SummaryRequested]) -> None:
+        """Record a compaction's steps in one transaction, with the summary request's
+        bytes when it ends asking for one (the blob its ``request_hash`` names)."""
+        blobs: list[bytes] = []
+        last = events[-1] if events else None
+        if isinstance(last, SummaryRequested):
+            history = self.state.messages
+            for event in events[:-1]:
+                assert isinstance(event, ContextCompacted)
+                history, _ = apply_compaction(history, set(), event)
+            assert self.state.config is not None
+            blobs.append(request_bytes(summary_request(history, last.dropped, self.state.config)))
+        await self.record(*events, blobs=blobs)
+
+    def summary_request(self) -> ModelRequest:
+        """The pending summary call's request, composed again from the log and checked
+        to be the bytes its intent recorded (also after a restart)."""
+        pending, config = self.state.summary_pending, self.state.config
+        if pending is None or config is None:
+            raise SessionStateError(f"session {self.id} has no summary call pending")
+        request = summary_request(self.state.messages, pending.dropped, config)
+        if request_hash(request) != pending.request_hash:
+            raise SessionStateError(
+                f"session {self.id}: the pending summary request recomposes to "
+                f"{request_hash(request)}, not the recorded {pending.request_hash}; "
+                "`skillog replay` shows where the log and this code part ways"
+            )
+        return request
+
+    async def record_summary(
+        self, response: ModelResponse | None, *, error: str = "", duration_ms: int = 0
+    ) -> None:
+        """Record the pending summary call's answer (or its failure) and the compaction
+        it makes, in one transaction; the summary text is a blob of the session."""
+        pending, config = self.state.summary_pending, self.state.config
+        assert pending is not None and config is not None
+        bodies = await self._bodies()
+        tail = len(tail_line(compose(self.state, bodies)))
+        answered = SummaryAnswered(response=response, error=error, duration_ms=duration_ms)
+        event = summary_compaction(self.state.messages, pending, response, config, tail_bytes=tail)
+        summary = [] if response is None else [response.text.strip().encode()]
+        if event is None or not event.summary_digest:
+            summary = []
+        await self.record(answered, *([event] if event else []), blobs=summary)
 
     async def compact_after_overflow(self) -> bool:
         """After the provider refused the last request as too long: every compaction
@@ -472,7 +543,7 @@ class Session:
         bodies = await self._bodies()
         request = compose(self.state, bodies)
         events = self._plan("overflow", self.estimate(request, bodies), request, None)
-        await self.record(*events)
+        await self._record_plan(events)
         return bool(events)
 
     @property

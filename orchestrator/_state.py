@@ -40,6 +40,8 @@ from ._events import (
     SkillChanged,
     SkillDeactivated,
     SkillInfo,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCalled,
     ToolCompleted,
     ToolDef,
@@ -187,6 +189,8 @@ class SessionState(ActiveSkills):
         "seq",
         "session_id",
         "status",
+        "summary_pending",
+        "summary_tokens",
         "turn",
         "turn_progress",
         "usage_bodies",
@@ -236,6 +240,10 @@ class SessionState(ActiveSkills):
         self.usage_tokens = 0
         self.usage_messages = 0
         self.usage_bodies: frozenset[str] = frozenset()
+        # A summary call asked for and not answered yet, and the tokens (input plus
+        # output) the session's summary calls used (policy.context.summary_budget_tokens).
+        self.summary_pending: SummaryRequested | None = None
+        self.summary_tokens = 0
 
     def copy(self) -> SessionState:
         """An independent copy (the lists and dicts are copied, the values are frozen)."""
@@ -327,6 +335,17 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.history_rewrites += 1
             state.overflow_pending = False
             state.usage_tokens = 0  # the provider's count no longer describes the history
+        case SummaryRequested():
+            state.summary_pending = event
+        case SummaryAnswered():
+            state.summary_pending = None
+            if event.response is not None:
+                usage = event.response.usage
+                state.input_tokens += usage.input_tokens
+                state.output_tokens += usage.output_tokens
+                state.cache_read_tokens += usage.cache_read_input_tokens
+                state.cache_write_tokens += usage.cache_creation_input_tokens
+                state.summary_tokens += usage.input_tokens + usage.output_tokens
         case PolicyDenied():
             state.denials += 1
         case ApprovalRequested():

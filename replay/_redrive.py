@@ -42,6 +42,7 @@ from orchestrator import (
     SessionForked,
     SessionStarted,
     SkillActivated,
+    SummaryAnswered,
     TextPart,
     ToolCall,
     UserMessage,
@@ -134,7 +135,11 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
     cursor = _Cursor(recording)
     effects = RecordedEffects(recording, store, lambda: cursor.next)
     start = _prefix_length(recording)
-    outcomes = [_outcome(b) for b in bodies[start:] if isinstance(b, ModelResponded | ModelFailed)]
+    outcomes = [
+        _outcome(b)
+        for b in bodies[start:]
+        if isinstance(b, ModelResponded | ModelFailed | SummaryAnswered)
+    ]
     model = RecordedModel(outcomes)
     try:
         if start:
@@ -248,7 +253,10 @@ async def _copy(
     await target.append(recording.session, events, expected_seq=start, blobs=blobs)
 
 
-def _outcome(body: ModelResponded | ModelFailed) -> ModelResponse | ModelError:
+def _outcome(body: ModelResponded | ModelFailed | SummaryAnswered) -> ModelResponse | ModelError:
+    if isinstance(body, SummaryAnswered):
+        # The summary the recording used (or the error it ended with: not retried).
+        return body.response or ModelError(body.error)
     if isinstance(body, ModelResponded):
         return body.response
     if body.kind == "malformed":
