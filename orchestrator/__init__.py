@@ -63,6 +63,7 @@ from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
 from ._events import McpToolsListed as McpToolsListed
 from ._events import ModelFailed as ModelFailed
+from ._events import ModelInterrupted as ModelInterrupted
 from ._events import ModelResponded as ModelResponded
 from ._events import PolicyConfig as PolicyConfig
 from ._events import PolicyDenied as PolicyDenied
@@ -191,6 +192,7 @@ __all__ = [
     "ModelAdapter",
     "ModelError",
     "ModelFailed",
+    "ModelInterrupted",
     "ModelRequest",
     "ModelResponded",
     "ModelResponse",

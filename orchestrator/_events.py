@@ -303,6 +303,23 @@ class ModelFailed(Event, frozen=True, kw_only=True):
     duration_ms: int = 0
 
 
+class ModelInterrupted(Event, frozen=True, kw_only=True):
+    """The model call of ``turn`` was cancelled while it ran (the session cancelled,
+    Ctrl-C, a worker stopped): what had arrived is kept, the request stays unanswered
+    and the process that resumes sends it again. ``text_digest`` is the blob of the
+    text received so far (the text parts' deltas, joined; empty when none came),
+    ``text_size`` its bytes, ``calls`` the names of the tool calls that had started
+    streaming; ``attempt`` the call's attempt in the turn."""
+
+    event_type: ClassVar[str] = "model.interrupted"
+    turn: int
+    attempt: int
+    text_digest: str = ""
+    text_size: int = 0
+    calls: tuple[str, ...] = ()
+    duration_ms: int = 0
+
+
 class ToolCalled(Event, frozen=True, kw_only=True):
     """The runtime took up a tool call, committed before anything of the call runs;
     ``skills`` is the active skill context, ``effect`` the tool's effect class and
@@ -731,6 +748,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PromptRendered,
     ModelResponded,
     ModelFailed,
+    ModelInterrupted,
     ToolCalled,
     ToolCompleted,
     ToolInterrupted,

@@ -59,7 +59,9 @@ RULES: dict[str, str] = {
     "after_end": "an event after session.ended",
     "prompt_unanswered": "prompt.rendered while the previous prompt has no model.responded",
     "prompt_before_results": "prompt.rendered while tool calls of the last response are open",
-    "response_without_prompt": "model.responded or model.failed with no prompt waiting",
+    "response_without_prompt": (
+        "model.responded, model.failed or model.interrupted with no prompt waiting"
+    ),
     "turn_order": "a turn number that is not the next turn, or not the prompt's",
     "response_duplicate_ids": "a model response whose tool calls repeat or omit an id",
     "call_not_requested": "tool.called for an id the last model response did not ask for",
@@ -296,6 +298,7 @@ class SessionGrammar(GrammarCheck):
             "prompt.rendered": self._prompt,
             "model.responded": self._responded,
             "model.failed": self._failed,
+            "model.interrupted": self._interrupted_call,
             "tool.called": self._called,
             "tool.completed": self._completed,
             "tool.interrupted": self._interrupted,
@@ -374,6 +377,10 @@ class SessionGrammar(GrammarCheck):
         if failed.kind == "context_overflow":
             # The request did not fit: closed, and the same turn is rendered again.
             self.turn, self.prompt_open = failed.turn - 1, False
+
+    def _interrupted_call(self, body: bytes) -> None:
+        # The call was cancelled: the prompt stays open, the request is sent again.
+        self._outcome_turn("model.interrupted", _TURN(body).turn)
 
     def _compacted(self, body: bytes) -> None:
         if self.summary_open:

@@ -21,6 +21,7 @@ stays resumable: everything with an effect was recorded before it started
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,10 +33,18 @@ from eventlog import EventStore, SkillogError
 
 from ._context import context_window_for
 from ._effects import Approver, LiveEffects, Reconciler
-from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
+from ._events import (
+    CatalogMode,
+    ModelFailed,
+    ModelInterrupted,
+    ModelResponded,
+    PolicyConfig,
+    SessionStarted,
+)
 from ._host_tools import HostTool
 from ._index_log import record_index_run
 from ._model import (
+    Delta,
     DeltaSink,
     ModelAdapter,
     ModelError,
@@ -371,13 +380,23 @@ async def _call(
     request = await with_image_data(request, session.get_blob)
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
+        arrived = _Arrived(on_delta)
         try:
             with trio.fail_after(retry.timeout_s):
                 if on_delta is not None and isinstance(model, StreamingAdapter):
-                    response = await model.stream(request, on_delta)
+                    response = await model.stream(request, arrived)
                 else:
                     response = await model.complete(request)
             return response, (time.monotonic_ns() - start) // 1_000_000
+        except (trio.Cancelled, KeyboardInterrupt):
+            # Cancelled mid-call: record what arrived before going (shielded: the
+            # cancellation must not cancel its own record); the prompt stays open.
+            with trio.CancelScope(shield=True):
+                await session.record(
+                    arrived.event(turn, attempt, (time.monotonic_ns() - start) // 1_000_000),
+                    blobs=[arrived.text.encode()] if arrived.text else [],
+                )
+            raise
         except (ModelError, trio.TooSlowError) as e:
             error = (
                 e
@@ -417,6 +436,39 @@ async def _call(
                 return None
             await trio.sleep(retry.delay_ms(attempt, error.retry_after_ms) / 1000)
     return None  # pragma: no cover - the loop always returns
+
+
+class _Arrived:
+    """A delta sink that passes deltas on and keeps what arrived, for the
+    ``model.interrupted`` of a call cancelled mid-stream."""
+
+    def __init__(self, sink: DeltaSink | None) -> None:
+        self.sink = sink
+        self.texts: dict[int, list[str]] = {}
+        self.calls: dict[int, str] = {}
+
+    def __call__(self, delta: Delta) -> None:
+        if delta.kind == "text":
+            self.texts.setdefault(delta.index, []).append(delta.text)
+        elif delta.name:
+            self.calls[delta.index] = delta.name
+        if self.sink is not None:
+            self.sink(delta)
+
+    @property
+    def text(self) -> str:
+        return "".join("".join(self.texts[i]) for i in sorted(self.texts))
+
+    def event(self, turn: int, attempt: int, duration_ms: int) -> ModelInterrupted:
+        data = self.text.encode()
+        return ModelInterrupted(
+            turn=turn,
+            attempt=attempt,
+            text_digest=hashlib.sha256(data).hexdigest() if data else "",
+            text_size=len(data),
+            calls=tuple(self.calls[i] for i in sorted(self.calls)),
+            duration_ms=duration_ms,
+        )
 
 
 async def _summarise(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:

@@ -180,7 +180,10 @@ class Session:
         self._queue: list[_Queued] = []
         # A prompt the log holds unanswered when the session is opened was being sent
         # (or waited on) by a process that stopped.
-        self._interrupted_prompt = state.open_prompt is not None
+        # (Unless a model.interrupted already says so: the process was cancelled.)
+        self._interrupted_prompt = (
+            state.open_prompt is not None and not state.open_prompt_interrupted
+        )
         self._fresh_intents: frozenset[str] = frozenset()
         self.started_at = clock()  # replaced by the recorded start when opened
 

@@ -28,6 +28,7 @@ from ._events import (
     McpToolDef,
     McpToolsListed,
     ModelFailed,
+    ModelInterrupted,
     ModelResponded,
     PolicyDenied,
     PromptRendered,
@@ -178,6 +179,7 @@ class SessionState(ActiveSkills):
         "messages",
         "model_attempts",
         "open_prompt",
+        "open_prompt_interrupted",
         "output_tokens",
         "overflow_pending",
         "overflowed_turn",
@@ -223,6 +225,9 @@ class SessionState(ActiveSkills):
         self.status: Status = "new"
         self.ended: SessionEnded | None = None
         self.open_prompt: PromptRendered | None = None
+        # The open prompt's call was cancelled and model.interrupted says so: a process
+        # that resumes retries it without recording the interruption again.
+        self.open_prompt_interrupted = False
         self.model_attempts = 0
         self.turn_progress: TurnProgress | None = None
         # What each MCP server last offered (or that it failed), and its tools by the
@@ -297,6 +302,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case UserMessage():
             state.messages.append(Message(role="user", parts=(TextPart(text=event.text),)))
         case PromptRendered():
+            state.open_prompt_interrupted = False
             state.overflow_pending = False
             state.turn = event.turn
             state.prompt_count += 1
@@ -330,6 +336,10 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.usage_tokens = 0
         case ModelFailed():
             state.model_attempts = event.attempt
+            state.open_prompt_interrupted = False
+        case ModelInterrupted():
+            state.model_attempts = event.attempt
+            state.open_prompt_interrupted = True
         case ContextCompacted():
             state.messages, state.cleared = apply_compaction(state.messages, state.cleared, event)
             state.history_rewrites += 1

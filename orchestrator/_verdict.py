@@ -57,6 +57,10 @@ class _SummaryRequested(msgspec.Struct):
     request_hash: str
 
 
+class _Interrupted(msgspec.Struct):
+    text_digest: str = ""
+
+
 class _Compacted(msgspec.Struct):
     summary_digest: str = ""
 
@@ -118,6 +122,14 @@ def _compacted(decode: Callable[[bytes], _Compacted]) -> BlobReader:
     return read
 
 
+def _interrupted(decode: Callable[[bytes], _Interrupted]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        digest = decode(body).text_digest
+        return (digest,) if digest else ()
+
+    return read
+
+
 def _reader(cls: type[Any], wrap: Callable[[Any], BlobReader]) -> BlobReader:
     return wrap(msgspec.json.Decoder(cls).decode)
 
@@ -132,6 +144,7 @@ BLOB_FIELDS: dict[str, BlobReader] = {
     "script.executed": _reader(_Script, _script),
     "context.summary_requested": _reader(_SummaryRequested, _summary_requested),
     "context.compacted": _reader(_Compacted, _compacted),
+    "model.interrupted": _reader(_Interrupted, _interrupted),
 }
 
 
