@@ -23,6 +23,8 @@ from typing import Literal
 
 import msgspec
 
+from eventlog import SkillogError
+
 from ._events import (
     ContextCompacted,
     ContextPolicy,
@@ -41,6 +43,9 @@ from ._model import (
 )
 
 BYTES_PER_TOKEN = 4
+BYTES_ESTIMATOR = "bytes/4"
+TIKTOKEN_ENCODING = "o200k_base"
+Tokenizer = Literal["bytes", "tiktoken", "auto"]
 
 KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     # (model name prefix, context window in tokens); the longest matching prefix wins.
@@ -78,6 +83,75 @@ def context_window_for(model: str) -> int:
 def tokens_of(size: int) -> int:
     """The estimated tokens of ``size`` bytes of prompt (rounded up)."""
     return -(-size // BYTES_PER_TOKEN)
+
+
+class EstimatorError(SkillogError):
+    """The token estimator a session asks for cannot be loaded here."""
+
+
+class Estimator:
+    """Counts the tokens of prompt bytes, the one way a session records
+    (``session.started.estimator``, docs/context.md): ``bytes/4`` (a quarter of the
+    bytes, rounded up over the whole: no dependency, the same everywhere) or
+    ``tiktoken:<encoding>`` (OpenAI's tokenizer, the optional extra
+    ``skillog[tiktoken]``, its encoding loaded once)."""
+
+    def __init__(self, name: str = BYTES_ESTIMATOR) -> None:
+        self.name = name or BYTES_ESTIMATOR
+        self._encode: Callable[[str], list[int]] | None = None
+        if self.name != BYTES_ESTIMATOR:
+            self._encode = _tiktoken(self.name)
+
+    @property
+    def exact_bytes(self) -> bool:
+        """True for ``bytes/4``: a count is a function of the byte length alone."""
+        return self._encode is None
+
+    def tokens(self, chunks: Iterable[bytes]) -> int:
+        if self._encode is None:
+            return tokens_of(sum(len(c) for c in chunks))
+        encode = self._encode
+        return sum(len(encode(c.decode(errors="replace"))) for c in chunks)
+
+
+def _tiktoken(name: str) -> Callable[[str], list[int]]:
+    kind, _, encoding = name.partition(":")
+    if kind != "tiktoken" or not encoding:
+        raise EstimatorError(
+            f"unknown token estimator {name!r}: use {BYTES_ESTIMATOR!r} or "
+            f"'tiktoken:<encoding>' (e.g. 'tiktoken:{TIKTOKEN_ENCODING}')"
+        )
+    try:
+        import tiktoken  # type: ignore[import-not-found, unused-ignore]
+
+        enc = tiktoken.get_encoding(encoding)
+    except Exception as e:  # not installed, unknown encoding, its file not fetchable
+        raise EstimatorError(
+            f"the token estimator {name!r} cannot be loaded here ({type(e).__name__}: {e}); "
+            "install it with pip install 'skillog[tiktoken]' where its encoding files can "
+            "be fetched or are cached, or use the bytes/4 estimator"
+        ) from e
+
+    def encode(text: str) -> list[int]:
+        return list(enc.encode(text, disallowed_special=()))
+
+    return encode
+
+
+def choose_estimator(tokenizer: Tokenizer) -> str:
+    """The estimator a new session records for the ``tokenizer`` option: ``bytes`` is
+    ``bytes/4``; ``tiktoken`` must load (:class:`EstimatorError`); ``auto`` is tiktoken
+    where it loads, else ``bytes/4``."""
+    if tokenizer == "bytes":
+        return BYTES_ESTIMATOR
+    name = f"tiktoken:{TIKTOKEN_ENCODING}"
+    try:
+        Estimator(name)
+    except EstimatorError:
+        if tokenizer == "tiktoken":
+            raise
+        return BYTES_ESTIMATOR
+    return name
 
 
 def budget_of(window: int, reserve: int, policy: ContextPolicy) -> tuple[int, int]:
@@ -220,14 +294,16 @@ def plan_compaction(
     *,
     reason: Reason,
     tokens: int,
-    tail_bytes: int,
+    tail: bytes,
     until: int | None,
     summarise: RequestHash | None = None,
+    estimator: Estimator | None = None,
 ) -> list[ContextCompacted | SummaryRequested]:
     """The compaction steps, in order, each applied to the history the previous left,
     until the estimate is at most ``until`` (every step that changes anything when
-    None). ``tokens`` is the estimate before; ``tail_bytes`` the size of the request's
-    tail (system, tools), which compaction does not change. Recorded together, so a
+    None). ``tokens`` is the estimate before; ``tail`` the request's tail line (system,
+    tools), which compaction does not change; ``estimator`` counts (``bytes/4`` when
+    None). Recorded together, so a
     process that stops never leaves half a compaction.
 
     With ``summarise`` (the summary calls are allowed and within their budget; it
@@ -239,8 +315,10 @@ def plan_compaction(
     history, done = list(messages), set(cleared)
     events: list[ContextCompacted | SummaryRequested] = []
 
+    count = estimator or Estimator()
+
     def size(after: Sequence[Message]) -> int:
-        return tokens_of(sum(len(encode_canonical(m)) + 1 for m in after) + tail_bytes)
+        return count.tokens([*(encode_canonical(m) + b"\n" for m in after), tail])
 
     for step in STEPS:
         replaced: tuple[Replacement, ...] = ()
@@ -333,7 +411,8 @@ def summary_compaction(
     response: ModelResponse | None,
     config: SessionStarted,
     *,
-    tail_bytes: int,
+    tail: bytes,
+    estimator: Estimator | None = None,
 ) -> ContextCompacted | None:
     """The compaction a summary's answer makes: ``summarise`` with the summary as the
     note on the first message, or, without a usable summary (the call failed, the text
@@ -353,13 +432,14 @@ def summary_compaction(
     else:
         return None
     after = compacted(messages, (), dropped, note)
-    size = sum(len(encode_canonical(m)) + 1 for m in after) + tail_bytes
+    count = estimator or Estimator()
+    size = count.tokens([*(encode_canonical(m) + b"\n" for m in after), tail])
     return ContextCompacted(
         step=step,
         reason=requested.reason,
         replaced=(),
         tokens_before=requested.tokens_before,
-        tokens_after=tokens_of(size),
+        tokens_after=size,
         budget=requested.budget,
         threshold=requested.threshold,
         dropped=dropped,

@@ -224,7 +224,9 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     provider says a request was too long; docs/context.md). ``summaries``: the runtime
     that started the session summarises older turns when ``policy.context.summarise``
     asks for it (sessions recorded before it could compacted as if it were false, and
-    re-drive so)."""
+    re-drive so). ``estimator``: how the runtime counts tokens for the context budget
+    (``bytes/4``, or ``tiktoken:<encoding>``; empty in sessions recorded before it was
+    recorded: ``bytes/4``), so a re-drive counts the same way."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -244,6 +246,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     warnings: tuple[str, ...] = ()
     context_window: int = 0
     summaries: bool = False
+    estimator: str = ""
 
 
 class SessionForked(Event, frozen=True, kw_only=True):

@@ -31,7 +31,7 @@ import trio
 
 from eventlog import EventStore, SkillogError
 
-from ._context import context_window_for
+from ._context import Tokenizer, choose_estimator, context_window_for
 from ._effects import Approver, LiveEffects, Reconciler
 from ._events import (
     CatalogMode,
@@ -101,6 +101,10 @@ class Agent:
     skills came from, recorded (``catalog.indexed``) when a session starts or resumes.
     ``context_window`` is the model's window in tokens (None: the known window of
     ``model_name``, or unknown; docs/context.md), recorded in ``session.started``.
+    ``tokenizer`` is how tokens are estimated for the context budget: ``bytes`` (a
+    quarter of the bytes), ``tiktoken`` (the optional extra; an error where it cannot
+    load) or ``auto`` (tiktoken where it loads, else bytes), recorded in
+    ``session.started.estimator``.
     ``on_delta`` receives the model's text and tool-call deltas as they arrive when
     the adapter can stream (never recorded: the log is the same either way).
     """
@@ -132,6 +136,7 @@ class Agent:
     mcp_servers: Sequence[McpServerConfig] = ()
     instructions_in_results: bool = False
     context_window: int | None = None
+    tokenizer: Tokenizer = "bytes"
     on_delta: DeltaSink | None = None
     _effects: LiveEffects | None = field(default=None, init=False, repr=False)
 
@@ -192,6 +197,7 @@ class Agent:
                 else context_window_for(self.model_name)
             ),
             summaries=True,
+            estimator=choose_estimator(self.tokenizer),
         )
 
     def predicates(self) -> dict[str, Predicate]:

@@ -24,6 +24,7 @@ from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
 from ._context import (
+    Estimator,
     Reason,
     apply_compaction,
     budget_of,
@@ -185,6 +186,7 @@ class Session:
             state.open_prompt is not None and not state.open_prompt_interrupted
         )
         self._fresh_intents: frozenset[str] = frozenset()
+        self._estimator: Estimator | None = None
         self.started_at = clock()  # replaced by the recorded start when opened
 
     @property
@@ -423,20 +425,30 @@ class Session:
             s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
         }
 
+    @property
+    def estimator(self) -> Estimator:
+        """The token estimator the session recorded (loaded once)."""
+        if self._estimator is None:
+            config = self.state.config
+            self._estimator = Estimator(config.estimator if config is not None else "")
+        return self._estimator
+
     def estimate(self, request: ModelRequest, bodies: Mapping[str, str]) -> int:
         """The estimated tokens of ``request`` (composed from the state now): the last
         answer's usage plus what was added since, or a quarter of its bytes when there
         is no usage to start from (docs/context.md). A pure function of the log."""
-        state = self.state
+        state, count = self.state, self.estimator
         if state.usage_tokens:
-            added = sum(len(message_line(m)) for m in state.messages[state.usage_messages :])
-            added += sum(
-                len(bodies[s.body_digest].encode())
+            added = [message_line(m) for m in state.messages[state.usage_messages :]]
+            added += [
+                bodies[s.body_digest].encode()
                 for s in state.active
                 if s.body_digest not in state.usage_bodies
-            )
-            return state.usage_tokens + tokens_of(added)
-        return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))
+            ]
+            return state.usage_tokens + count.tokens(added)
+        if count.exact_bytes:  # the lines' sizes are known without encoding them again
+            return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))
+        return count.tokens([*map(message_line, state.messages), tail_line(request)])
 
     async def _fit(self, request: ModelRequest, bodies: Mapping[str, str]) -> ModelRequest:
         """Compact before a request over the threshold, and refuse one that cannot fit
@@ -489,9 +501,10 @@ class Session:
             state.config,
             reason=reason,
             tokens=tokens,
-            tail_bytes=len(tail_line(request)),
+            tail=tail_line(request),
             until=until,
             summarise=request_hash if summarise else None,
+            estimator=self.estimator,
         )
 
     async def _record_plan(self, events: Sequence[ContextCompacted | SummaryRequested]) -> None:
@@ -531,9 +544,11 @@ class Session:
         pending, config = self.state.summary_pending, self.state.config
         assert pending is not None and config is not None
         bodies = await self._bodies()
-        tail = len(tail_line(compose(self.state, bodies)))
+        tail = tail_line(compose(self.state, bodies))
         answered = SummaryAnswered(response=response, error=error, duration_ms=duration_ms)
-        event = summary_compaction(self.state.messages, pending, response, config, tail_bytes=tail)
+        event = summary_compaction(
+            self.state.messages, pending, response, config, tail=tail, estimator=self.estimator
+        )
         summary = [] if response is None else [response.text.strip().encode()]
         if event is None or not event.summary_digest:
             summary = []

@@ -64,6 +64,7 @@ from ..skills import (
     default_sources,
     load_config,
     load_mcp_servers,
+    load_model_config,
     split_skill_dirs,
     trusted_signers,
 )
@@ -171,9 +172,16 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         "--context-window",
         type=int,
         metavar="TOKENS",
-        help="the model's context window, recorded by the sessions started (default: the "
-        "window of a known model, else unknown: compaction only after the provider "
-        "refuses a request as too long; docs/context.md)",
+        help="the model's context window, recorded by the sessions started (default: "
+        "model.context_window, else the window of a known model, else unknown: compaction "
+        "only after the provider refuses a request as too long; docs/context.md)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        choices=["bytes", "tiktoken", "auto"],
+        help="how the sessions started estimate tokens for the context budget: a quarter "
+        "of the bytes, tiktoken (pip install 'skillog[tiktoken]'), or tiktoken where it "
+        "loads else bytes; recorded (default: model.tokenizer, bytes)",
     )
 
 
@@ -407,6 +415,7 @@ def agent_for(
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()
     config = load_config(cfg_file)
+    model_config = load_model_config(cfg_file)
     found = discover(args.skills, Tier(args.tier), project=args.project, config=config, db=args.db)
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
@@ -425,7 +434,8 @@ def agent_for(
         trusted_signers=trusted_signers(config, cfg_file),
         indexed=found.catalog.record,
         mcp_servers=load_mcp_servers(config_path()),
-        context_window=getattr(args, "context_window", None),
+        context_window=getattr(args, "context_window", None) or model_config.context_window,
+        tokenizer=getattr(args, "tokenizer", None) or model_config.tokenizer,
     )
 
 

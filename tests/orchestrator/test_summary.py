@@ -261,9 +261,7 @@ def test_a_summary_keeps_the_task_the_last_turns_and_every_unanswered_call(
         dropped=dropped, request_hash="x", reason="budget", tokens_before=0, budget=0, threshold=0
     )
     response = ModelResponse(parts=(TextPart(text="the gist"),), stop_reason="end_turn")
-    event = summary_compaction(
-        messages, intent, response if answered else None, config, tail_bytes=0
-    )
+    event = summary_compaction(messages, intent, response if answered else None, config, tail=b"")
     assert event is not None and event.step == ("summarise" if answered else "drop_turns")
     after = messages[:1] + messages[1 + dropped :]
     after[0] = Message(role="user", parts=(*messages[0].parts, TextPart(text=event.note)))
