@@ -120,3 +120,19 @@ async def test_a_session_interrupted_and_never_resumed_verifies_and_replays(kit)
     assert report.ok, report.faults
     recording = await load_recording(store, session)
     assert (await replay_session(store, recording)).ok
+
+
+async def test_otel_marks_the_interruption_on_the_chat_span(kit) -> None:
+    from otel import map_session
+
+    store = MemoryStore()
+    session = await _cancelled_mid_stream(store, Stalling())
+    agent = Agent(
+        model=ScriptedModel([{"text": "done"}]), model_name="m", policy=PolicyConfig(approve=())
+    )
+    await agent.resume(store, session)
+    events = [e async for e in store.read(session)]
+    spans, _ = map_session(events, content=False, metrics=False)
+    [chat] = [s for s in spans if s.name.startswith("chat")]
+    assert [e.name for e in chat.events] == ["skillog.model.interrupted"]
+    assert "error.type" not in chat.attributes

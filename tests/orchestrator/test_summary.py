@@ -282,3 +282,20 @@ def test_a_summary_keeps_the_task_the_last_turns_and_every_unanswered_call(
     text = request.messages[0].parts[0]
     assert isinstance(text, TextPart) and "<task>\ngo\n</task>" in text.text
     assert request.tools == () and request.system == SUMMARY_SYSTEM
+
+
+async def test_otel_shows_each_summary_call_as_a_chat_span_with_its_usage(make_skill) -> None:
+    from orchestrator._events import CODEC
+    from otel import map_session
+
+    store = MemoryStore()
+    session = await _agent(make_skill, Summarising(_read_turns(20, files=3))).run(store, "read")
+    events = [e async for e in store.read(session.id)]
+    bodies = [CODEC.decode(e) for e in events]
+    answered = [b for b in bodies if isinstance(b, SummaryAnswered)]
+    spans, _ = map_session(events, content=False, metrics=False)
+    summaries = [s for s in spans if "skillog.summary.messages" in s.attributes]
+    assert len(summaries) == len(answered) > 0
+    for span, answer in zip(summaries, answered, strict=True):
+        assert span.name == "chat test-model" and answer.response is not None
+        assert span.attributes["gen_ai.usage.output_tokens"] == answer.response.usage.output_tokens
