@@ -26,6 +26,7 @@ from orchestrator import (
     ModelFailed,
     ModelInterrupted,
     ModelResponded,
+    ModelResponse,
     PolicyDenied,
     PromptRendered,
     ResourceRead,
@@ -381,16 +382,22 @@ class SessionMapper:
         if system is not None:
             attrs[sc.SYSTEM_INSTRUCTIONS] = system
 
-    def _model_responded(self, body: ModelResponded, event: Event) -> None:
-        response = body.response
+    def _count(self, response: ModelResponse, duration_ms: int) -> None:
+        """A model call's tokens in the session's totals, and its duration and usage
+        metrics (a turn's call or a summary's)."""
         usage = response.usage
         self._input_tokens += usage.input_tokens
         self._output_tokens += usage.output_tokens
         if self._metrics:
             metric, input_, output = self._response_metrics(response.model)
-            self._measure(sc.M_OPERATION_DURATION, body.duration_ms / 1000, metric)
+            self._measure(sc.M_OPERATION_DURATION, duration_ms / 1000, metric)
             self._measure(sc.M_TOKEN_USAGE, usage.input_tokens, input_)
             self._measure(sc.M_TOKEN_USAGE, usage.output_tokens, output)
+
+    def _model_responded(self, body: ModelResponded, event: Event) -> None:
+        response = body.response
+        usage = response.usage
+        self._count(response, body.duration_ms)
         chat, self._chat = self._chat, None
         if chat is None:
             return
@@ -459,14 +466,7 @@ class SessionMapper:
         span, self._summary = self._summary, None
         response = body.response
         if response is not None:
-            usage = response.usage
-            self._input_tokens += usage.input_tokens
-            self._output_tokens += usage.output_tokens
-            if self._metrics:
-                metric, input_, output = self._response_metrics(response.model)
-                self._measure(sc.M_OPERATION_DURATION, body.duration_ms / 1000, metric)
-                self._measure(sc.M_TOKEN_USAGE, usage.input_tokens, input_)
-                self._measure(sc.M_TOKEN_USAGE, usage.output_tokens, output)
+            self._count(response, body.duration_ms)
         if span is None:
             return
         if response is None:

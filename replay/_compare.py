@@ -16,6 +16,7 @@ from eventlog import Event
 from orchestrator import Event as Body
 from orchestrator import (
     ModelFailed,
+    ModelInterrupted,
     ModelResponded,
     PromptRendered,
     SessionEnded,
@@ -30,6 +31,7 @@ MEASURED: dict[type[Body], frozenset[str]] = {
     ModelFailed: frozenset({"duration_ms"}),
     ToolCompleted: frozenset({"duration_ms"}),
     SummaryAnswered: frozenset({"duration_ms"}),
+    ModelInterrupted: frozenset({"duration_ms"}),
 }
 """Per body type, the fields timed by the runtime around I/O; not compared. A script's
 ``duration_ms`` (in ``script.executed`` and in the tool result the model read) is a

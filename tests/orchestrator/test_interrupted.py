@@ -20,7 +20,9 @@ from orchestrator._loop import Agent
 from orchestrator._model import Delta, DeltaSink, ModelRequest, ModelResponse
 from orchestrator._prompt import request_hash
 from orchestrator.adapters import ScriptedModel
-from replay import load_recording, redrive, replay_session
+from replay import load_recording, replay_session
+
+from .test_context import _proves
 
 
 class Stalling:
@@ -56,16 +58,6 @@ class Recording:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         return await self.inner.complete(request)
-
-
-async def _proves(store: MemoryStore, session_id: str) -> None:
-    report = await verify(store, grammar=session_grammar)
-    assert report.ok, report.faults
-    recording = await load_recording(store, session_id)
-    replayed = await replay_session(store, recording)
-    assert replayed.ok, replayed.divergence
-    redriven = await redrive(store, recording)
-    assert redriven.ok, redriven.divergence
 
 
 async def _cancelled_mid_stream(store: MemoryStore, stalling: Stalling) -> str:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventlog import MemoryStore, NewEvent, verify
+from eventlog import MemoryStore, NewEvent
 from orchestrator._context import (
     SUMMARY_PREFIX,
     SUMMARY_SYSTEM,
@@ -31,7 +32,6 @@ from orchestrator._events import (
     SummaryAnswered,
     SummaryRequested,
 )
-from orchestrator._grammar import session_grammar
 from orchestrator._loop import Agent
 from orchestrator._model import (
     Message,
@@ -45,10 +45,10 @@ from orchestrator._model import (
 )
 from orchestrator._prompt import request_bytes
 from orchestrator.adapters import ScriptedModel
-from replay import load_recording, redrive, replay_session
+from replay import load_recording
 from replay._fork import fork_session
 
-from .test_context import WINDOW, _big_skill, _read_turns, histories
+from .test_context import WINDOW, _big_skill, _proves, _read_turns, histories
 
 SUMMARISE = PolicyConfig(approve=(), context=ContextPolicy(summarise=True, summary_max_tokens=300))
 
@@ -90,16 +90,6 @@ def _agent(make_skill: Any, model: Summarising, policy: PolicyConfig = SUMMARISE
         context_window=WINDOW,
         max_turns=100,
     )
-
-
-async def _proves(store: MemoryStore, session_id: str) -> None:
-    report = await verify(store, grammar=session_grammar)
-    assert report.ok, report.faults
-    recording = await load_recording(store, session_id)
-    replayed = await replay_session(store, recording)
-    assert replayed.ok, replayed.divergence
-    redriven = await redrive(store, recording)
-    assert redriven.ok, redriven.divergence
 
 
 async def test_older_turns_are_summarised_by_a_recorded_model_call(kit, make_skill) -> None:
@@ -196,18 +186,24 @@ def _digests(bodies: list[Any]) -> list[str]:
     return out
 
 
-async def test_a_crash_between_the_summary_intent_and_its_answer_asks_again(
-    kit, make_skill
+@pytest.mark.parametrize("after", ["intent", "answer"])
+async def test_a_process_stopping_around_a_summary_resumes_as_a_continuous_run(
+    kit, make_skill, after: str
 ) -> None:
     """Write-ahead: the intent (with the request's bytes) is durable before the model is
     asked; a process that stops before the answer is recorded leaves it pending, and the
-    one that resumes asks for the same request and goes on as a continuous run did."""
+    one that resumes asks for the same request and goes on as a continuous run did; one
+    that stops right after the answer (and its compaction, one transaction) renders
+    the next request from the summarised history."""
     store = MemoryStore()
     turns = _read_turns(20, files=3)
     agent = _agent(make_skill, Summarising(turns))
     full = await agent.run(store, "read")
     bodies = await kit.bodies(store, full.id)
     cut = next(i for i, b in enumerate(bodies) if isinstance(b, SummaryRequested))
+    if after == "answer":
+        cut += 2
+        assert isinstance(bodies[cut], ContextCompacted) and bodies[cut].step == "summarise"
     events = [e async for e in store.read(full.id)]
     crashed = MemoryStore()
     await crashed.append(
@@ -222,9 +218,9 @@ async def test_a_crash_between_the_summary_intent_and_its_answer_asks_again(
     await agent.resume(crashed, "s")
     again = await kit.bodies(crashed, "s")
     assert [type(b).__name__ for b in again] == [type(b).__name__ for b in bodies]
-    assert request_bytes(model.summaries[0]) == await store.get_blob(
-        next(b for b in bodies if isinstance(b, SummaryRequested)).request_hash
-    )
+    asked = [b for b in bodies if isinstance(b, SummaryRequested)]
+    first = asked[0 if after == "intent" else 1]
+    assert request_bytes(model.summaries[0]) == await store.get_blob(first.request_hash)
     await _proves(crashed, "s")
 
 
