@@ -373,7 +373,10 @@ class Session:
         again and checked to be the same bytes: a retry after ``model.failed`` records
         nothing more; in a session reopened with the prompt unanswered (the process
         stopped during the model call) ``model.failed`` (kind ``interrupted``) first
-        records that the next attempt retries it.
+        records that the next attempt retries it. When the compaction that makes the
+        request fit asks for a summary, its intent is recorded and
+        :class:`SummaryPending` raised instead: the loop asks for the summary, then
+        renders again.
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
