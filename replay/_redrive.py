@@ -12,8 +12,11 @@ not produced by code, so it is copied as is and the session is reopened after it
 as ``Agent.resume`` would.
 
 A recording that ended while it waited for the model (its last prompt unanswered: an
-MCP client of ``skillog mcp serve`` that disconnected, a run cancelled mid-call) is
-re-driven until the recorded answers are used up, then ended as the recording was.
+MCP client of ``skillog mcp serve`` that disconnected, a run cancelled mid-call, with
+or without the ``model.interrupted`` a cancelled call records) is re-driven until the
+recorded answers are used up, then ended as the recording was. A ``model.interrupted``
+before the end is re-driven as it happened: the call is cancelled there and the session
+reopened, as ``Agent.resume`` would.
 """
 
 from __future__ import annotations
@@ -96,7 +99,13 @@ class _Calls:
         self.ending = ending
         self.scope = trio.CancelScope()
         self.stopped = self.interrupted = False
+        self.calls = len(interruptions) + model.remaining
         self._next = 0
+
+    @property
+    def done(self) -> bool:
+        """Every recorded call was made."""
+        return self._next >= self.calls
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self.stream(request, _ignore)
@@ -141,6 +150,10 @@ async def _drive(
         with calls.scope:
             await drive(live, calls, policy, on_delta=_ignore)
         if not calls.interrupted:
+            break
+        if ending is not None and calls.done:
+            # The recording's last call was cancelled and the session ended there.
+            calls.stopped = True
             break
         live = await reopen()
     if calls.stopped and ending is not None:
@@ -263,7 +276,7 @@ def _unanswered_ending(bodies: tuple[Body, ...]) -> SessionEnded | None:
     if (
         len(bodies) > 1
         and isinstance(last, SessionEnded)
-        and isinstance(bodies[-2], PromptRendered)
+        and isinstance(bodies[-2], PromptRendered | ModelInterrupted)
     ):
         return last
     return None
