@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -40,7 +41,7 @@ from runtime import TimedStore  # bench/runtime.py, beside this file
 
 from eventlog import Event, open_sqlite_store
 from orchestrator._context import tokens_of
-from orchestrator._events import ContextCompacted, ModelResponded, PolicyConfig
+from orchestrator._events import ContextCompacted, ContextPolicy, ModelResponded, PolicyConfig
 from orchestrator._loop import Agent
 from orchestrator._model import ModelRequest, ModelResponse, Usage, encode_canonical
 from orchestrator.adapters import ScriptedModel
@@ -53,13 +54,36 @@ FILES = 5
 READ_PRICE, WRITE_PRICE = 0.1, 1.25  # of the input price
 
 
-class CachingProvider:
-    """A scripted model whose usage is what a prefix-caching provider would report."""
+ACTIVE = re.compile(r"\n\n<active_skills>.*</active_skills>\Z", re.S)
 
-    def __init__(self, model: ScriptedModel) -> None:
+
+Layout = Literal["one-block", "split", "results"]
+LAYOUTS: dict[Layout, str] = {
+    "one-block": "system prompt as one cached block (before this branch)",
+    "split": "breakpoint before the active skills' block (the Anthropic adapter now)",
+    "results": "instructions_in_results, system prompt unchanged (simulated)",
+}
+
+
+class CachingProvider:
+    """A scripted model whose usage is what a prompt-caching provider would report.
+
+    Caching as Anthropic's works, at breakpoints: a request reads from the cache the
+    longest of its breakpoint prefixes that the previous request wrote (at one of its
+    own breakpoints) and that is byte for byte the same, and writes the rest. The
+    breakpoints are the adapter's (``layout``): after the system prompt (``split``:
+    also before its active skills' block; ``one-block``: not), after the previous
+    request's end and after the last message. ``results``: activating a skill leaves
+    the system prompt alone (its instructions reach the model in the ``skills.load``
+    result, ``instructions_in_results``): simulated by laying the request out without
+    the ``<active_skills>`` block, measured before any composer implements it."""
+
+    def __init__(self, model: ScriptedModel, *, layout: Layout = "split") -> None:
         self.model = model
         self.provider = model.provider
+        self.layout = layout
         self._previous = b""
+        self._written: set[int] = set()
         self.spent = 0  # ns inside complete(): the provider's time, not the runtime's
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -71,14 +95,22 @@ class CachingProvider:
 
     async def _complete(self, request: ModelRequest) -> ModelResponse:
         response = await self.model.complete(request)
-        layout = (
-            encode_canonical(request.tools)
-            + request.system.encode()
-            + b"".join(encode_canonical(m) + b"\n" for m in request.messages)
-        )
+        system = request.system
+        if self.layout == "results":
+            system = ACTIVE.sub("", system)
+        tools = encode_canonical(request.tools)
+        lines = [encode_canonical(m) + b"\n" for m in request.messages]
+        layout = tools + system.encode() + b"".join(lines)
+        marks = {len(tools) + len(system.encode())}
+        active = ACTIVE.search(system)
+        if self.layout == "split" and active is not None:
+            marks.add(len(tools) + active.start())
+        ends = list(itertools.accumulate(lines, lambda n, line: n + len(line), initial=max(marks)))
+        marks.update(ends[-3:])  # the previous request's end (and the last answer's), this one's
         common = common_prefix(self._previous, layout)
-        self._previous = layout
-        total, read = tokens_of(len(layout)), common // 4
+        read = max((m for m in marks if m <= common and m in self._written), default=0)
+        self._previous, self._written = layout, marks
+        total, read = tokens_of(len(layout)), read // 4
         usage = Usage(
             input_tokens=total,
             output_tokens=40,
@@ -88,6 +120,17 @@ class CachingProvider:
         return ModelResponse(
             parts=response.parts, stop_reason=response.stop_reason, usage=usage, model="bench"
         )
+
+
+def make_helper(root: Path) -> Skill:
+    """A second skill the session loads and unloads (``--skill-every``): 2 KB of
+    instructions, the size of a typical SKILL.md body."""
+    d = root / "helper"
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text(
+        "---\nname: helper\ndescription: Helps now and then.\n---\n" + "Help well.\n" * 200
+    )
+    return load_skill(d, tier=Tier.BUILTIN, source="bench")
 
 
 def make_skill(root: Path, read_bytes: int) -> Skill:
@@ -103,24 +146,39 @@ def make_skill(root: Path, read_bytes: int) -> Skill:
     return load_skill(d, tier=Tier.BUILTIN, source="bench")
 
 
-def script(turns: int) -> list[dict[str, Any]]:
+def script(turns: int, skill_every: int = 0) -> list[dict[str, Any]]:
+    """Load the reader, then ``turns`` reads; with ``skill_every``, the helper skill is
+    loaded every that many turns and unloaded half way to the next load (each a turn
+    of its own)."""
     load = {"tool_calls": [{"name": "skills.load", "arguments": {"names": ["reader"]}}]}
-    reads = [
-        {
-            "tool_calls": [
-                {"name": "skills.read", "arguments": {"path": f"references/part{i % FILES}.md"}}
-            ]
-        }
-        for i in range(turns)
-    ]
-    return [load, *reads, {"text": "done"}]
+    out = [load]
+    for i in range(turns):
+        if skill_every and i % skill_every == skill_every - 1:
+            args = {"names": ["helper"], "mode": "add"}
+            out.append({"tool_calls": [{"name": "skills.load", "arguments": args}]})
+        if skill_every and i % skill_every == skill_every // 2:
+            args = {"names": ["helper"]}
+            out.append({"tool_calls": [{"name": "skills.unload", "arguments": args}]})
+        path = f"references/part{i % FILES}.md"
+        out.append({"tool_calls": [{"name": "skills.read", "arguments": {"path": path}}]})
+    return [*out, {"text": "done"}]
 
 
-async def run(db: Path, skill: Skill, turns: int, window: int) -> tuple[str, list[int]]:
+async def run(
+    db: Path,
+    skills: list[Skill],
+    turns: int,
+    window: int,
+    *,
+    context: ContextPolicy | None = None,
+    skill_every: int = 0,
+    layout: Layout = "split",
+) -> tuple[str, list[int]]:
     """Run the session; its id and the runtime's own time per turn (ns)."""
     marks: list[tuple[int, int]] = []
     timed: TimedStore | None = None
-    model = CachingProvider(ScriptedModel(script(turns)))
+    turns_script = script(turns, skill_every)
+    model = CachingProvider(ScriptedModel(turns_script), layout=layout)
 
     def observe(event: Event) -> None:
         if event.type == "prompt.rendered":
@@ -130,11 +188,12 @@ async def run(db: Path, skill: Skill, turns: int, window: int) -> tuple[str, lis
     agent = Agent(
         model=model,
         model_name="bench",
-        skills=[skill],
-        max_turns=turns + 5,
+        skills=skills,
+        max_turns=len(turns_script) + 5,
         context_window=window,
-        policy=PolicyConfig(approve=()),
+        policy=PolicyConfig(approve=(), context=context or ContextPolicy()),
         observers=[observe],
+        instructions_in_results=layout == "results",
     )
     async with open_sqlite_store(db) as store:
         timed = TimedStore(store)
@@ -149,67 +208,134 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-async def main(turns: int, window: int, read_bytes: int) -> None:
+class Measured:
+    """What one recorded session shows: its compactions, prefix reuse (between
+    compactions, after the first, over all), where the bytes not reused went, and the
+    input tokens billed with and without caching."""
+
+    def __init__(self, recording: Any, recorded: RecordedRequests) -> None:
+        bodies = recording.bodies
+        self.compactions = [b for b in bodies if isinstance(b, ContextCompacted)]
+        self.ended = bodies[-1]
+        self.reuse = reuse = prefix_reuse(recording, recorded)
+        broken = {b.seq for b in reuse.breaks}
+        whole = [r for r in reuse.requests if r.seq not in broken]
+        self.between = [r.share for r in whole]
+        first = min((b.seq for b in reuse.breaks if b.compacted), default=0)
+        self.steady = [r.share for r in whole if r.seq > first] or [0.0]
+        # Between compactions each request repeats the whole previous one (that is what
+        # not being a break means): every byte not reused was appended by the turn.
+        sizes = {r.seq: r.size for r in reuse.requests}
+        self.appended = sum(r.size - r.reused for r in whole)
+        self.mean_size = statistics.mean(sizes[r.seq] for r in whole)
+        self.mean_added = self.appended / len(whole)
+        usages = [b.response.usage for b in bodies if isinstance(b, ModelResponded)]
+        self.hits = statistics.mean(
+            u.cache_read_input_tokens / u.input_tokens for u in usages if u.input_tokens
+        )
+        self.billed = sum(u.input_tokens for u in usages)
+        self.cached = sum(
+            u.input_tokens
+            - u.cache_read_input_tokens
+            - u.cache_creation_input_tokens
+            + READ_PRICE * u.cache_read_input_tokens
+            + WRITE_PRICE * u.cache_creation_input_tokens
+            for u in usages
+        )
+
+    def steps(self) -> str:
+        return ", ".join(
+            f"{step} {sum(1 for c in self.compactions if c.step == step)}"
+            for step in ("tool_results", "skill_instructions", "drop_turns")
+        )
+
+    def line(self) -> str:
+        breaks: dict[str, int] = {}
+        for b in self.reuse.breaks:
+            key = "compaction" if b.compacted else b.where
+            breaks[key] = breaks.get(key, 0) + 1
+        return (
+            f"reuse between compactions {statistics.mean(self.between):.3f} (after the first "
+            f"{statistics.mean(self.steady):.3f}), over all {self.reuse.mean:.3f}; "
+            f"{len(self.compactions)} compactions; breaks {breaks}; "
+            f"input read from the cache {self.hits:.3f} a request; "
+            f"billed {self.billed / self.cached:.2f}x less with caching"
+        )
+
+
+async def measured(db: Path, session: str) -> tuple[Measured, Any]:
+    async with open_sqlite_store(db) as store:
+        recording = await load_recording(store, session)
+        recorded = RecordedRequests()
+        report = await replay_session(store, recording, recorded=recorded)
+    return Measured(recording, recorded), report
+
+
+async def main(turns: int, window: int, read_bytes: int, sweep: bool, skill_every: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         skill = make_skill(Path(tmp), read_bytes)
         db = Path(tmp) / "long.db"
-        session, own = await run(db, skill, turns, window)
-        _, plain = await run(Path(tmp) / "plain.db", skill, turns, 100 * window * turns)
-        async with open_sqlite_store(db) as store:
-            recording = await load_recording(store, session)
-            recorded = RecordedRequests()
-            report = await replay_session(store, recording, recorded=recorded)
-    bodies = recording.bodies
-    compactions = [b for b in bodies if isinstance(b, ContextCompacted)]
-    ended = bodies[-1]
-    print(
-        f"setup: {turns} turns, each reading {read_bytes:,} bytes, a {window:,}-token window, "
-        "SQLite synchronous=FULL, a zero-latency scripted model with simulated cache usage"
-    )
-    print(
-        f"session: {getattr(ended, 'reason', '?')} after {getattr(ended, 'turns', '?')} turns; "
-        f"{len(compactions)} compactions ("
-        + ", ".join(
-            f"{step} {sum(1 for c in compactions if c.step == step)}"
-            for step in ("tool_results", "skill_instructions", "drop_turns")
+        session, own = await run(db, [skill], turns, window)
+        _, plain = await run(Path(tmp) / "plain.db", [skill], turns, 100 * window * turns)
+        m, report = await measured(db, session)
+        print(
+            f"setup: {turns} turns, each reading {read_bytes:,} bytes, a {window:,}-token "
+            "window, SQLite synchronous=FULL, a zero-latency scripted model with simulated "
+            "cache usage"
         )
-        + ")"
-    )
-    reuse = prefix_reuse(recording, recorded)
-    broken = {b.seq for b in reuse.breaks}
-    between = [r.share for r in reuse.requests if r.seq not in broken]
-    first = min((b.seq for b in reuse.breaks if b.compacted), default=0)
-    steady = [r.share for r in reuse.requests if r.seq not in broken and r.seq > first]
-    print(
-        f"prefix_reuse between compactions: mean {statistics.mean(between):.3f}, min "
-        f"{min(between):.3f} over {len(between)} requests (target mean >= 0.95); after the "
-        f"first compaction (the history as long as the window allows): mean "
-        f"{statistics.mean(steady or [0]):.3f}, min {min(steady or [0]):.3f}; over all: "
-        f"mean {reuse.mean:.3f}, min {reuse.min:.3f}, {len(reuse.breaks)} breaks"
-    )
-    usages = [b.response.usage for b in bodies if isinstance(b, ModelResponded)]
-    billed = sum(u.input_tokens for u in usages)
-    cached = sum(
-        u.input_tokens
-        - u.cache_read_input_tokens
-        - u.cache_creation_input_tokens
-        + READ_PRICE * u.cache_read_input_tokens
-        + WRITE_PRICE * u.cache_creation_input_tokens
-        for u in usages
-    )
-    print(
-        f"input tokens billed (from the recorded usage): {billed:,} without caching, "
-        f"{cached:,.0f} token-equivalents with it: {billed / cached:.2f}x less"
-    )
-    a, b = statistics.median(own), statistics.median(plain)
-    print(
-        f"the runtime's own per-turn share: p50 {ms(a)} with compaction, {ms(b)} without "
-        f"(same turns, a window that never fills): {ms(a - b)} difference (target <= 0.1 ms)"
-    )
-    print(
-        f"replay: {'every request reproduced byte for byte' if report.ok else 'DIVERGES'} "
-        f"({len(report.turns)} requests, {report.request_bytes:,} bytes re-rendered)"
-    )
+        ended = m.ended
+        print(
+            f"session: {getattr(ended, 'reason', '?')} after {getattr(ended, 'turns', '?')} "
+            f"turns; {len(m.compactions)} compactions ({m.steps()})"
+        )
+        reuse = m.reuse
+        print(
+            f"prefix_reuse between compactions: mean {statistics.mean(m.between):.3f}, min "
+            f"{min(m.between):.3f} over {len(m.between)} requests (target mean >= 0.95); "
+            f"after the first compaction (the history as long as the window allows): mean "
+            f"{statistics.mean(m.steady):.3f}, min {min(m.steady):.3f}; over all: "
+            f"mean {reuse.mean:.3f}, min {reuse.min:.3f}, {len(reuse.breaks)} breaks"
+        )
+        print(
+            f"why: between compactions no byte of a previous request changes; the "
+            f"{m.appended:,} bytes not reused are all appended by the turns (the answer and "
+            f"its tool results, {m.mean_added:,.0f} bytes a turn) to requests of "
+            f"{m.mean_size:,.0f} bytes on average: 1 - added/size bounds the share at "
+            f"{1 - m.mean_added / m.mean_size:.3f}"
+        )
+        print(
+            f"input tokens billed (from the recorded usage): {m.billed:,} without caching, "
+            f"{m.cached:,.0f} token-equivalents with it: {m.billed / m.cached:.2f}x less"
+        )
+        a, b = statistics.median(own), statistics.median(plain)
+        print(
+            f"the runtime's own per-turn share: p50 {ms(a)} with compaction, {ms(b)} without "
+            f"(same turns, a window that never fills): {ms(a - b)} difference "
+            "(target <= 0.1 ms)"
+        )
+        print(
+            f"replay: {'every request reproduced byte for byte' if report.ok else 'DIVERGES'} "
+            f"({len(report.turns)} requests, {report.request_bytes:,} bytes re-rendered)"
+        )
+        if sweep:
+            print("compaction thresholds (compact_at_percent/compact_to_percent of the budget):")
+            for at, to in ((80, 60), (85, 65), (90, 70), (90, 75), (95, 80)):
+                path = Path(tmp) / f"sweep-{at}-{to}.db"
+                policy = ContextPolicy(compact_at_percent=at, compact_to_percent=to)
+                sid, _ = await run(path, [skill], turns, window, context=policy)
+                print(f"  {at}/{to}: {(await measured(path, sid))[0].line()}")
+        if skill_every:
+            helper = make_helper(Path(tmp))
+            print(
+                f"skill activation (the helper skill loaded every {skill_every} turns, "
+                "unloaded half way):"
+            )
+            for layout, label in LAYOUTS.items():
+                path = Path(tmp) / f"skills-{layout}.db"
+                sid, _ = await run(
+                    path, [skill, helper], turns, window, skill_every=skill_every, layout=layout
+                )
+                print(f"  {label}: {(await measured(path, sid))[0].line()}")
 
 
 if __name__ == "__main__":
@@ -219,5 +345,15 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--window", type=int, default=32_000)
     parser.add_argument("--read-bytes", type=int, default=4096)
+    parser.add_argument(
+        "--sweep", action="store_true", help="also run the compaction thresholds' sweep"
+    )
+    parser.add_argument(
+        "--skill-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also compare the two ways of showing a skill loaded every N turns",
+    )
     args = parser.parse_args()
-    trio.run(main, args.turns, args.window, args.read_bytes)
+    trio.run(main, args.turns, args.window, args.read_bytes, args.sweep, args.skill_every)

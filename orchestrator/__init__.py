@@ -75,6 +75,7 @@ from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
 from ._events import McpToolsListed as McpToolsListed
 from ._events import ModelFailed as ModelFailed
+from ._events import ModelInterrupted as ModelInterrupted
 from ._events import ModelResponded as ModelResponded
 from ._events import PolicyConfig as PolicyConfig
 from ._events import PolicyDenied as PolicyDenied
@@ -95,6 +96,8 @@ from ._events import SkillDeactivated as SkillDeactivated
 from ._events import SkillEnvBuilt as SkillEnvBuilt
 from ._events import SkillInfo as SkillInfo
 from ._events import SkillsInstalled as SkillsInstalled
+from ._events import SummaryAnswered as SummaryAnswered
+from ._events import SummaryRequested as SummaryRequested
 from ._events import ToolCalled as ToolCalled
 from ._events import ToolCompleted as ToolCompleted
 from ._events import ToolDef as ToolDef
@@ -218,6 +221,7 @@ __all__ = [
     "ModelAdapter",
     "ModelError",
     "ModelFailed",
+    "ModelInterrupted",
     "ModelRequest",
     "ModelResponded",
     "ModelResponse",
@@ -260,6 +264,8 @@ __all__ = [
     "SkillUnavailableError",
     "SkillsInstalled",
     "StreamingAdapter",
+    "SummaryAnswered",
+    "SummaryRequested",
     "TextPart",
     "ToolCall",
     "ToolCalled",

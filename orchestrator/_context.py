@@ -18,15 +18,34 @@ denser text is absorbed by the threshold's margin and, past it, the overflow pat
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import msgspec
 
-from ._events import ContextCompacted, ContextPolicy, Replacement, SessionStarted
-from ._model import Message, TextPart, ToolCall, ToolResult, encode_canonical
+from eventlog import SkillogError
+
+from ._events import (
+    ContextCompacted,
+    ContextPolicy,
+    Replacement,
+    SessionStarted,
+    SummaryRequested,
+)
+from ._model import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    encode_canonical,
+)
 
 BYTES_PER_TOKEN = 4
+BYTES_ESTIMATOR = "bytes/4"
+TIKTOKEN_ENCODING = "o200k_base"
+Tokenizer = Literal["bytes", "tiktoken", "auto"]
 
 KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     # (model name prefix, context window in tokens); the longest matching prefix wins.
@@ -64,6 +83,75 @@ def context_window_for(model: str) -> int:
 def tokens_of(size: int) -> int:
     """The estimated tokens of ``size`` bytes of prompt (rounded up)."""
     return -(-size // BYTES_PER_TOKEN)
+
+
+class EstimatorError(SkillogError):
+    """The token estimator a session asks for cannot be loaded here."""
+
+
+class Estimator:
+    """Counts the tokens of prompt bytes, the one way a session records
+    (``session.started.estimator``, docs/context.md): ``bytes/4`` (a quarter of the
+    bytes, rounded up over the whole: no dependency, the same everywhere) or
+    ``tiktoken:<encoding>`` (OpenAI's tokenizer, the optional extra
+    ``skillog[tiktoken]``, its encoding loaded once)."""
+
+    def __init__(self, name: str = BYTES_ESTIMATOR) -> None:
+        self.name = name or BYTES_ESTIMATOR
+        self._encode: Callable[[str], list[int]] | None = None
+        if self.name != BYTES_ESTIMATOR:
+            self._encode = _tiktoken(self.name)
+
+    @property
+    def exact_bytes(self) -> bool:
+        """True for ``bytes/4``: a count is a function of the byte length alone."""
+        return self._encode is None
+
+    def tokens(self, chunks: Iterable[bytes]) -> int:
+        if self._encode is None:
+            return tokens_of(sum(len(c) for c in chunks))
+        encode = self._encode
+        return sum(len(encode(c.decode(errors="replace"))) for c in chunks)
+
+
+def _tiktoken(name: str) -> Callable[[str], list[int]]:
+    kind, _, encoding = name.partition(":")
+    if kind != "tiktoken" or not encoding:
+        raise EstimatorError(
+            f"unknown token estimator {name!r}: use {BYTES_ESTIMATOR!r} or "
+            f"'tiktoken:<encoding>' (e.g. 'tiktoken:{TIKTOKEN_ENCODING}')"
+        )
+    try:
+        import tiktoken  # type: ignore[import-not-found, unused-ignore]
+
+        enc = tiktoken.get_encoding(encoding)
+    except Exception as e:  # not installed, unknown encoding, its file not fetchable
+        raise EstimatorError(
+            f"the token estimator {name!r} cannot be loaded here ({type(e).__name__}: {e}); "
+            "install it with pip install 'skillog[tiktoken]' where its encoding files can "
+            "be fetched or are cached, or use the bytes/4 estimator"
+        ) from e
+
+    def encode(text: str) -> list[int]:
+        return list(enc.encode(text, disallowed_special=()))
+
+    return encode
+
+
+def choose_estimator(tokenizer: Tokenizer) -> str:
+    """The estimator a new session records for the ``tokenizer`` option: ``bytes`` is
+    ``bytes/4``; ``tiktoken`` must load (:class:`EstimatorError`); ``auto`` is tiktoken
+    where it loads, else ``bytes/4``."""
+    if tokenizer == "bytes":
+        return BYTES_ESTIMATOR
+    name = f"tiktoken:{TIKTOKEN_ENCODING}"
+    try:
+        Estimator(name)
+    except EstimatorError:
+        if tokenizer == "tiktoken":
+            raise
+        return BYTES_ESTIMATOR
+    return name
 
 
 def budget_of(window: int, reserve: int, policy: ContextPolicy) -> tuple[int, int]:
@@ -195,6 +283,9 @@ Reason = Literal["budget", "overflow"]
 STEPS: tuple[Step, ...] = ("tool_results", "skill_instructions", "drop_turns")
 
 
+RequestHash = Callable[[ModelRequest], str]
+
+
 def plan_compaction(
     messages: Sequence[Message],
     cleared: set[tuple[int, str]],
@@ -203,21 +294,31 @@ def plan_compaction(
     *,
     reason: Reason,
     tokens: int,
-    tail_bytes: int,
+    tail: bytes,
     until: int | None,
-) -> list[ContextCompacted]:
+    summarise: RequestHash | None = None,
+    estimator: Estimator | None = None,
+) -> list[ContextCompacted | SummaryRequested]:
     """The compaction steps, in order, each applied to the history the previous left,
     until the estimate is at most ``until`` (every step that changes anything when
-    None). ``tokens`` is the estimate before; ``tail_bytes`` the size of the request's
-    tail (system, tools), which compaction does not change. Recorded together, so a
-    process that stops never leaves half a compaction."""
+    None). ``tokens`` is the estimate before; ``tail`` the request's tail line (system,
+    tools), which compaction does not change; ``estimator`` counts (``bytes/4`` when
+    None). Recorded together, so a
+    process that stops never leaves half a compaction.
+
+    With ``summarise`` (the summary calls are allowed and within their budget; it
+    hashes a request), the turns step 3 would drop are to be summarised instead: the
+    plan ends with the :class:`SummaryRequested` intent, whose answer the loop records
+    with the ``summarise`` compaction (:func:`summary_compaction`)."""
     policy = config.policy.context
     budget, threshold = budget_of(config.context_window, config.max_tokens, policy)
     history, done = list(messages), set(cleared)
-    events: list[ContextCompacted] = []
+    events: list[ContextCompacted | SummaryRequested] = []
+
+    count = estimator or Estimator()
 
     def size(after: Sequence[Message]) -> int:
-        return tokens_of(sum(len(encode_canonical(m)) + 1 for m in after) + tail_bytes)
+        return count.tokens([*(encode_canonical(m) + b"\n" for m in after), tail])
 
     for step in STEPS:
         replaced: tuple[Replacement, ...] = ()
@@ -232,6 +333,21 @@ def plan_compaction(
                     break
         elif step == "skill_instructions":
             replaced = plan_skill_instructions(history, active, frozenset(done))
+        elif summarise is not None:
+            dropped, _ = plan_drop_turns(history, policy.keep_turns)
+            if dropped:
+                request = summary_request(history, dropped, config)
+                events.append(
+                    SummaryRequested(
+                        dropped=dropped,
+                        request_hash=summarise(request),
+                        reason=reason,
+                        tokens_before=tokens,
+                        budget=budget,
+                        threshold=threshold,
+                    )
+                )
+            break
         elif policy.drop_turns:
             dropped, note = plan_drop_turns(history, policy.keep_turns)
         if not replaced and not dropped:
@@ -253,6 +369,83 @@ def plan_compaction(
         if until is not None and tokens <= until:
             break
     return events
+
+
+SUMMARY_SYSTEM = (
+    "You summarise the earlier part of an agent's session so that the agent can go on "
+    "without it. Keep what the rest of the task needs: decisions made, facts found, "
+    "files and paths read or written, commands run and their results, errors met, what "
+    "is left to do. Leave out what no longer matters. Write plain prose, no preamble."
+)
+SUMMARY_MAX_TOKENS = 1024
+SUMMARY_PREFIX = "[earlier turns summarised to keep the context small: "
+
+
+def summary_request(
+    messages: Sequence[Message], dropped: int, config: SessionStarted
+) -> ModelRequest:
+    """The request that summarises ``messages[1 : 1 + dropped]`` (pure: composed again
+    from the log by a resumed process and by replay). The task (the first message,
+    with any earlier summary) is shown for context; the turns as canonical JSON lines,
+    as the history is hashed; no tools are offered."""
+    first = "\n".join(p.text for p in messages[0].parts if isinstance(p, TextPart))
+    turns = b"".join(encode_canonical(m) + b"\n" for m in messages[1 : 1 + dropped])
+    text = (
+        f"The task the agent was given:\n<task>\n{first}\n</task>\n\n"
+        "The turns to summarise, one JSON message a line (the model's answers and tool "
+        f"calls, the tools' results):\n<turns>\n{turns.decode()}</turns>\n\n"
+        "Summarise these turns."
+    )
+    return ModelRequest(
+        model=config.model,
+        system=SUMMARY_SYSTEM,
+        messages=(Message(role="user", parts=(TextPart(text=text),)),),
+        tools=(),
+        max_tokens=config.policy.context.summary_max_tokens or SUMMARY_MAX_TOKENS,
+    )
+
+
+def summary_compaction(
+    messages: Sequence[Message],
+    requested: SummaryRequested,
+    response: ModelResponse | None,
+    config: SessionStarted,
+    *,
+    tail: bytes,
+    estimator: Estimator | None = None,
+) -> ContextCompacted | None:
+    """The compaction a summary's answer makes: ``summarise`` with the summary as the
+    note on the first message, or, without a usable summary (the call failed, the text
+    is empty), ``drop_turns`` when the policy allows it; None when it does not."""
+    summary = response.text.strip() if response is not None else ""
+    dropped = requested.dropped
+    turns = sum(1 for m in messages[1 : 1 + dropped] if m.role == "assistant")
+    if summary:
+        step: Step | Literal["summarise"] = "summarise"
+        note = (
+            f"{SUMMARY_PREFIX}{turns} earlier turn{'s' if turns != 1 else ''} ({dropped} "
+            f"messages) were replaced here by this summary; read or run again what you "
+            f"still need]\n{summary}"
+        )
+    elif config.policy.context.drop_turns:
+        step, note = "drop_turns", plan_drop_turns(messages, config.policy.context.keep_turns)[1]
+    else:
+        return None
+    after = compacted(messages, (), dropped, note)
+    count = estimator or Estimator()
+    size = count.tokens([*(encode_canonical(m) + b"\n" for m in after), tail])
+    return ContextCompacted(
+        step=step,
+        reason=requested.reason,
+        replaced=(),
+        tokens_before=requested.tokens_before,
+        tokens_after=size,
+        budget=requested.budget,
+        threshold=requested.threshold,
+        dropped=dropped,
+        note=note,
+        summary_digest=hashlib.sha256(summary.encode()).hexdigest() if summary else "",
+    )
 
 
 def apply_compaction(

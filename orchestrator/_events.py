@@ -107,10 +107,11 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     ``keep_turns``, leaving a note in the first message; each step only while the
     estimate is over ``compact_to_percent`` of the budget (so that compactions, each a
     break of the provider's prompt cache, are rare). A request that still does
-    not fit the budget ends the session with ``context_exhausted``. ``summarise`` and
-    ``summary_max_tokens`` are reserved for summarising earlier turns with a recorded
-    model call (not done yet: a session recorded with ``summarise`` true compacts as
-    if it were false)."""
+    not fit the budget ends the session with ``context_exhausted``. With ``summarise``,
+    the older turns are summarised by a recorded model call instead of dropped (the
+    answer at most ``summary_max_tokens``, 1024 when 0), while the session's summary
+    calls have used fewer than ``summary_budget_tokens`` (input plus output); past it,
+    or when the call fails, they are dropped (when ``drop_turns``)."""
 
     compact_at_percent: int = 80
     compact_to_percent: int = 60
@@ -118,6 +119,7 @@ class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
     drop_turns: bool = True
     summarise: bool = False
     summary_max_tokens: int = 0
+    summary_budget_tokens: int = 100_000
 
 
 class PolicyConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -241,7 +243,12 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     skills it activates, for a model side skillog writes no system prompt for (an MCP
     client of ``skillog mcp serve``). ``context_window``: the model's context window
     in tokens (0: unknown, the session is not compacted before a request, only after a
-    provider says a request was too long; docs/context.md)."""
+    provider says a request was too long; docs/context.md). ``summaries``: the runtime
+    that started the session summarises older turns when ``policy.context.summarise``
+    asks for it (sessions recorded before it could compacted as if it were false, and
+    re-drive so). ``estimator``: how the runtime counts tokens for the context budget
+    (``bytes/4``, or ``tiktoken:<encoding>``; empty in sessions recorded before it was
+    recorded: ``bytes/4``), so a re-drive counts the same way."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -260,6 +267,8 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     catalog_mode: CatalogMode = ""
     warnings: tuple[str, ...] = ()
     context_window: int = 0
+    summaries: bool = False
+    estimator: str = ""
 
 
 class SessionForked(Event, frozen=True, kw_only=True):
@@ -316,6 +325,23 @@ class ModelFailed(Event, frozen=True, kw_only=True):
     attempt: int
     will_retry: bool
     retry_after_ms: int | None = None
+    duration_ms: int = 0
+
+
+class ModelInterrupted(Event, frozen=True, kw_only=True):
+    """The model call of ``turn`` was cancelled while it ran (the session cancelled,
+    Ctrl-C, a worker stopped): what had arrived is kept, the request stays unanswered
+    and the process that resumes sends it again. ``text_digest`` is the blob of the
+    text received so far (the text parts' deltas, joined; empty when none came),
+    ``text_size`` its bytes, ``calls`` the names of the tool calls that had started
+    streaming; ``attempt`` the call's attempt in the turn."""
+
+    event_type: ClassVar[str] = "model.interrupted"
+    turn: int
+    attempt: int
+    text_digest: str = ""
+    text_size: int = 0
+    calls: tuple[str, ...] = ()
     duration_ms: int = 0
 
 
@@ -766,7 +792,7 @@ class ContextCompacted(Event, frozen=True, kw_only=True):
     applied, so replay reproduces it byte for byte."""
 
     event_type: ClassVar[str] = "context.compacted"
-    step: Literal["tool_results", "skill_instructions", "drop_turns"]
+    step: Literal["tool_results", "skill_instructions", "drop_turns", "summarise"]
     reason: Literal["budget", "overflow"]
     replaced: tuple[Replacement, ...]
     tokens_before: int
@@ -775,6 +801,36 @@ class ContextCompacted(Event, frozen=True, kw_only=True):
     threshold: int
     dropped: int = 0
     note: str = ""
+    summary_digest: str = ""
+
+
+class SummaryRequested(Event, frozen=True, kw_only=True):
+    """The intent of a summary call (``policy.context.summarise``, docs/context.md),
+    committed before the model is asked: the ``dropped`` messages after the first are
+    to be summarised by the request whose canonical bytes hash to ``request_hash`` (a
+    blob of the session), composed from the history as folded here. ``reason``,
+    ``tokens_before``, ``budget`` and ``threshold`` are the compaction's that asked for
+    it. A process that stops before the answer asks again when resumed."""
+
+    event_type: ClassVar[str] = "context.summary_requested"
+    dropped: int
+    request_hash: str
+    reason: Literal["budget", "overflow"]
+    tokens_before: int
+    budget: int
+    threshold: int
+
+
+class SummaryAnswered(Event, frozen=True, kw_only=True):
+    """The answer to the pending summary call: the model's ``response`` (recorded like
+    ``model.responded``'s, its usage counted in the session's tokens and its summary
+    budget), or the ``error`` it failed with after retries (the turns are then dropped
+    instead, when ``policy.context.drop_turns``)."""
+
+    event_type: ClassVar[str] = "context.summary_answered"
+    response: ModelResponse | None = None
+    error: str = ""
+    duration_ms: int = 0
 
 
 class SessionSuspended(Event, frozen=True, kw_only=True):
@@ -840,6 +896,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PromptRendered,
     ModelResponded,
     ModelFailed,
+    ModelInterrupted,
     ToolCalled,
     ToolCompleted,
     ToolInterrupted,
@@ -859,6 +916,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SkillsInstalled,
     SessionSuspended,
     ContextCompacted,
+    SummaryRequested,
+    SummaryAnswered,
     McpToolsListed,
     McpServerFailed,
     McpResult,

@@ -60,7 +60,9 @@ RULES: dict[str, str] = {
     "after_end": "an event after session.ended",
     "prompt_unanswered": "prompt.rendered while the previous prompt has no model.responded",
     "prompt_before_results": "prompt.rendered while tool calls of the last response are open",
-    "response_without_prompt": "model.responded or model.failed with no prompt waiting",
+    "response_without_prompt": (
+        "model.responded, model.failed or model.interrupted with no prompt waiting"
+    ),
     "turn_order": "a turn number that is not the next turn, or not the prompt's",
     "response_duplicate_ids": "a model response whose tool calls repeat or omit an id",
     "call_not_requested": "tool.called for an id the last model response did not ask for",
@@ -75,6 +77,11 @@ RULES: dict[str, str] = {
     "effect_after_denial": "anything but policy.denied and an error result after a denial",
     "suspend_without_pending": "session.suspended naming no call or one not awaiting approval",
     "compaction_misplaced": "context.compacted while a prompt awaits its answer or calls are open",
+    "summary_misplaced": (
+        "context.summary_requested while a prompt or a summary awaits its answer or calls are open"
+    ),
+    "summary_unanswered": "prompt.rendered or context.compacted while a summary awaits its answer",
+    "answer_without_summary": "context.summary_answered with no summary call waiting for it",
     "end_with_open_calls": "session.ended while tool calls of the last response are open",
     "end_reason": "session.ended with a reason the session's state contradicts",
     "lease_start": "a lease stream that begins with neither lease.acquired nor the queued release",
@@ -290,6 +297,7 @@ class SessionGrammar(GrammarCheck):
         self.phase = self.HEADER
         self.turn = 0
         self.prompt_open = False
+        self.summary_open = False  # context.summary_requested without its answer yet
         self.calls: dict[str, int] = {}  # the last response's calls -> their progress
         self.open_calls = 0  # calls of the last response without an outcome
         self.running: dict[str, Step] = {  # the steps of a started session
@@ -300,6 +308,7 @@ class SessionGrammar(GrammarCheck):
             "prompt.rendered": self._prompt,
             "model.responded": self._responded,
             "model.failed": self._failed,
+            "model.interrupted": self._interrupted_call,
             "tool.called": self._called,
             "tool.completed": self._completed,
             "tool.interrupted": self._interrupted,
@@ -308,6 +317,8 @@ class SessionGrammar(GrammarCheck):
             "approval.remembered": self._remembered,
             "session.suspended": self._suspended,
             "context.compacted": self._compacted,
+            "context.summary_requested": self._summary_requested,
+            "context.summary_answered": self._summary_answered,
         }
         for tag in _CALL_EVENTS:
             self.running[tag] = self._call_event_of(tag)
@@ -354,6 +365,8 @@ class SessionGrammar(GrammarCheck):
 
     def _prompt(self, body: bytes) -> None:
         turn = _TURN(body).turn
+        if self.summary_open:
+            raise _Broken("summary_unanswered", "the summary call has no answer yet")
         if self.prompt_open:
             raise _Broken("prompt_unanswered", f"turn {self.turn}'s prompt has no answer yet")
         if self.open_calls:
@@ -375,11 +388,31 @@ class SessionGrammar(GrammarCheck):
             # The request did not fit: closed, and the same turn is rendered again.
             self.turn, self.prompt_open = failed.turn - 1, False
 
+    def _interrupted_call(self, body: bytes) -> None:
+        # The call was cancelled: the prompt stays open, the request is sent again.
+        self._outcome_turn("model.interrupted", _TURN(body).turn)
+
     def _compacted(self, body: bytes) -> None:
+        if self.summary_open:
+            raise _Broken("summary_unanswered", "the summary call has no answer yet")
         if self.prompt_open:
             raise _Broken("compaction_misplaced", f"turn {self.turn}'s prompt awaits an answer")
         if self.open_calls:
             raise _Broken("compaction_misplaced", self._open_detail())
+
+    def _summary_requested(self, body: bytes) -> None:
+        if self.summary_open:
+            raise _Broken("summary_misplaced", "the previous summary call has no answer yet")
+        if self.prompt_open:
+            raise _Broken("summary_misplaced", f"turn {self.turn}'s prompt awaits an answer")
+        if self.open_calls:
+            raise _Broken("summary_misplaced", self._open_detail())
+        self.summary_open = True
+
+    def _summary_answered(self, body: bytes) -> None:
+        if not self.summary_open:
+            raise _Broken("answer_without_summary", "no summary call waits for an answer")
+        self.summary_open = False
 
     def _responded(self, body: bytes) -> None:
         responded = _RESPONDED(body)

@@ -21,6 +21,7 @@ stays resumable: everything with an effect was recorded before it started
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,12 +31,20 @@ import trio
 
 from eventlog import EventStore, SkillogError
 
-from ._context import context_window_for
+from ._context import Tokenizer, choose_estimator, context_window_for
 from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
-from ._events import CatalogMode, ModelFailed, ModelResponded, PolicyConfig, SessionStarted
+from ._events import (
+    CatalogMode,
+    ModelFailed,
+    ModelInterrupted,
+    ModelResponded,
+    PolicyConfig,
+    SessionStarted,
+)
 from ._host_tools import HostTool
 from ._index_log import record_index_run
 from ._model import (
+    Delta,
     DeltaSink,
     ModelAdapter,
     ModelError,
@@ -45,7 +54,14 @@ from ._model import (
     with_image_data,
 )
 from ._policy import over_budget, policy_warnings
-from ._session import Clock, ContextExhaustedError, Observer, Session, refresh_context
+from ._session import (
+    Clock,
+    ContextExhaustedError,
+    Observer,
+    Session,
+    SummaryPending,
+    refresh_context,
+)
 from ._visibility import Predicate
 from .skills import CatalogRecord, InlineSkill, McpServerConfig, Skill, SkillWatcher
 
@@ -87,6 +103,10 @@ class Agent:
     index) serves searches across sessions instead of one built in memory per session.
     ``context_window`` is the model's window in tokens (None: the known window of
     ``model_name``, or unknown; docs/context.md), recorded in ``session.started``.
+    ``tokenizer`` is how tokens are estimated for the context budget: ``bytes`` (a
+    quarter of the bytes), ``tiktoken`` (the optional extra; an error where it cannot
+    load) or ``auto`` (tiktoken where it loads, else bytes), recorded in
+    ``session.started.estimator``.
     ``on_delta`` receives the model's text and tool-call deltas as they arrive when
     the adapter can stream (never recorded: the log is the same either way).
     """
@@ -119,6 +139,7 @@ class Agent:
     mcp_servers: Sequence[McpServerConfig] = ()
     instructions_in_results: bool = False
     context_window: int | None = None
+    tokenizer: Tokenizer = "bytes"
     on_delta: DeltaSink | None = None
     elicitor: Elicitor | None = None
     on_progress: ProgressSink | None = None
@@ -184,6 +205,8 @@ class Agent:
                 if self.context_window is not None
                 else context_window_for(self.model_name)
             ),
+            summaries=True,
+            estimator=choose_estimator(self.tokenizer),
         )
 
     def predicates(self) -> dict[str, Predicate]:
@@ -287,6 +310,11 @@ async def drive(
             if await session.run_tools():
                 return  # suspended: some calls wait for an approval
             continue
+        if state.summary_pending is not None:
+            # A compaction asked for a summary (maybe in a process that stopped before
+            # the answer): ask the model, record the answer with the compaction it makes.
+            await _summarise(session, model, retry)
+            continue
         last = state.messages[-1] if state.messages else None
         if last is not None and last.role == "assistant":
             await session.end("completed")
@@ -322,6 +350,8 @@ async def drive(
         except ContextExhaustedError as e:
             await session.end("context_exhausted", str(e))
             break
+        except SummaryPending:
+            continue
         outcome = await _call(session, model, request, retry, on_delta)
         if outcome is None:
             break
@@ -365,13 +395,23 @@ async def _call(
     request = await with_image_data(request, session.get_blob)
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
+        arrived = _Arrived(on_delta)
         try:
             with trio.fail_after(retry.timeout_s):
                 if on_delta is not None and isinstance(model, StreamingAdapter):
-                    response = await model.stream(request, on_delta)
+                    response = await model.stream(request, arrived)
                 else:
                     response = await model.complete(request)
             return response, (time.monotonic_ns() - start) // 1_000_000
+        except (trio.Cancelled, KeyboardInterrupt):
+            # Cancelled mid-call: record what arrived before going (shielded: the
+            # cancellation must not cancel its own record); the prompt stays open.
+            with trio.CancelScope(shield=True):
+                await session.record(
+                    arrived.event(turn, attempt, (time.monotonic_ns() - start) // 1_000_000),
+                    blobs=[arrived.text.encode()] if arrived.text else [],
+                )
+            raise
         except (ModelError, trio.TooSlowError) as e:
             error = (
                 e
@@ -411,6 +451,66 @@ async def _call(
                 return None
             await trio.sleep(retry.delay_ms(attempt, error.retry_after_ms) / 1000)
     return None  # pragma: no cover - the loop always returns
+
+
+class _Arrived:
+    """A delta sink that passes deltas on and keeps what arrived, for the
+    ``model.interrupted`` of a call cancelled mid-stream."""
+
+    def __init__(self, sink: DeltaSink | None) -> None:
+        self.sink = sink
+        self.texts: dict[int, list[str]] = {}
+        self.calls: dict[int, str] = {}
+
+    def __call__(self, delta: Delta) -> None:
+        if delta.kind == "text":
+            self.texts.setdefault(delta.index, []).append(delta.text)
+        elif delta.name:
+            self.calls[delta.index] = delta.name
+        if self.sink is not None:
+            self.sink(delta)
+
+    @property
+    def text(self) -> str:
+        return "".join("".join(self.texts[i]) for i in sorted(self.texts))
+
+    def event(self, turn: int, attempt: int, duration_ms: int) -> ModelInterrupted:
+        data = self.text.encode()
+        return ModelInterrupted(
+            turn=turn,
+            attempt=attempt,
+            text_digest=hashlib.sha256(data).hexdigest() if data else "",
+            text_size=len(data),
+            calls=tuple(self.calls[i] for i in sorted(self.calls)),
+            duration_ms=duration_ms,
+        )
+
+
+async def _summarise(session: Session, model: ModelAdapter, retry: RetryPolicy) -> None:
+    """The pending summary call, with the bounded retries of any model call; its
+    answer, or the error it ended with, is recorded with the compaction it makes (the
+    attempts in between are not: the intent stays pending until an answer is)."""
+    request = session.summary_request()
+    for attempt in range(1, retry.max_attempts + 1):
+        start = time.monotonic_ns()
+        try:
+            with trio.fail_after(retry.timeout_s):
+                response = await model.complete(request)
+        except (ModelError, trio.TooSlowError) as e:
+            error = e if isinstance(e, ModelError) else ModelError("no answer", retryable=True)
+            if not error.retryable or attempt == retry.max_attempts:
+                await session.record_summary(
+                    None,
+                    error=str(error),
+                    duration_ms=(time.monotonic_ns() - start) // 1_000_000,
+                )
+                return
+            await trio.sleep(retry.delay_ms(attempt, error.retry_after_ms) / 1000)
+            continue
+        await session.record_summary(
+            response, duration_ms=(time.monotonic_ns() - start) // 1_000_000
+        )
+        return
 
 
 def _malformed(response: ModelResponse) -> str | None:

@@ -23,7 +23,16 @@ from eventlog import Event as StoredEvent
 from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
-from ._context import Reason, budget_of, plan_compaction, tokens_of
+from ._context import (
+    Estimator,
+    Reason,
+    apply_compaction,
+    budget_of,
+    plan_compaction,
+    summary_compaction,
+    summary_request,
+    tokens_of,
+)
 from ._effects import Effects, Reconciler
 from ._events import (
     CODEC,
@@ -39,13 +48,15 @@ from ._events import (
     SessionSuspended,
     SkillActivated,
     SkillInfo,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCalled,
     UserMessage,
 )
 from ._mcp_roots import roots_changes
-from ._model import Message, ModelRequest, ToolCall
+from ._model import Message, ModelRequest, ModelResponse, ToolCall
 from ._pipeline import Hooks, first_group, intent, run_turn_tools
-from ._prompt import compose, message_line, tail_line
+from ._prompt import compose, message_line, request_bytes, request_hash, tail_line
 from ._state import SessionState, apply
 from ._tools import activate, activate_triggered, message_triggers, plan_call
 from ._visibility import RefreshContext, SkillContext
@@ -65,6 +76,13 @@ class SessionStateError(SkillogError):
 class ContextExhaustedError(SkillogError):
     """The next request cannot fit the model's context window, even after compaction:
     the loop ends the session with ``context_exhausted`` and this message."""
+
+
+class SummaryPending(Exception):
+    """Raised by :meth:`Session.render` after it recorded a summary call's intent
+    (``context.summary_requested``): the loop asks for the summary
+    (:meth:`Session.summary_request`, :meth:`Session.record_summary`), then renders
+    again."""
 
 
 def refresh_context(config: SessionStarted, state: SessionState | None = None) -> RefreshContext:
@@ -164,8 +182,12 @@ class Session:
         self._queue: list[_Queued] = []
         # A prompt the log holds unanswered when the session is opened was being sent
         # (or waited on) by a process that stopped.
-        self._interrupted_prompt = state.open_prompt is not None
+        # (Unless a model.interrupted already says so: the process was cancelled.)
+        self._interrupted_prompt = (
+            state.open_prompt is not None and not state.open_prompt_interrupted
+        )
         self._fresh_intents: frozenset[str] = frozenset()
+        self._estimator: Estimator | None = None
         self.started_at = clock()  # replaced by the recorded start when opened
 
     @property
@@ -363,7 +385,10 @@ class Session:
         again and checked to be the same bytes: a retry after ``model.failed`` records
         nothing more; in a session reopened with the prompt unanswered (the process
         stopped during the model call) ``model.failed`` (kind ``interrupted``) first
-        records that the next attempt retries it.
+        records that the next attempt retries it. When the compaction that makes the
+        request fit asks for a summary, its intent is recorded and
+        :class:`SummaryPending` raised instead: the loop asks for the summary, then
+        renders again.
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
@@ -419,20 +444,30 @@ class Session:
             s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
         }
 
+    @property
+    def estimator(self) -> Estimator:
+        """The token estimator the session recorded (loaded once)."""
+        if self._estimator is None:
+            config = self.state.config
+            self._estimator = Estimator(config.estimator if config is not None else "")
+        return self._estimator
+
     def estimate(self, request: ModelRequest, bodies: Mapping[str, str]) -> int:
         """The estimated tokens of ``request`` (composed from the state now): the last
         answer's usage plus what was added since, or a quarter of its bytes when there
         is no usage to start from (docs/context.md). A pure function of the log."""
-        state = self.state
+        state, count = self.state, self.estimator
         if state.usage_tokens:
-            added = sum(len(message_line(m)) for m in state.messages[state.usage_messages :])
-            added += sum(
-                len(bodies[s.body_digest].encode())
+            added = [message_line(m) for m in state.messages[state.usage_messages :]]
+            added += [
+                bodies[s.body_digest].encode()
                 for s in state.active
                 if s.body_digest not in state.usage_bodies
-            )
-            return state.usage_tokens + tokens_of(added)
-        return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))
+            ]
+            return state.usage_tokens + count.tokens(added)
+        if count.exact_bytes:  # the lines' sizes are known without encoding them again
+            return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))
+        return count.tokens([*map(message_line, state.messages), tail_line(request)])
 
     async def _fit(self, request: ModelRequest, bodies: Mapping[str, str]) -> ModelRequest:
         """Compact before a request over the threshold, and refuse one that cannot fit
@@ -452,7 +487,9 @@ class Session:
         target = budget * config.policy.context.compact_to_percent // 100
         events = self._plan("budget", tokens, request, target)
         if events:
-            await self.record(*events)
+            await self._record_plan(events)
+            if self.state.summary_pending is not None:
+                raise SummaryPending
             request = compose(self.state, bodies)
             tokens = self.estimate(request, bodies)
         if tokens > budget:
@@ -467,9 +504,15 @@ class Session:
 
     def _plan(
         self, reason: Reason, tokens: int, request: ModelRequest, until: int | None
-    ) -> list[ContextCompacted]:
+    ) -> list[ContextCompacted | SummaryRequested]:
         state = self.state
         assert state.config is not None
+        policy = state.config.policy.context
+        summarise = (
+            state.config.summaries
+            and policy.summarise
+            and state.summary_tokens < policy.summary_budget_tokens
+        )
         return plan_compaction(
             state.messages,
             state.cleared,
@@ -477,9 +520,58 @@ class Session:
             state.config,
             reason=reason,
             tokens=tokens,
-            tail_bytes=len(tail_line(request)),
+            tail=tail_line(request),
             until=until,
+            summarise=request_hash if summarise else None,
+            estimator=self.estimator,
         )
+
+    async def _record_plan(self, events: Sequence[ContextCompacted | SummaryRequested]) -> None:
+        """Record a compaction's steps in one transaction, with the summary request's
+        bytes when it ends asking for one (the blob its ``request_hash`` names)."""
+        blobs: list[bytes] = []
+        last = events[-1] if events else None
+        if isinstance(last, SummaryRequested):
+            history = self.state.messages
+            for event in events[:-1]:
+                assert isinstance(event, ContextCompacted)
+                history, _ = apply_compaction(history, set(), event)
+            assert self.state.config is not None
+            blobs.append(request_bytes(summary_request(history, last.dropped, self.state.config)))
+        await self.record(*events, blobs=blobs)
+
+    def summary_request(self) -> ModelRequest:
+        """The pending summary call's request, composed again from the log and checked
+        to be the bytes its intent recorded (also after a restart)."""
+        pending, config = self.state.summary_pending, self.state.config
+        if pending is None or config is None:
+            raise SessionStateError(f"session {self.id} has no summary call pending")
+        request = summary_request(self.state.messages, pending.dropped, config)
+        if request_hash(request) != pending.request_hash:
+            raise SessionStateError(
+                f"session {self.id}: the pending summary request recomposes to "
+                f"{request_hash(request)}, not the recorded {pending.request_hash}; "
+                "`skillog replay` shows where the log and this code part ways"
+            )
+        return request
+
+    async def record_summary(
+        self, response: ModelResponse | None, *, error: str = "", duration_ms: int = 0
+    ) -> None:
+        """Record the pending summary call's answer (or its failure) and the compaction
+        it makes, in one transaction; the summary text is a blob of the session."""
+        pending, config = self.state.summary_pending, self.state.config
+        assert pending is not None and config is not None
+        bodies = await self._bodies()
+        tail = tail_line(compose(self.state, bodies))
+        answered = SummaryAnswered(response=response, error=error, duration_ms=duration_ms)
+        event = summary_compaction(
+            self.state.messages, pending, response, config, tail=tail, estimator=self.estimator
+        )
+        summary = [] if response is None else [response.text.strip().encode()]
+        if event is None or not event.summary_digest:
+            summary = []
+        await self.record(answered, *([event] if event else []), blobs=summary)
 
     async def compact_after_overflow(self) -> bool:
         """After the provider refused the last request as too long: every compaction
@@ -488,7 +580,7 @@ class Session:
         bodies = await self._bodies()
         request = compose(self.state, bodies)
         events = self._plan("overflow", self.estimate(request, bodies), request, None)
-        await self.record(*events)
+        await self._record_plan(events)
         return bool(events)
 
     @property

@@ -31,6 +31,7 @@ from ._events import (
     McpToolDef,
     McpToolsListed,
     ModelFailed,
+    ModelInterrupted,
     ModelResponded,
     PolicyDenied,
     PromptRendered,
@@ -43,6 +44,8 @@ from ._events import (
     SkillChanged,
     SkillDeactivated,
     SkillInfo,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCalled,
     ToolCompleted,
     ToolDef,
@@ -184,6 +187,7 @@ class SessionState(ActiveSkills):
         "messages",
         "model_attempts",
         "open_prompt",
+        "open_prompt_interrupted",
         "output_tokens",
         "overflow_pending",
         "overflowed_turn",
@@ -195,6 +199,8 @@ class SessionState(ActiveSkills):
         "seq",
         "session_id",
         "status",
+        "summary_pending",
+        "summary_tokens",
         "turn",
         "turn_progress",
         "usage_bodies",
@@ -227,6 +233,9 @@ class SessionState(ActiveSkills):
         self.status: Status = "new"
         self.ended: SessionEnded | None = None
         self.open_prompt: PromptRendered | None = None
+        # The open prompt's call was cancelled and model.interrupted says so: a process
+        # that resumes retries it without recording the interruption again.
+        self.open_prompt_interrupted = False
         self.model_attempts = 0
         self.turn_progress: TurnProgress | None = None
         # What each MCP server last offered (or that it failed), and its tools by the
@@ -245,6 +254,10 @@ class SessionState(ActiveSkills):
         self.usage_tokens = 0
         self.usage_messages = 0
         self.usage_bodies: frozenset[str] = frozenset()
+        # A summary call asked for and not answered yet, and the tokens (input plus
+        # output) the session's summary calls used (policy.context.summary_budget_tokens).
+        self.summary_pending: SummaryRequested | None = None
+        self.summary_tokens = 0
 
     def copy(self) -> SessionState:
         """An independent copy (the lists and dicts are copied, the values are frozen)."""
@@ -299,6 +312,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case UserMessage():
             state.messages.append(Message(role="user", parts=(TextPart(text=event.text),)))
         case PromptRendered():
+            state.open_prompt_interrupted = False
             state.overflow_pending = False
             state.turn = event.turn
             state.prompt_count += 1
@@ -340,11 +354,26 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
             state.usage_tokens = 0
         case ModelFailed():
             state.model_attempts = event.attempt
+            state.open_prompt_interrupted = False
+        case ModelInterrupted():
+            state.model_attempts = event.attempt
+            state.open_prompt_interrupted = True
         case ContextCompacted():
             state.messages, state.cleared = apply_compaction(state.messages, state.cleared, event)
             state.history_rewrites += 1
             state.overflow_pending = False
             state.usage_tokens = 0  # the provider's count no longer describes the history
+        case SummaryRequested():
+            state.summary_pending = event
+        case SummaryAnswered():
+            state.summary_pending = None
+            if event.response is not None:
+                usage = event.response.usage
+                state.input_tokens += usage.input_tokens
+                state.output_tokens += usage.output_tokens
+                state.cache_read_tokens += usage.cache_read_input_tokens
+                state.cache_write_tokens += usage.cache_creation_input_tokens
+                state.summary_tokens += usage.input_tokens + usage.output_tokens
         case PolicyDenied():
             state.denials += 1
         case ApprovalRequested():

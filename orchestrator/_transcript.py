@@ -24,6 +24,8 @@ from ._events import (
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCompleted,
     ToolInterrupted,
     UserMessage,
@@ -103,12 +105,23 @@ def _lines(body: Event) -> Iterator[str]:
             what = (
                 f"dropped {body.dropped} messages"
                 if body.step == "drop_turns"
+                else f"summarised {body.dropped} messages"
+                if body.step == "summarise"
                 else f"{len(body.replaced)} {body.step.replace('_', ' ')} cleared"
             )
             yield _row(
                 "context",
                 f"compacted ({body.reason}): {what}, ~{body.tokens_before} → "
                 f"~{body.tokens_after} tokens (budget {body.budget})",
+            )
+        case SummaryRequested():
+            yield _row("context", f"asked the model to summarise {body.dropped} messages")
+        case SummaryAnswered():
+            yield _row(
+                "context",
+                "summary failed: " + body.error
+                if body.response is None
+                else f"summary answered ({body.response.usage.output_tokens} tokens)",
             )
         case SessionSuspended():
             yield _row(

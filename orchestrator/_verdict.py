@@ -57,6 +57,18 @@ class _Images(msgspec.Struct):
     images: list[_Digest]
 
 
+class _SummaryRequested(msgspec.Struct):
+    request_hash: str
+
+
+class _Interrupted(msgspec.Struct):
+    text_digest: str = ""
+
+
+class _Compacted(msgspec.Struct):
+    summary_digest: str = ""
+
+
 class _Script(msgspec.Struct):
     stdout_digest: str
     stderr_digest: str
@@ -106,6 +118,26 @@ def _script(decode: Callable[[bytes], _Script]) -> BlobReader:
     return read
 
 
+def _summary_requested(decode: Callable[[bytes], _SummaryRequested]) -> BlobReader:
+    return lambda body: (decode(body).request_hash,)
+
+
+def _compacted(decode: Callable[[bytes], _Compacted]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        digest = decode(body).summary_digest
+        return (digest,) if digest else ()
+
+    return read
+
+
+def _interrupted(decode: Callable[[bytes], _Interrupted]) -> BlobReader:
+    def read(body: bytes) -> Iterable[str]:
+        digest = decode(body).text_digest
+        return (digest,) if digest else ()
+
+    return read
+
+
 def _reader(cls: type[Any], wrap: Callable[[Any], BlobReader]) -> BlobReader:
     return wrap(msgspec.json.Decoder(cls).decode)
 
@@ -120,6 +152,9 @@ BLOB_FIELDS: dict[str, BlobReader] = {
     "mcp.elicited": _reader(_Params, _params),
     "tool.images": _reader(_Images, _images),
     "script.executed": _reader(_Script, _script),
+    "context.summary_requested": _reader(_SummaryRequested, _summary_requested),
+    "context.compacted": _reader(_Compacted, _compacted),
+    "model.interrupted": _reader(_Interrupted, _interrupted),
 }
 
 

@@ -11,6 +11,7 @@ included) is the one a replay checks against, never a stale import.
 """
 
 from . import _prompt as composer
+from ._context import summary_request as summary_request
 from ._effects import GetBlob as GetBlob
 from ._effects import McpStatus as McpStatus
 from ._loop import MAX_RESPONSE_CHARS as MAX_RESPONSE_CHARS
@@ -30,4 +31,5 @@ __all__ = [
     "StopReason",
     "composer",
     "is_session_stream",
+    "summary_request",
 ]

@@ -24,7 +24,9 @@ from orchestrator import (
     CatalogSnapshot,
     Message,
     ModelFailed,
+    ModelInterrupted,
     ModelResponded,
+    ModelResponse,
     PolicyDenied,
     PromptRendered,
     ResourceRead,
@@ -38,6 +40,8 @@ from orchestrator import (
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCalled,
     ToolCompleted,
     ToolInterrupted,
@@ -112,6 +116,7 @@ class SessionMapper:
         self._root: _Open | None = None
         self._chat: _Open | None = None
         self._chat_failure: str | None = None
+        self._summary: _Open | None = None  # a summary call under way (docs/context.md)
         self._tools: dict[str, _Open] = {}
         self._skills: dict[str, tuple[str, str, str]] = {}  # name -> (hash, source, tier)
         self._messages: list[Message | None] = []
@@ -380,19 +385,25 @@ class SessionMapper:
         if system is not None:
             attrs[sc.SYSTEM_INSTRUCTIONS] = system
 
-    def _model_responded(self, body: ModelResponded, event: Event) -> None:
-        response = body.response
+    def _count(self, response: ModelResponse, duration_ms: int) -> None:
+        """A model call's tokens in the session's totals, and its duration and usage
+        metrics (a turn's call or a summary's)."""
         usage = response.usage
         self._input_tokens += usage.input_tokens
         self._output_tokens += usage.output_tokens
         first_chunk, self.first_chunk_s = self.first_chunk_s, None
         if self._metrics:
             metric, input_, output = self._response_metrics(response.model)
-            self._measure(sc.M_OPERATION_DURATION, body.duration_ms / 1000, metric)
+            self._measure(sc.M_OPERATION_DURATION, duration_ms / 1000, metric)
             if first_chunk is not None:
                 self._measure(sc.M_TIME_TO_FIRST_CHUNK, first_chunk, metric)
             self._measure(sc.M_TOKEN_USAGE, usage.input_tokens, input_)
             self._measure(sc.M_TOKEN_USAGE, usage.output_tokens, output)
+
+    def _model_responded(self, body: ModelResponded, event: Event) -> None:
+        response = body.response
+        usage = response.usage
+        self._count(response, body.duration_ms)
         chat, self._chat = self._chat, None
         if chat is None:
             return
@@ -430,6 +441,48 @@ class SessionMapper:
             )
             self._model_metrics[model] = cached
         return cached
+
+    def _model_interrupted(self, body: ModelInterrupted, event: Event) -> None:
+        # The call was cancelled; the request is sent again after a resume, and the
+        # chat span stays open until its answer.
+        if self._chat is not None:
+            attrs: Attributes = {
+                "skillog.model.attempt": body.attempt,
+                "skillog.model.text_size": body.text_size,
+            }
+            self._chat.events.append(
+                SpanEventData(
+                    name="skillog.model.interrupted", time_ns=event.recorded_at, attributes=attrs
+                )
+            )
+
+    def _summary_requested(self, body: SummaryRequested, event: Event) -> None:
+        stream = self.stream or ""
+        attrs: Attributes = {
+            **self._model_attrs(),
+            sc.CONVERSATION_ID: stream,
+            sc.SESSION_ID: stream,
+            sc.OI_KIND: "LLM",
+            sc.OI_MODEL: self._model,
+            "skillog.summary.messages": body.dropped,
+            "skillog.request_hash": body.request_hash,
+        }
+        name = f"chat {self._model}" if self._model else "chat"
+        self._summary = _Open(name, span_id_for(event.hash), "client", event.recorded_at, attrs)
+
+    def _summary_answered(self, body: SummaryAnswered, event: Event) -> None:
+        span, self._summary = self._summary, None
+        response = body.response
+        if response is not None:
+            self._count(response, body.duration_ms)
+        if span is None:
+            return
+        if response is None:
+            self._close(span, event.recorded_at, self._root_id(), "summary_failed", body.error)
+            return
+        span.attributes[sc.INPUT_TOKENS] = response.usage.input_tokens
+        span.attributes[sc.OUTPUT_TOKENS] = response.usage.output_tokens
+        self._close(span, event.recorded_at, self._root_id())
 
     def _model_failed(self, body: ModelFailed, event: Event) -> None:
         error = _error_type(body.kind)
@@ -655,6 +708,9 @@ _HANDLERS: dict[type[Any], Callable[[SessionMapper, Any, Event], None]] = {
     PromptRendered: SessionMapper._prompt_rendered,
     ModelResponded: SessionMapper._model_responded,
     ModelFailed: SessionMapper._model_failed,
+    ModelInterrupted: SessionMapper._model_interrupted,
+    SummaryRequested: SessionMapper._summary_requested,
+    SummaryAnswered: SessionMapper._summary_answered,
     ToolCalled: SessionMapper._tool_called,
     ToolCompleted: SessionMapper._tool_completed,
     ToolInterrupted: SessionMapper._tool_interrupted,

@@ -16,10 +16,12 @@ from eventlog import Event
 from orchestrator import Event as Body
 from orchestrator import (
     ModelFailed,
+    ModelInterrupted,
     ModelResponded,
     PromptRendered,
     SessionEnded,
     SessionSuspended,
+    SummaryAnswered,
     ToolCompleted,
     UserMessage,
 )
@@ -28,6 +30,8 @@ MEASURED: dict[type[Body], frozenset[str]] = {
     ModelResponded: frozenset({"duration_ms"}),
     ModelFailed: frozenset({"duration_ms"}),
     ToolCompleted: frozenset({"duration_ms"}),
+    SummaryAnswered: frozenset({"duration_ms"}),
+    ModelInterrupted: frozenset({"duration_ms"}),
 }
 """Per body type, the fields timed by the runtime around I/O; not compared. A script's
 ``duration_ms`` (in ``script.executed`` and in the tool result the model read) is a

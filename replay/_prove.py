@@ -13,8 +13,16 @@ from collections.abc import Callable
 import msgspec
 
 from eventlog import EventStore
-from orchestrator import PromptRendered, ScriptExecuted, SessionState, SkillActivated, apply
+from orchestrator import (
+    PromptRendered,
+    ScriptExecuted,
+    SessionState,
+    SkillActivated,
+    SummaryRequested,
+    apply,
+)
 from orchestrator.runtime import composer as _prompt
+from orchestrator.runtime import summary_request
 
 from ._errors import BrokenLogError
 from ._recording import Recording, get_checked_blob
@@ -118,6 +126,22 @@ async def replay_session(
                     request_hash=check.request_hash,
                     rerendered_hash=check.rerendered_hash,
                     diff=request_diff(recorded.request_bytes(tail), _prompt.request_bytes(request)),
+                )
+        elif isinstance(body, SummaryRequested) and state.config is not None:
+            # The summary call's request: composed again from the history folded here,
+            # it must be the bytes the log holds (its blob, named by its hash).
+            what = "context.summary_requested request"
+            blob = await get_checked_blob(
+                store, body.request_hash, session=session, seq=seq, what=what
+            )
+            again = summary_request(state.messages, body.dropped, state.config)
+            if _prompt.request_hash(again) != body.request_hash and divergence is None:
+                divergence = Divergence(
+                    turn=state.turn,
+                    seq=seq,
+                    request_hash=body.request_hash,
+                    rerendered_hash=_prompt.request_hash(again),
+                    diff=request_diff(blob, _prompt.request_bytes(again)),
                 )
         apply(state, body, seq=seq, hash=event.hash)
         if progress is not None:

@@ -12,12 +12,16 @@ not produced by code, so it is copied as is and the session is reopened after it
 as ``Agent.resume`` would.
 
 A recording that ended while it waited for the model (its last prompt unanswered: an
-MCP client of ``skillog mcp serve`` that disconnected, a run cancelled mid-call) is
-re-driven until the recorded answers are used up, then ended as the recording was.
+MCP client of ``skillog mcp serve`` that disconnected, a run cancelled mid-call, with
+or without the ``model.interrupted`` a cancelled call records) is re-driven until the
+recorded answers are used up, then ended as the recording was. A ``model.interrupted``
+before the end is re-driven as it happened: the call is cancelled there and the session
+reopened, as ``Agent.resume`` would.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 import msgspec
@@ -30,8 +34,10 @@ from orchestrator import (
     ApprovalRemembered,
     ApprovalResolved,
     CatalogSnapshot,
+    Delta,
     ModelError,
     ModelFailed,
+    ModelInterrupted,
     ModelRequest,
     ModelResponded,
     ModelResponse,
@@ -42,6 +48,7 @@ from orchestrator import (
     SessionForked,
     SessionStarted,
     SkillActivated,
+    SummaryAnswered,
     TextPart,
     ToolCall,
     UserMessage,
@@ -73,38 +80,85 @@ class RedriveReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.divergence is None
 
 
-class _EndWhenAnswered:
-    """The recorded model of a recording that ends with its last prompt unanswered:
-    once every recorded answer is used, the next call stops the loop (``stopped``)
-    instead of asking for an answer the recording does not have."""
+class _Calls:
+    """The recorded model as the recording met it: call ``i`` is answered with the
+    next recorded outcome, or, where the recording holds a ``model.interrupted``, the
+    text and calls that had arrived are streamed and the drive is cancelled there (the
+    loop records the interruption; the re-drive resumes, as a process did). With
+    ``ending`` (a recording that ends with its last prompt unanswered), once every
+    recorded answer is used, the next call stops the loop (``stopped``) instead of
+    asking for an answer the recording does not have."""
 
-    def __init__(self, model: RecordedModel) -> None:
+    def __init__(
+        self, model: RecordedModel, interruptions: dict[int, ModelInterrupted], *, ending: bool
+    ) -> None:
         self.model = model
         self.provider = model.provider
+        self.interruptions = interruptions
+        self.texts: dict[int, str] = {}
+        self.ending = ending
         self.scope = trio.CancelScope()
-        self.stopped = False
+        self.stopped = self.interrupted = False
+        self.calls = len(interruptions) + model.remaining
+        self._next = 0
+
+    @property
+    def done(self) -> bool:
+        """Every recorded call was made."""
+        return self._next >= self.calls
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if self.model.remaining == 0:
+        return await self.stream(request, _ignore)
+
+    async def stream(
+        self, request: ModelRequest, on_delta: Callable[[Delta], None]
+    ) -> ModelResponse:
+        index, self._next = self._next, self._next + 1
+        interruption = self.interruptions.get(index)
+        if interruption is not None:
+            text = self.texts.get(index, "")
+            if text:
+                on_delta(Delta(kind="text", index=0, text=text))
+            for at, name in enumerate(interruption.calls):
+                on_delta(Delta(kind="tool_call", index=at + 1, call_id=f"c{at}", name=name))
+            self.interrupted = True
+            self.scope.cancel()
+            await trio.sleep_forever()
+        if self.ending and self.model.remaining == 0:
             self.stopped = True
             self.scope.cancel()
             await trio.sleep_forever()
         return await self.model.complete(request)
 
 
+def _ignore(delta: Delta) -> None:
+    return None
+
+
 async def _drive(
-    live: Session, model: RecordedModel, policy: RetryPolicy, ending: SessionEnded | None
-) -> None:
-    """``drive`` as the recording did; ``ending``: the recording's last event, when it
-    ended the session with the last prompt unanswered."""
-    if ending is None:
-        await drive(live, model, policy)
-        return
-    stopper = _EndWhenAnswered(model)
-    with stopper.scope:
-        await drive(live, stopper, policy)
-    if stopper.stopped:
+    live: Session,
+    calls: _Calls,
+    policy: RetryPolicy,
+    ending: SessionEnded | None,
+    reopen: Callable[[], Awaitable[Session]],
+) -> Session:
+    """``drive`` as the recording did, reopened after each recorded interruption (as
+    ``Agent.resume`` would); ``ending``: the recording's last event, when it ended the
+    session with the last prompt unanswered. Returns the session last driven."""
+    while True:
+        calls.scope, calls.interrupted = trio.CancelScope(), False
+        with calls.scope:
+            await drive(live, calls, policy, on_delta=_ignore)
+        if not calls.interrupted:
+            break
+        if ending is not None and calls.done:
+            # The recording's last call was cancelled and the session ended there.
+            calls.stopped = True
+            break
+        live = await reopen()
+    if calls.stopped and ending is not None:
         await live.end(ending.reason, ending.error)
+    return live
 
 
 class _Cursor:
@@ -134,8 +188,23 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
     cursor = _Cursor(recording)
     effects = RecordedEffects(recording, store, lambda: cursor.next)
     start = _prefix_length(recording)
-    outcomes = [_outcome(b) for b in bodies[start:] if isinstance(b, ModelResponded | ModelFailed)]
-    model = RecordedModel(outcomes)
+    called = [
+        b
+        for b in bodies[start:]
+        if isinstance(b, ModelResponded | ModelFailed | SummaryAnswered | ModelInterrupted)
+    ]
+    model = RecordedModel([_outcome(b) for b in called if not isinstance(b, ModelInterrupted)])
+    interrupted = {i: b for i, b in enumerate(called) if isinstance(b, ModelInterrupted)}
+    calls = _Calls(model, interrupted, ending=_unanswered_ending(bodies) is not None)
+    for i, b in interrupted.items():
+        if b.text_digest:
+            calls.texts[i] = (await store.get_blob(b.text_digest)).decode()
+
+    async def reopen() -> Session:
+        return await Session.open(
+            target, session, effects, clock=cursor.clock, observers=[cursor.observe]
+        )
+
     try:
         if start:
             await _copy(store, target, recording, 0, start)
@@ -167,7 +236,7 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
                 await live.add_user_message(body.text)
         policy = _retry_policy(bodies[start:])
         ending = _unanswered_ending(bodies)
-        await _drive(live, model, policy, ending)
+        live = await _drive(live, calls, policy, ending, reopen)
         while live.state.status == "awaiting_approval":
             # The recording suspended here too; its next events are the decisions some
             # process recorded while the session waited. They are not the runtime's to
@@ -181,10 +250,8 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
                 break
             await _copy(store, target, recording, cursor.next, end)
             cursor.next = end
-            live = await Session.open(
-                target, session, effects, clock=cursor.clock, observers=[cursor.observe]
-            )
-            await _drive(live, model, policy, ending)
+            live = await reopen()
+            live = await _drive(live, calls, policy, ending, reopen)
     except BaseExceptionGroup as group:  # a nursery of run_tools wraps errors
         first = _first_error(group)
         if first is None:
@@ -209,7 +276,7 @@ def _unanswered_ending(bodies: tuple[Body, ...]) -> SessionEnded | None:
     if (
         len(bodies) > 1
         and isinstance(last, SessionEnded)
-        and isinstance(bodies[-2], PromptRendered)
+        and isinstance(bodies[-2], PromptRendered | ModelInterrupted)
     ):
         return last
     return None
@@ -248,7 +315,10 @@ async def _copy(
     await target.append(recording.session, events, expected_seq=start, blobs=blobs)
 
 
-def _outcome(body: ModelResponded | ModelFailed) -> ModelResponse | ModelError:
+def _outcome(body: ModelResponded | ModelFailed | SummaryAnswered) -> ModelResponse | ModelError:
+    if isinstance(body, SummaryAnswered):
+        # The summary the recording used (or the error it ended with: not retried).
+        return body.response or ModelError(body.error)
     if isinstance(body, ModelResponded):
         return body.response
     if body.kind == "malformed":

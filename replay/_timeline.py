@@ -13,6 +13,7 @@ from orchestrator import (
     ApprovalResolved,
     ContextCompacted,
     ModelFailed,
+    ModelInterrupted,
     ModelResponded,
     PolicyDenied,
     PromptRendered,
@@ -26,6 +27,8 @@ from orchestrator import (
     SkillActivationFailed,
     SkillChanged,
     SkillDeactivated,
+    SummaryAnswered,
+    SummaryRequested,
     TextPart,
     ToolCall,
     ToolCalled,
@@ -276,6 +279,30 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                 f"{verdict} by {body.decided_by}",
                 {"approved": body.approved, "decided_by": body.decided_by, "call_id": body.call_id},
             )
+        case ModelInterrupted():
+            yield (
+                "model⏸",
+                f"cancelled mid-call (attempt {body.attempt}): {body.text_size} bytes of text, "
+                f"{len(body.calls)} tool call(s) had arrived; the request is sent again",
+                {
+                    "attempt": body.attempt,
+                    "text_size": body.text_size,
+                    "calls": ",".join(body.calls),
+                },
+            )
+        case SummaryRequested():
+            yield (
+                "summary",
+                f"asked the model to summarise {body.dropped} messages",
+                {"dropped": body.dropped, "request_hash": body.request_hash},
+            )
+        case SummaryAnswered():
+            yield (
+                "summary",
+                f"failed: {_clip(body.error)}" if body.response is None
+                else f"answered ({body.response.usage.output_tokens} tokens)",
+                {"error": body.error},
+            )  # fmt: skip
         case ContextCompacted():
             yield (
                 "compaction",

@@ -62,7 +62,10 @@ def anthropic_request(request: ModelRequest, *, model: str, cache: bool = True) 
     system prompt (after the tools when there is none), after the last message of the
     previous request (the one before the last answer: a cache the previous request
     wrote is read there however many blocks were added since), and after the last
-    message (written for the next request). Three of the API's four (docs/context.md).
+    message (written for the next request). When skills are active, the system prompt
+    travels as two blocks, the active skills' instructions in the second, with a
+    breakpoint after each: a skill loaded or unloaded leaves the first one's prefix
+    cached. At most the API's four (docs/context.md).
     """
     check_history(request, provider=PROVIDER)
     messages: list[dict[str, Any]] = []
@@ -92,12 +95,21 @@ def anthropic_request(request: ModelRequest, *, model: str, cache: bool = True) 
     return params
 
 
+ACTIVE_BLOCK = "\n\n<active_skills>"  # the system prompt's mutable end (orchestrator._prompt)
+
+
 def _mark_breakpoints(params: dict[str, Any], messages: list[dict[str, Any]]) -> None:
     marked: list[dict[str, Any]] = []
     if "system" in params:
-        block = {"type": "text", "text": params["system"]}
-        params["system"] = [block]
-        marked.append(block)
+        # Loading or unloading a skill rewrites the active skills' block at the end of
+        # the system prompt: a breakpoint before it keeps tools, rules and catalog
+        # cached across the change (bench/long_session.py --skill-every measures it).
+        stable, cut, active = params["system"].partition(ACTIVE_BLOCK)
+        blocks = [{"type": "text", "text": stable}]
+        if cut and stable:
+            blocks.append({"type": "text", "text": cut + active})
+        params["system"] = blocks
+        marked += blocks
     elif "tools" in params:
         marked.append(params["tools"][-1])
     ends = [len(messages) - 3, len(messages) - 1]  # the previous request's end, this one's

@@ -74,6 +74,7 @@ from ..skills import (
     default_sources,
     load_config,
     load_mcp_servers,
+    load_model_config,
     split_skill_dirs,
     trusted_signers,
 )
@@ -181,9 +182,16 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         "--context-window",
         type=int,
         metavar="TOKENS",
-        help="the model's context window, recorded by the sessions started (default: the "
-        "window of a known model, else unknown: compaction only after the provider "
-        "refuses a request as too long; docs/context.md)",
+        help="the model's context window, recorded by the sessions started (default: "
+        "model.context_window, else the window of a known model, else unknown: compaction "
+        "only after the provider refuses a request as too long; docs/context.md)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        choices=["bytes", "tiktoken", "auto"],
+        help="how the sessions started estimate tokens for the context budget: a quarter "
+        "of the bytes, tiktoken (pip install 'skillog[tiktoken]'), or tiktoken where it "
+        "loads else bytes; recorded (default: model.tokenizer, bytes)",
     )
 
 
@@ -440,6 +448,7 @@ def agent_for(
     model = adapter_from_spec(model_spec)
     cfg_file = config_path()
     config = load_config(cfg_file)
+    model_config = load_model_config(cfg_file)
     found = (
         skills.get()
         if skills is not None
@@ -464,7 +473,8 @@ def agent_for(
         indexed=found.catalog.record,
         search_db=None if not args.db or is_postgres_url(args.db) else sqlite_path(args.db),
         mcp_servers=load_mcp_servers(config_path()),
-        context_window=getattr(args, "context_window", None),
+        context_window=getattr(args, "context_window", None) or model_config.context_window,
+        tokenizer=getattr(args, "tokenizer", None) or model_config.tokenizer,
     )
 
 

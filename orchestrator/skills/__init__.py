@@ -16,6 +16,7 @@ from ._catalog import build_catalog_async as build_catalog_async
 from ._catalog import filter_reason as filter_reason
 from ._config import InstalledSkill as InstalledSkill
 from ._config import McpServerConfig as McpServerConfig
+from ._config import ModelConfig as ModelConfig
 from ._config import Role as Role
 from ._config import ServiceConfig as ServiceConfig
 from ._config import ServiceToken as ServiceToken
@@ -25,6 +26,7 @@ from ._config import add_service_token as add_service_token
 from ._config import config_path as config_path
 from ._config import load_config as load_config
 from ._config import load_mcp_servers as load_mcp_servers
+from ._config import load_model_config as load_model_config
 from ._config import load_policy_section as load_policy_section
 from ._config import load_service_config as load_service_config
 from ._config import remove_service_tokens as remove_service_tokens
@@ -119,6 +121,7 @@ __all__ = [
     "ManifestEntry",
     "ManifestError",
     "McpServerConfig",
+    "ModelConfig",
     "NameConflictError",
     "Need",
     "ParsedSkillMd",
@@ -172,6 +175,7 @@ __all__ = [
     "install_dir",
     "load_config",
     "load_mcp_servers",
+    "load_model_config",
     "load_policy_section",
     "load_service_config",
     "load_skill",

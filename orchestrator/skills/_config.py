@@ -150,6 +150,17 @@ class McpConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     servers: dict[McpServerName, McpServerConfig] = msgspec.field(default_factory=dict)
 
 
+class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The ``model:`` section: what the sessions started know of their model
+    (docs/context.md). ``context_window`` in tokens (unset: the window of a known model;
+    ``--context-window`` overrides it); ``tokenizer`` how tokens are estimated for the
+    context budget: ``bytes`` (a quarter of the bytes), ``tiktoken`` or ``auto``
+    (tiktoken where it loads, else bytes)."""
+
+    context_window: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    tokenizer: Literal["bytes", "tiktoken", "auto"] = "bytes"
+
+
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     skills: SkillsConfig = msgspec.field(default_factory=SkillsConfig)
     log: LogConfig = msgspec.field(default_factory=LogConfig)
@@ -158,6 +169,7 @@ class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     # (orchestrator._policy_config), which owns its format; kept as YAML data here.
     policy: dict[str, Any] = msgspec.field(default_factory=dict)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    model: ModelConfig = msgspec.field(default_factory=ModelConfig)
 
 
 def config_path(env: Mapping[str, str] | None = None) -> str:
@@ -192,6 +204,12 @@ def load_service_config(path: str) -> ServiceConfig:
     """The ``service:`` section of the configuration at ``path`` (defaults if missing)."""
     text = _read(path)
     return ServiceConfig() if text is None else _parse(path, text).service
+
+
+def load_model_config(path: str) -> ModelConfig:
+    """The ``model:`` section of the configuration at ``path`` (defaults if missing)."""
+    text = _read(path)
+    return ModelConfig() if text is None else _parse(path, text).model
 
 
 def load_policy_section(path: str) -> dict[str, Any]:

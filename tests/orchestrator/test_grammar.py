@@ -33,6 +33,8 @@ from orchestrator._events import (
     ContextCompacted,
     Event,
     LeaseAcquired,
+    SummaryAnswered,
+    SummaryRequested,
     ToolCompleted,
 )
 from orchestrator._fleet import Worker, queue_session
@@ -204,6 +206,13 @@ COMPACTED = encoded(
     )
 )
 
+SUMMARY_ASKED = encoded(
+    SummaryRequested(
+        dropped=2, request_hash="0" * 64, reason="budget", tokens_before=2, budget=2, threshold=1
+    )
+)
+SUMMARY_ANSWERED = encoded(SummaryAnswered(error="boom"))
+
 
 def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
     """One mutation of a golden session per rule: rule -> (stream, events)."""
@@ -250,6 +259,9 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "effect_after_denial": ("s", body(life, 59, b'"is_error":true', b'"is_error":false')),
         "suspend_without_pending": ("s", body(a, 14, b'"call_1_0"', b'"call_0_0"')),
         "compaction_misplaced": ("s", [*a[:4], COMPACTED]),
+        "summary_misplaced": ("s", [*a[:3], SUMMARY_ASKED, SUMMARY_ASKED]),
+        "summary_unanswered": ("s", [*a[:3], SUMMARY_ASKED, a[3]]),
+        "answer_without_summary": ("s", [*a[:3], SUMMARY_ANSWERED]),
         "end_with_open_calls": ("s", [*demo[:6], demo[-1]]),
         "end_reason": ("s", without(demo, len(demo) - 2)),
         "lease_start": ("lease/x", [encoded_release("done")]),

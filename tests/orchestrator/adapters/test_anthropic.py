@@ -356,3 +356,29 @@ async def test_cache_breakpoints_after_the_system_prompt_and_both_requests_ends(
     canned.json(message([{"type": "text", "text": "ok"}]))
     await adapter(canned).complete(msgspec.structs.replace(request_, system=""))
     assert canned.body["tools"][-1]["cache_control"] == ephemeral
+
+
+async def test_a_breakpoint_before_the_active_skills_keeps_the_rest_cached_across_a_load(
+    canned: Canned, request_: ModelRequest
+) -> None:
+    """Loading a skill rewrites only the end of the system prompt: the rules and the
+    catalog before it travel in a block of their own, marked, so their cache survives
+    the change; the whole system prompt is marked too (four breakpoints at most)."""
+    system = (
+        "Rules.\n\n<available_skills>x</available_skills>\n\n<active_skills>\nA\n</active_skills>"
+    )
+    canned.json(message([{"type": "text", "text": "ok"}]))
+    await adapter(canned).complete(msgspec.structs.replace(request_, system=system))
+    body = canned.body
+    ephemeral = {"type": "ephemeral"}
+    stable, active = system.split("\n\n<active_skills>")
+    assert body["system"] == [
+        {"type": "text", "text": stable, "cache_control": ephemeral},
+        {"type": "text", "text": "\n\n<active_skills>" + active, "cache_control": ephemeral},
+    ]
+    assert "".join(b["text"] for b in body["system"]) == system  # the same text
+    marks = sum("cache_control" in block for m in body["messages"] for block in m["content"]) + len(
+        body["system"]
+    )
+    assert marks == 4
+

@@ -1,0 +1,130 @@
+"""A model call cancelled mid-stream: ``model.interrupted`` records what arrived (the
+partial text a blob), the prompt stays open, and resuming sends the same request
+again; verify, replay and re-drive know the event (docs/events.md)."""
+
+from __future__ import annotations
+
+import trio
+
+from eventlog import MemoryStore, verify
+from orchestrator._events import (
+    ModelFailed,
+    ModelInterrupted,
+    ModelResponded,
+    PolicyConfig,
+    PromptRendered,
+    SessionEnded,
+)
+from orchestrator._grammar import session_grammar
+from orchestrator._loop import Agent
+from orchestrator._model import Delta, DeltaSink, ModelRequest, ModelResponse
+from orchestrator._prompt import request_hash
+from orchestrator.adapters import ScriptedModel
+from replay import load_recording, replay_session
+
+from .test_context import _proves
+
+
+class Stalling:
+    """Streams a few pieces of text and a tool call's start, then never finishes (a
+    test double at the model boundary: the provider hanging mid-answer)."""
+
+    provider = "skillog.scripted"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.stream(request, lambda d: None)
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        self.requests.append(request)
+        for piece in ("Reading the ", "first part\x1b[2J"):
+            on_delta(Delta(kind="text", index=0, text=piece))
+            await trio.lowlevel.checkpoint()
+        on_delta(Delta(kind="tool_call", index=1, call_id="c1", name="skills.read"))
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+class Recording:
+    """Answers like ``inner`` and keeps the requests it was sent."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.requests: list[ModelRequest] = []
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        return await self.inner.complete(request)
+
+
+async def _cancelled_mid_stream(store: MemoryStore, stalling: Stalling) -> str:
+    """Run a session and cancel it once a tool call's start has streamed in."""
+    seen: list[Delta] = []
+    with trio.CancelScope() as scope:
+
+        def on_delta(delta: Delta) -> None:
+            seen.append(delta)
+            if delta.kind == "tool_call":
+                scope.cancel()
+
+        agent = Agent(
+            model=stalling, model_name="m", policy=PolicyConfig(approve=()), on_delta=on_delta
+        )
+        await agent.run(store, "read it", session_id="s")
+    assert scope.cancelled_caught and len(seen) == 3
+    return "s"
+
+
+async def test_a_call_cancelled_mid_stream_records_what_arrived_and_resume_retries(
+    kit,
+) -> None:
+    store = MemoryStore()
+    stalling = Stalling()
+    session = await _cancelled_mid_stream(store, stalling)
+    bodies = await kit.bodies(store, session)
+    last = bodies[-1]
+    assert isinstance(last, ModelInterrupted), last
+    assert (last.turn, last.attempt, last.calls) == (1, 1, ("skills.read",))
+    text = b"Reading the first part\x1b[2J"
+    assert last.text_size == len(text) and await store.get_blob(last.text_digest) == text
+    [prompt] = kit.of_type(bodies, PromptRendered)
+    # Resume (another process): the same request again, no second prompt, and no
+    # model.failed saying the process stopped (model.interrupted said so).
+    model = Recording(ScriptedModel([{"text": "done"}]))
+    agent = Agent(model=model, model_name="m", policy=PolicyConfig(approve=()))
+    await agent.resume(store, session)
+    after = await kit.bodies(store, session)
+    assert request_hash(model.requests[0]) == prompt.request_hash
+    assert request_hash(model.requests[0]) == request_hash(stalling.requests[0])
+    assert len(kit.of_type(after, PromptRendered)) == 1
+    assert not kit.of_type(after, ModelFailed)
+    assert [type(b) for b in after[len(bodies) :]] == [ModelResponded, SessionEnded]
+    await _proves(store, session)
+
+
+async def test_a_session_interrupted_and_never_resumed_verifies_and_replays(kit) -> None:
+    store = MemoryStore()
+    session = await _cancelled_mid_stream(store, Stalling())
+    report = await verify(store, grammar=session_grammar)
+    assert report.ok, report.faults
+    recording = await load_recording(store, session)
+    assert (await replay_session(store, recording)).ok
+
+
+async def test_otel_marks_the_interruption_on_the_chat_span(kit) -> None:
+    from otel import map_session
+
+    store = MemoryStore()
+    session = await _cancelled_mid_stream(store, Stalling())
+    agent = Agent(
+        model=ScriptedModel([{"text": "done"}]), model_name="m", policy=PolicyConfig(approve=())
+    )
+    await agent.resume(store, session)
+    events = [e async for e in store.read(session)]
+    spans, _ = map_session(events, content=False, metrics=False)
+    [chat] = [s for s in spans if s.name.startswith("chat")]
+    assert [e.name for e in chat.events] == ["skillog.model.interrupted"]
+    assert "error.type" not in chat.attributes
