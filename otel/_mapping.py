@@ -385,13 +385,14 @@ class SessionMapper:
         if system is not None:
             attrs[sc.SYSTEM_INSTRUCTIONS] = system
 
-    def _count(self, response: ModelResponse, duration_ms: int) -> None:
+    def _count(
+        self, response: ModelResponse, duration_ms: int, first_chunk: float | None = None
+    ) -> None:
         """A model call's tokens in the session's totals, and its duration and usage
         metrics (a turn's call or a summary's)."""
         usage = response.usage
         self._input_tokens += usage.input_tokens
         self._output_tokens += usage.output_tokens
-        first_chunk, self.first_chunk_s = self.first_chunk_s, None
         if self._metrics:
             metric, input_, output = self._response_metrics(response.model)
             self._measure(sc.M_OPERATION_DURATION, duration_ms / 1000, metric)
@@ -403,7 +404,8 @@ class SessionMapper:
     def _model_responded(self, body: ModelResponded, event: Event) -> None:
         response = body.response
         usage = response.usage
-        self._count(response, body.duration_ms)
+        first_chunk, self.first_chunk_s = self.first_chunk_s, None
+        self._count(response, body.duration_ms, first_chunk)
         chat, self._chat = self._chat, None
         if chat is None:
             return

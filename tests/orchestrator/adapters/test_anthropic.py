@@ -381,4 +381,3 @@ async def test_a_breakpoint_before_the_active_skills_keeps_the_rest_cached_acros
         body["system"]
     )
     assert marks == 4
-
