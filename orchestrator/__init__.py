@@ -59,6 +59,7 @@ from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import McpResult as McpResult
 from ._events import McpServerFailed as McpServerFailed
+from ._events import McpTaskCreated as McpTaskCreated
 from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
 from ._events import McpToolsListed as McpToolsListed
@@ -182,6 +183,7 @@ __all__ = [
     "McpOutcome",
     "McpResult",
     "McpServerFailed",
+    "McpTaskCreated",
     "McpToolDef",
     "McpToolRules",
     "McpToolsListed",

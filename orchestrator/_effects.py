@@ -145,6 +145,17 @@ class McpOutcome(msgspec.Struct, frozen=True, kw_only=True):
     JSON, empty when nothing."""
 
 
+@dataclass(frozen=True)
+class McpTask:
+    """How to call an MCP tool that runs only as a task: ``task_id`` is the task the
+    log already names for the call (a resumed call polls it), None to create one;
+    ``created(task_id, ttl_ms)`` commits the id the server gave before the result is
+    asked for."""
+
+    task_id: str | None
+    created: Callable[[str, int | None], Awaitable[None]]
+
+
 McpStatus = McpToolsListed | McpServerFailed
 """What the log last says of an MCP server: its listing, or that it failed."""
 
@@ -173,6 +184,7 @@ class McpClients(Protocol):
         *,
         stored_cap: int,
         model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome: ...
 
 
@@ -210,6 +222,7 @@ class Effects(Protocol):
         *,
         stored_cap: int,
         model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome: ...
 
 
@@ -462,6 +475,7 @@ class LiveEffects:
         *,
         stored_cap: int,
         model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         if self.mcp is None:
             message = (
@@ -470,7 +484,7 @@ class LiveEffects:
             )
             return McpOutcome(content=message, stored=b"", size=0, failure="unavailable")
         return await self.mcp.call(
-            server, tool, arguments, context, stored_cap=stored_cap, model_cap=model_cap
+            server, tool, arguments, context, stored_cap=stored_cap, model_cap=model_cap, task=task
         )
 
     def close(self) -> None:

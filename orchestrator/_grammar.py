@@ -192,6 +192,7 @@ _CALL_EVENTS = frozenset(
     {
         "policy.denied",
         "mcp.result",
+        "mcp.task_created",
         "resource.read",
         "tool.images",
         "script.started",

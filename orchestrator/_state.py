@@ -25,6 +25,7 @@ from ._events import (
     ContextCompacted,
     Event,
     McpServerFailed,
+    McpTaskCreated,
     McpToolDef,
     McpToolsListed,
     ModelFailed,
@@ -92,6 +93,7 @@ class TurnProgress:
         "changes",
         "decided_while_suspended",
         "started",
+        "tasks",
     )
 
     def __init__(
@@ -107,6 +109,7 @@ class TurnProgress:
         self.approvals: dict[str, ApprovalResolved] = {}
         self.decided_while_suspended: set[str] = set()
         self.started: dict[str, ScriptStarted] = {}
+        self.tasks: dict[str, McpTaskCreated] = {}
         self.changes: dict[str, list[ViewChange]] = {}
 
     def copy(self) -> TurnProgress:
@@ -115,6 +118,7 @@ class TurnProgress:
         other.approvals = dict(self.approvals)
         other.decided_while_suspended = set(self.decided_while_suspended)
         other.started = dict(self.started)
+        other.tasks = dict(self.tasks)
         other.changes = {k: list(v) for k, v in self.changes.items()}
         return other
 
@@ -407,6 +411,8 @@ def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: 
                 progress.decided_while_suspended.add(call_id)
         case ScriptStarted():
             progress.started[call_id] = event
+        case McpTaskCreated():
+            progress.tasks[call_id] = event
         case SkillActivated() | SkillDeactivated() | SkillChanged():
             progress.changes.setdefault(call_id, []).append(event)
         case _:

@@ -32,6 +32,7 @@ from orchestrator import (
     McpOutcome,
     McpResult,
     McpServerFailed,
+    McpTaskCreated,
     McpToolsListed,
     PromptRendered,
     ScriptExecuted,
@@ -45,7 +46,7 @@ from orchestrator import (
     ToolContext,
     ToolOutcome,
 )
-from orchestrator.runtime import GetBlob, McpStatus, RefreshContext
+from orchestrator.runtime import GetBlob, McpStatus, McpTask, RefreshContext
 from orchestrator.scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator.skills import SkillManifest
 
@@ -72,6 +73,7 @@ class RecordedEffects:
         self._scripts: list[int] = []
         self._tools: dict[str, ToolCompleted] = {}
         self._mcp_results: dict[str, McpResult] = {}
+        self._mcp_tasks: dict[str, McpTaskCreated] = {}
         self._mcp_listings: list[int] = []
         self._approvals: dict[str, ApprovalResolved] = {}
         self._remembered: dict[str, ApprovalRemembered] = {}
@@ -92,6 +94,8 @@ class RecordedEffects:
                     self._tools[body.call_id] = body
                 case McpResult():
                     self._mcp_results[body.call_id] = body
+                case McpTaskCreated():
+                    self._mcp_tasks[body.call_id] = body
                 case McpToolsListed() | McpServerFailed():
                     self._mcp_listings.append(seq)
                 case _:
@@ -220,7 +224,11 @@ class RecordedEffects:
         *,
         stored_cap: int,
         model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome:
+        created = self._mcp_tasks.get(context.call_id)
+        if task is not None and task.task_id is None and created is not None:
+            await task.created(created.task_id, created.ttl_ms)  # as the server named it
         result = self._mcp_results.get(context.call_id)
         done = self._tools.get(context.call_id)
         if result is None or done is None or (result.server, result.tool) != (server, tool):

@@ -28,13 +28,14 @@ import trio
 
 from eventlog import SkillogError
 
-from .._effects import McpOutcome, McpStatus, mcp_gone
+from .._effects import McpOutcome, McpStatus, McpTask, mcp_gone
 from .._events import McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from .._model import encode_canonical
 from ..skills import McpServerConfig
 from ._listing import tools_listed
 from ._results import failure, outcome_of
+from ._tasks import TaskCancelledError, call_as_task
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
@@ -90,11 +91,12 @@ class McpServers:
         *,
         stored_cap: int,
         model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         found = self._servers.get(server)
         if found is None:
             return failure("unavailable", f"there is no MCP server {server!r} in this process")
-        return await found.call(tool, arguments, context, stored_cap, model_cap)
+        return await found.call(tool, arguments, context, stored_cap, model_cap, task)
 
 
 @contextlib.asynccontextmanager
@@ -248,7 +250,13 @@ class _Server:
         return self._status
 
     async def call(
-        self, tool: str, arguments: str, context: ToolContext, stored_cap: int, model_cap: int
+        self,
+        tool: str,
+        arguments: str,
+        context: ToolContext,
+        stored_cap: int,
+        model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         session = self._session
         name = self.spec.name
@@ -274,10 +282,19 @@ class _Server:
 
         start = time.monotonic_ns()
         try:
-            with trio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(
-                    tool, msgspec.json.decode(arguments), progress_callback=on_progress, meta=meta
-                )
+            if task is not None:
+                args = msgspec.json.decode(arguments)
+                result = await call_as_task(session, tool, args, meta, task, timeout_ms / 1000)
+            else:
+                with trio.fail_after(timeout_ms / 1000):
+                    result = await session.call_tool(
+                        tool,
+                        msgspec.json.decode(arguments),
+                        progress_callback=on_progress,
+                        meta=meta,
+                    )
+        except TaskCancelledError as e:
+            return failure("cancelled", f"MCP server {name!r}: {e}", duration_ms=_ms(start))
         except trio.TooSlowError:
             return failure(
                 "timeout",
