@@ -118,11 +118,11 @@ async def connect_servers(
         )
     connections = [_Server(s, taken, errlog or sys.stderr) for s in servers]
     async with trio.open_nursery() as nursery:
-        for connection in connections:
-            nursery.start_soon(connection.run)
-        for connection in connections:
-            await connection.ready.wait()
         try:
+            for connection in connections:
+                nursery.start_soon(connection.run)
+            for connection in connections:
+                await connection.ready.wait()
             yield McpServers(connections)
         finally:
             for connection in connections:
@@ -138,6 +138,9 @@ class _Server:
         self._taken = taken
         self._errlog = errlog
         self._closed = trio.Event()
+        # A connected server outlives a cancellation of the run until close(): a call
+        # cancelled with it still tells the server (tasks/cancel) over the connection.
+        self._scope = trio.CancelScope(shield=True)
         self._session: Any = None
         self._status: McpStatus | None = None
         self._info = ""
@@ -147,8 +150,14 @@ class _Server:
 
     def close(self) -> None:
         self._closed.set()
+        if not self.ready.is_set():  # still connecting: stop now
+            self._scope.cancel()
 
     async def run(self) -> None:
+        with self._scope:
+            await self._run()
+
+    async def _run(self) -> None:
         from mcp import ClientSession
 
         stage: Any = "connect"

@@ -18,6 +18,7 @@ from orchestrator import Agent
 from orchestrator._events import (
     CODEC,
     McpResult,
+    McpTaskCreated,
     McpToolsListed,
     ToolCompleted,
     ToolImages,
@@ -41,6 +42,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("trigger-long-running-operation", {"duration": 1, "steps": 4}),
     ("toggle-subscriber-updates", {}),
     ("get-env", {}),
+    ("simulate-research-query", {"topic": "event sourcing"}),
 ]
 
 
@@ -77,9 +79,11 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     listed = [e for e in events if isinstance(e, McpToolsListed)]
     assert listed[0].reason == "connected"
     assert listed[0].server_info.startswith("mcp-servers/everything")
-    # a tool callable only as a task is named, with the reason, not offered
-    rejected = dict(listed[0].rejected)
-    assert 'taskSupport: "required"' in rejected["simulate-research-query"]
+    # its tool callable only as a task runs as one: the task id recorded, then its result
+    assert listed[0].rejected == ()
+    assert [t.mcp_name for t in listed[-1].tools if t.task] == ["simulate-research-query"]
+    (task,) = [e for e in events if isinstance(e, McpTaskCreated)]
+    assert task.tool == "simulate-research-query" and task.ttl_ms == 300_000
     offered = {t.mcp_name for t in listed[-1].tools}
     assert {name for name, _ in CALLS} <= offered
     done = [e for e in events if isinstance(e, ToolCompleted)]
@@ -87,6 +91,7 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     by_tool = dict(zip([n for n, _ in CALLS], done, strict=False))
     assert "hello from skillog" in by_tool["echo"].content
     assert "42" in by_tool["get-sum"].content
+    assert "# Research Report: event sourcing" in by_tool["simulate-research-query"].content
     assert all(r.failure is None for r in results), [r for r in results if r.failure]
     # the images reach the model as images
     images = [e for e in events if isinstance(e, ToolImages)]
