@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -328,23 +329,12 @@ async def test_sigkill_mid_call_then_resume_follows_the_effect_class(
     db = tmp_path / "log.db"
     env = {**os.environ, "MCP_LEDGER": str(ledger)}
     argv = [str(db), str(server_dir), effect]
-    worker = await trio.lowlevel.open_process([sys.executable, str(WORKER), "run", *argv], env=env)
-    try:
-        while not ledger.exists() or "slow" not in ledger.read_text():
-            assert worker.poll() is None, "the worker ended before its call started"
-            await trio.sleep(0.05)
-        worker.kill()  # SIGKILL while the server runs the call
-        await worker.wait()
-        resumed = await trio.run_process(
-            [sys.executable, str(WORKER), "resume", *argv],
-            env=env,
-            capture_stderr=True,
-            check=False,
-        )
-        assert resumed.returncode == 0, resumed.stderr.decode()
-    finally:
-        worker.kill()
-        await worker.wait()
+
+    async def started() -> bool:  # SIGKILL while the server runs the call
+        path = trio.Path(ledger)
+        return await path.exists() and "slow" in await path.read_text()
+
+    await _sigkill_then_resume(["run", *argv], ["resume", *argv], env, started)
     async with open_sqlite_store(db) as store:
         events = await _events(store, "crashed")
     called = next(e for e in events if isinstance(e, ToolCalled) and e.call_id == "c2")
@@ -374,30 +364,17 @@ async def test_sigkill_between_a_tasks_creation_and_its_result_then_resume_polls
         [sys.executable, str(SERVER), "modern", "--http", str(port)], env=env
     )
     url = f"http://127.0.0.1:{port}/mcp"
-    worker = None
     try:
         await _wait_for_port(port, server)
         argv = [str(db), url]
-        worker = await trio.lowlevel.open_process(
-            [sys.executable, str(WORKER), "task-run", *argv], env=env
-        )
-        while not await _has_event(db, "tasked", McpTaskCreated):
-            assert worker.poll() is None, "the worker ended before its task was recorded"
-            await trio.sleep(0.05)
-        worker.kill()  # the task id is durable, its result not asked for yet
-        await worker.wait()
-        resumed = await trio.run_process(
-            [sys.executable, str(WORKER), "task-resume", *argv],
-            env=env,
-            capture_stderr=True,
-            check=False,
-        )
-        assert resumed.returncode == 0, resumed.stderr.decode()
+
+        async def recorded() -> bool:  # the task id is durable, its result not asked for yet
+            return await _has_event(db, "tasked", McpTaskCreated)
+
+        await _sigkill_then_resume(["task-run", *argv], ["task-resume", *argv], env, recorded)
     finally:
-        for process in (worker, server):
-            if process is not None:
-                process.kill()
-                await process.wait()
+        server.kill()
+        await server.wait()
     created = [json.loads(line).get("task_created") for line in ledger.read_text().splitlines()]
     assert len([c for c in created if c]) == 1  # one task, polled again after the restart
     async with open_sqlite_store(db) as store:
@@ -437,8 +414,10 @@ async def test_a_run_cancelled_while_its_task_runs_cancels_the_task_and_resume_r
             with trio.move_on_after(30) as scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(functools.partial(agent.run, session_id="s1"), store, "go")
-                    # the server writes the ledger: a file another process appends to
-                    while "task_created" not in await trio.Path(ledger).read_text():  # noqa: ASYNC110
+                    # once the task id is durable (the server created it a moment before)
+                    while not any(  # noqa: ASYNC110 - the log is appended to by the run
+                        isinstance(e, McpTaskCreated) for e in await _events(store, "s1")
+                    ):
                         await trio.sleep(0.05)
                     nursery.cancel_scope.cancel()  # the run stops while the task runs
             assert not scope.cancelled_caught
@@ -456,6 +435,27 @@ async def test_a_run_cancelled_while_its_task_runs_cancels_the_task_and_resume_r
     assert result.failure == "cancelled"
     done = _completed(events)["t1"]
     assert done.error_type == "mcp_cancelled" and "was cancelled" in done.content
+
+
+async def _sigkill_then_resume(
+    run: list[str], resume: list[str], env: dict[str, str], ready: Callable[[], Awaitable[bool]]
+) -> None:
+    """Start mcp_worker.py with ``run``, SIGKILL it once ``ready()``, then run it with
+    ``resume`` to its end."""
+    worker = await trio.lowlevel.open_process([sys.executable, str(WORKER), *run], env=env)
+    try:
+        while not await ready():
+            assert worker.poll() is None, "the worker ended before the point to kill it at"
+            await trio.sleep(0.05)
+        worker.kill()
+        await worker.wait()
+        resumed = await trio.run_process(
+            [sys.executable, str(WORKER), *resume], env=env, capture_stderr=True, check=False
+        )
+        assert resumed.returncode == 0, resumed.stderr.decode()
+    finally:
+        worker.kill()
+        await worker.wait()
 
 
 async def _wait_for_port(port: int, process: trio.Process) -> None:
