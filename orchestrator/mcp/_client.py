@@ -304,6 +304,8 @@ class _Server:
                     )
         except TaskCancelledError as e:
             return failure("cancelled", f"MCP server {name!r}: {e}", duration_ms=_ms(start))
+        except SkillogError:  # committing the task id failed: the log's error, not the server's
+            raise
         except trio.TooSlowError:
             return failure(
                 "timeout",
