@@ -28,6 +28,7 @@ from orchestrator._events import (
 )
 from orchestrator._model import ModelRequest, ModelResponse, ToolImage, ToolResult
 from orchestrator._prompt import message_line, request_hash
+from orchestrator._transcript import transcript
 from orchestrator.adapters import ScriptedModel
 from orchestrator.adapters._anthropic import anthropic_request
 from orchestrator.adapters._openai import openai_request
@@ -84,6 +85,7 @@ async def test_a_tool_callable_only_as_a_task_runs_as_a_task_recorded_before_its
     assert created.task_id.startswith("task-") and created.ttl_ms == 600_000
     (done,) = [e for e in events if isinstance(e, ToolCompleted)]
     assert not done.is_error and done.content == "job done after 0.3 s"
+    assert f"mcp        modern/job runs as task {created.task_id}" in transcript(events)
     code, output = await _replay_cli(tmp_path / "log.db", "s1")
     assert code == 0, output
 
