@@ -77,8 +77,10 @@ class McpServers:
                     out.append(status)
             elif not (
                 isinstance(last, McpToolsListed)
-                and (last.hash, last.rejected) == (status.hash, status.rejected)
+                and (last.tools, last.rejected) == (status.tools, status.rejected)
             ):
+                # The definitions compared, not their hash: a listing recorded before a
+                # field was added to them (McpToolDef.task) is the same listing.
                 out.append(status)
         return out
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
 from eventlog import open_sqlite_store
@@ -32,6 +33,7 @@ from orchestrator._transcript import transcript
 from orchestrator.adapters import ScriptedModel
 from orchestrator.adapters._anthropic import anthropic_request
 from orchestrator.adapters._openai import openai_request
+from orchestrator.mcp import connect_servers
 
 from .mcp_server import PNG
 from .test_mcp_sessions import _replay_cli
@@ -220,3 +222,17 @@ async def test_progress_and_log_messages_of_a_call_are_kept_with_its_result(
     assert {n["level"] for n in notes["log"]} == {"info"}
     code, output = await _replay_cli(db, session.id)
     assert code == 0, output
+
+
+async def test_a_listing_recorded_before_tool_definitions_gained_a_field_is_not_recorded_again(
+    stdio: Stdio,
+) -> None:
+    """Sessions recorded before ``McpToolDef.task`` hashed their listing without it:
+    resumed against the same server, the same tools are not listed again."""
+    async with connect_servers([stdio("modern", "modern")]) as servers:
+        (listed,) = await servers.changes({})
+        assert isinstance(listed, McpToolsListed)
+        recorded = msgspec.structs.replace(listed, hash="0" * 64)  # hashed the old way
+        assert await servers.changes({"modern": recorded}) == []
+        other = msgspec.structs.replace(recorded, tools=listed.tools[1:])
+        assert await servers.changes({"modern": other}) == [listed]
