@@ -1,6 +1,6 @@
 """Per-call overhead of a recorded MCP tool call over stdio vs the bare SDK client.
 
-    python bench/mcp.py [--calls N]
+    python bench/mcp.py [--calls N] [--rounds R]
 
 One real MCP server (tests/orchestrator/mcp/mcp_server.py, ``tracker``) as a subprocess
 over stdio, called N times with ``find_issue``:
@@ -85,9 +85,10 @@ async def _timed_call(self: Any, *args: Any) -> Any:
 _client._Server.call = _timed_call  # type: ignore[method-assign]
 
 
-async def session_time(calls: int, tool: str, directory: str) -> tuple[float, float]:
-    """Seconds per turn of a session of ``calls`` turns, each calling ``tool`` once, and
-    the median seconds of its tool phases (each call and its durable outcome)."""
+async def session_time(calls: int, tool: str, directory: str) -> tuple[float, float, float]:
+    """Seconds per turn of a session of ``calls`` turns, each calling ``tool`` once, the
+    median seconds of its tool phases (each call and its durable outcome), and the
+    durable commits (store appends) per tool phase."""
 
     def noop(number: int) -> str:
         """Do nothing."""
@@ -110,19 +111,29 @@ async def session_time(calls: int, tool: str, directory: str) -> tuple[float, fl
         session = await agent.start(store, task="go")
         phases: list[float] = []
         run_tools = session.run_tools
+        append = store.append
+        commits = [0, False]  # appends while a tool phase runs; in one now
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            commits[0] += commits[1]
+            return await append(*args, **kwargs)
+
+        store.append = counted  # type: ignore[method-assign]
 
         async def timed() -> list[str]:
             began = time.perf_counter()
+            commits[1] = True
             try:
                 return await run_tools()
             finally:
+                commits[1] = False
                 phases.append(time.perf_counter() - began)
 
         session.run_tools = timed  # type: ignore[method-assign]
         start = time.perf_counter()
         await drive(session, agent.model, agent.retry)
         elapsed = time.perf_counter() - start
-        return elapsed / calls, statistics.median(phases)
+        return elapsed / calls, statistics.median(phases), commits[0] / len(phases)
 
 
 async def commit_floor(calls: int, directory: str) -> float:
@@ -155,31 +166,63 @@ async def commit_floor(calls: int, directory: str) -> float:
         return statistics.median(times)
 
 
-async def main(calls: int) -> None:
+async def one_round(calls: int) -> dict[str, float]:
+    """Every figure once: the bare call, both sessions, the floor (in this order)."""
+    ANSWERS.clear()
     with tempfile.TemporaryDirectory() as directory:
         bare_call = await bare(calls)
-        with_mcp, mcp_phase = await session_time(calls, "mcp__tracker__find_issue", directory)
-        with_noop, noop_phase = await session_time(calls, "noop", directory)
+        with_mcp, mcp_phase, mcp_commits = await session_time(
+            calls, "mcp__tracker__find_issue", directory
+        )
+        with_noop, noop_phase, _ = await session_time(calls, "noop", directory)
         floor = await commit_floor(calls, directory)
-    recorded = mcp_phase
-    print(f"bare SDK call                                 {bare_call * 1000:8.3f} ms")
-    print(f"one durable commit of an outcome (the floor)  {floor * 1000:8.3f} ms")
-    print(f"recorded MCP call: call + durable outcome     {recorded * 1000:8.3f} ms")
-    print(f"  the same for a no-op host tool              {noop_phase * 1000:8.3f} ms")
-    print(f"whole turn with the MCP call (mean)           {with_mcp * 1000:8.3f} ms")
-    print(f"whole turn with the no-op host tool (mean)    {with_noop * 1000:8.3f} ms")
     answer = statistics.median(ANSWERS)
-    print(f"  of which the call itself (server's answer)  {answer * 1000:8.3f} ms")
-    beyond = recorded - bare_call - floor
+    return {
+        "bare": bare_call,
+        "floor": floor,
+        "recorded": mcp_phase,
+        "noop": noop_phase,
+        "turn_mcp": with_mcp,
+        "turn_noop": with_noop,
+        "answer": answer,
+        "commits": mcp_commits,
+        "beyond": mcp_phase - bare_call - floor,
+        "recording": mcp_phase - answer - floor,
+        "call_in_session": answer - bare_call,
+    }
+
+
+async def main(calls: int, rounds: int) -> None:
+    # Rounds alternate the measurements, so a burst of load on a shared machine
+    # touches every figure alike; each figure is the median over the rounds.
+    runs = [await one_round(calls) for _ in range(rounds)]
+
+    def ms(key: str) -> str:
+        return f"{statistics.median(r[key] for r in runs) * 1000:8.3f} ms"
+
+    spread = sorted(r["beyond"] * 1000 for r in runs)
+    print(f"{calls} calls x {rounds} rounds, medians over the rounds")
+    print(f"bare SDK call                                 {ms('bare')}")
+    print(f"one durable commit of an outcome (the floor)  {ms('floor')}")
+    print(f"recorded MCP call: call + durable outcome     {ms('recorded')}")
+    print(f"  durable commits per recorded call           {runs[0]['commits']:8.2f}")
+    print(f"  the same for a no-op host tool              {ms('noop')}")
+    print(f"whole turn with the MCP call (mean)           {ms('turn_mcp')}")
+    print(f"whole turn with the no-op host tool (mean)    {ms('turn_noop')}")
+    print(f"  of which the call itself (server's answer)  {ms('answer')}")
     print(
-        f"beyond bare + one commit                      {beyond * 1000:8.3f} ms  (goal <= 0.3 ms)"
+        f"beyond bare + one commit                      {ms('beyond')}  (goal <= 0.3 ms; "
+        f"rounds {spread[0]:.3f} .. {spread[-1]:.3f})"
     )
-    recording = recorded - answer - floor
-    print(f"  beyond the call in the session + one commit {recording * 1000:8.3f} ms")
-    print(f"ratio recorded/bare                           {recorded / bare_call:8.2f}x")
+    print(f"  the call in the session beyond the bare one {ms('call_in_session')}")
+    print(f"  recording beyond that call + one commit     {ms('recording')}")
+    ratio = statistics.median(r["recorded"] / r["bare"] for r in runs)
+    print(f"ratio recorded/bare                           {ratio:8.2f}x")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
-    trio.run(main, parser.parse_args().calls)
+    parser.add_argument("--rounds", type=int, default=3)
+    arguments = parser.parse_args()
+    trio.run(main, arguments.calls, arguments.rounds)

@@ -71,6 +71,7 @@ from ._events import McpRootsChanged as McpRootsChanged
 from ._events import McpSampleAnswered as McpSampleAnswered
 from ._events import McpSampled as McpSampled
 from ._events import McpServerFailed as McpServerFailed
+from ._events import McpTaskCreated as McpTaskCreated
 from ._events import McpToolDef as McpToolDef
 from ._events import McpToolRules as McpToolRules
 from ._events import McpToolsListed as McpToolsListed
@@ -214,6 +215,7 @@ __all__ = [
     "McpSampleAnswered",
     "McpSampled",
     "McpServerFailed",
+    "McpTaskCreated",
     "McpToolDef",
     "McpToolRules",
     "McpToolsListed",

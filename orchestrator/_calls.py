@@ -22,6 +22,7 @@ from ._events import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    McpTaskCreated,
     McpToolDef,
     ScriptStarted,
     SessionStarted,
@@ -77,7 +78,8 @@ class Recorded:
     it has never seen). ``fresh``: the intent was committed by this process (with the
     model response) and nothing has acted on it yet. ``decided_while_suspended`` marks
     an approval recorded by another process while the session was suspended: no
-    process acted on it yet."""
+    process acted on it yet. ``task``: the MCP task an earlier process created for
+    the call."""
 
     called: ToolCalled | None = None
     fresh: bool = False
@@ -86,6 +88,7 @@ class Recorded:
     decided_while_suspended: bool = False
     started: ScriptStarted | None = None
     install: tuple[str, ...] | None = None  # a recorded request's lazy install (None: none)
+    task: McpTaskCreated | None = None
 
 
 @dataclass

@@ -154,6 +154,17 @@ class McpOutcome(msgspec.Struct, frozen=True, kw_only=True):
     JSON, empty when nothing."""
 
 
+@dataclass(frozen=True)
+class McpTask:
+    """How to call an MCP tool that runs only as a task: ``task_id`` is the task the
+    log already names for the call (a resumed call polls it), None to create one;
+    ``created(task_id, ttl_ms)`` commits the id the server gave before the result is
+    asked for."""
+
+    task_id: str | None
+    created: Callable[[str, int | None], Awaitable[None]]
+
+
 McpStatus = McpToolsListed | McpServerFailed
 """What the log last says of an MCP server: its listing, or that it failed."""
 
@@ -246,6 +257,7 @@ class McpClients(Protocol):
         stored_cap: int,
         model_cap: int,
         requests: ServerRequests | None = None,
+        task: McpTask | None = None,
     ) -> McpOutcome: ...
 
 
@@ -315,6 +327,7 @@ class Effects(Protocol):
         stored_cap: int,
         model_cap: int,
         requests: ServerRequests | None = None,
+        task: McpTask | None = None,
     ) -> McpOutcome: ...
 
 
@@ -596,6 +609,7 @@ class LiveEffects:
         stored_cap: int,
         model_cap: int,
         requests: ServerRequests | None = None,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         if self.mcp is None:
             message = (
@@ -611,6 +625,7 @@ class LiveEffects:
             stored_cap=stored_cap,
             model_cap=model_cap,
             requests=requests,
+            task=task,
         )
 
     async def elicit(

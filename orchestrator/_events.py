@@ -219,11 +219,14 @@ class McpToolDef(ToolDef, frozen=True, kw_only=True):
     """A tool an MCP server offered, as the session offers it: ``name`` is the session's
     (``mcp__<server>__<tool>``), ``mcp_name`` the server's own; ``effect`` is derived
     from the tool's annotations or the configuration's override, and ``annotations``
-    is the tool's annotations as canonical JSON text (empty when it had none)."""
+    is the tool's annotations as canonical JSON text (empty when it had none).
+    ``task``: the server runs the tool only as a task (``execution.taskSupport:
+    "required"``, MCP 2025-11-25), so it is called task-augmented (``mcp.task_created``)."""
 
     server: str
     mcp_name: str
     annotations: str = ""
+    task: bool = False
 
 
 CatalogMode = Literal["", "full", "compact", "names", "search"]
@@ -765,6 +768,20 @@ class McpRootsChanged(Event, frozen=True, kw_only=True):
     roots: tuple[McpRoot, ...]
 
 
+class McpTaskCreated(Event, frozen=True, kw_only=True):
+    """An MCP server took a task-augmented call (MCP 2025-11-25 tasks) and named its
+    task ``task_id``: committed before the call's result is asked for, so a process
+    that resumes the session polls this task instead of creating a second one.
+    ``ttl_ms``: how long the server said it keeps the task (None: no limit given)."""
+
+    event_type: ClassVar[str] = "mcp.task_created"
+    call_id: str
+    server: str
+    tool: str
+    task_id: str
+    ttl_ms: int | None = None
+
+
 class Replacement(msgspec.Struct, frozen=True, kw_only=True):
     """One tool result a compaction replaced: the ``call_id`` of the result in the
     history message at ``message`` (its index), the sha256 and size in bytes of the
@@ -920,6 +937,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SummaryAnswered,
     McpToolsListed,
     McpServerFailed,
+    McpTaskCreated,
     McpResult,
     McpSampled,
     McpSampleAnswered,

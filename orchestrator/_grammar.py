@@ -207,6 +207,7 @@ _CALL_EVENTS = frozenset(
         "mcp.sample_answered",
         "mcp.elicited",
         "mcp.elicitation_answered",
+        "mcp.task_created",
         "resource.read",
         "tool.images",
         "script.started",

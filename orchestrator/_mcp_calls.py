@@ -14,7 +14,8 @@ from __future__ import annotations
 import msgspec
 
 from ._calls import CallContext, ToolError, idempotency_key
-from ._events import McpResult, McpToolDef
+from ._effects import McpTask
+from ._events import McpResult, McpTaskCreated, McpToolDef
 from ._host_tools import ToolContext
 from ._images import mcp_images, record_images
 from ._mcp_sampling import CallRequests
@@ -26,6 +27,7 @@ FAILURE_TYPES = {
     "disconnected": "mcp_unavailable",
     "unavailable": "mcp_unavailable",
     "protocol": "mcp_protocol_error",
+    "cancelled": "mcp_cancelled",
 }
 """``tool.completed.error_type`` of a call the server did not answer, by failure."""
 
@@ -71,6 +73,7 @@ async def call_mcp_tool(tool: McpToolDef, ctx: CallContext) -> str:
         stored_cap=policy.script_limits.stored_output_bytes,
         model_cap=policy.output_cap_bytes,
         requests=CallRequests(ctx, tool.server),
+        task=_task(tool, ctx) if tool.task else None,
     )
     ctx.rec.add(
         McpResult(
@@ -93,3 +96,21 @@ async def call_mcp_tool(tool: McpToolDef, ctx: CallContext) -> str:
     if outcome.is_error:
         raise ToolError(outcome.content, error_type="mcp_error")
     return outcome.content
+
+
+def _task(tool: McpToolDef, ctx: CallContext) -> McpTask:
+    """The call of a task-only tool: the task the log names for it (a resumed call),
+    else a new one, whose id is committed as soon as the server gives it."""
+
+    async def created(task_id: str, ttl_ms: int | None) -> None:
+        event = McpTaskCreated(
+            call_id=ctx.call.id,
+            server=tool.server,
+            tool=tool.mcp_name,
+            task_id=task_id,
+            ttl_ms=ttl_ms,
+        )
+        await ctx.commit([event])
+
+    recorded = ctx.recorded.task
+    return McpTask(task_id=recorded.task_id if recorded else None, created=created)

@@ -173,6 +173,7 @@ def _recorded(state: SessionState, call_id: str, fresh: frozenset[str]) -> Recor
         decided_while_suspended=call_id in progress.decided_while_suspended,
         started=progress.started.get(call_id),
         install=progress.installs.get(call_id),
+        task=progress.tasks.get(call_id),
     )
 
 
@@ -197,7 +198,13 @@ async def run_call(ctx: CallContext, plan: Plan, hooks: Hooks) -> bool:
                     f"not approved ({decision.decided_by}): {plan.approval.action}",
                     plan.approval.skill,
                 )
-        if _may_have_started(ctx, plan) and plan.effect == "at-most-once":
+        # A call whose MCP task the log names took effect once, as that task: it
+        # resumes by polling the task, whatever its class (mcp/_tasks.py).
+        if (
+            _may_have_started(ctx, plan)
+            and plan.effect == "at-most-once"
+            and ctx.recorded.task is None
+        ):
             await _interrupted(ctx, hooks)
             return True
         if plan.script is not None:

@@ -28,6 +28,7 @@ from ._events import (
     McpRootsChanged,
     McpSampleAnswered,
     McpServerFailed,
+    McpTaskCreated,
     McpToolDef,
     McpToolsListed,
     ModelFailed,
@@ -99,6 +100,7 @@ class TurnProgress:
         "decided_while_suspended",
         "installs",
         "started",
+        "tasks",
     )
 
     def __init__(
@@ -114,6 +116,7 @@ class TurnProgress:
         self.approvals: dict[str, ApprovalResolved] = {}
         self.decided_while_suspended: set[str] = set()
         self.started: dict[str, ScriptStarted] = {}
+        self.tasks: dict[str, McpTaskCreated] = {}
         self.changes: dict[str, list[ViewChange]] = {}
         # What each recorded approval request said a lazy install would install.
         self.installs: dict[str, tuple[str, ...]] = {}
@@ -125,6 +128,7 @@ class TurnProgress:
         other.decided_while_suspended = set(self.decided_while_suspended)
         other.started = dict(self.started)
         other.installs = dict(self.installs)
+        other.tasks = dict(self.tasks)
         other.changes = {k: list(v) for k, v in self.changes.items()}
         return other
 
@@ -458,6 +462,8 @@ def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: 
                 progress.decided_while_suspended.add(call_id)
         case ScriptStarted():
             progress.started[call_id] = event
+        case McpTaskCreated():
+            progress.tasks[call_id] = event
         case SkillActivated() | SkillDeactivated() | SkillChanged():
             progress.changes.setdefault(call_id, []).append(event)
         case _:

@@ -184,11 +184,28 @@ def plan_call(ctx: CallContext) -> Plan:
         return Plan(_listed_effect(ctx.view, name), refusal=e)
 
 
+REFUSED_CLASS_SINCE = (0, 1, 1)
+"""The runtime version (``session.started.version``) from which a refused host tool
+call records the tool's class; sessions recorded before it recorded ``pure`` and are
+re-driven as they were."""
+
+
 def _listed_effect(view: View, name: str) -> EffectClass:
-    """The effect class a refused call records: an MCP tool's from its server's listing
-    (docs/mcp.md: recorded on every call), ``pure`` otherwise (nothing of a refused call
-    runs; host tools keep ``pure`` here so that logs written before re-drive alike)."""
-    return view.mcp[name].effect if name in view.mcp else "pure"
+    """The effect class a refused call records (docs/effects.md: the class is recorded
+    on every call): an MCP tool's from its server's listing, a host tool's from its
+    definition, ``pure`` for a name the session has no tool of (nothing runs)."""
+    if name in view.mcp:
+        return view.mcp[name].effect
+    definition = host_tool_def(view, name)
+    if definition is None or _version(view.config.version) < REFUSED_CLASS_SINCE:
+        return "pure"
+    return definition.effect
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"0.1.1"`` as ``(0, 1, 1)``; ``()`` for a session that recorded none."""
+    parts = text.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
 def all_tools(view: View) -> set[str]:

@@ -11,6 +11,7 @@ from ._events import (
     ApprovalResolved,
     ContextCompacted,
     Event,
+    McpTaskCreated,
     ModelFailed,
     ModelResponded,
     PolicyDenied,
@@ -99,6 +100,8 @@ def _lines(body: Event) -> Iterator[str]:
             yield _row("approval", f"remembered for this session: {what}")
         case ScriptStarted():
             yield _row("script", f"{body.skill}/{body.path} {' '.join(body.args)} started".strip())
+        case McpTaskCreated():
+            yield _row("mcp", f"{body.server}/{body.tool} runs as task {body.task_id}")
         case ToolInterrupted():
             yield _row("tool", f"✗ {body.tool}: interrupted by a restart (not run again)")
         case ContextCompacted():

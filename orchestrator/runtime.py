@@ -14,6 +14,7 @@ from . import _prompt as composer
 from ._context import summary_request as summary_request
 from ._effects import GetBlob as GetBlob
 from ._effects import McpStatus as McpStatus
+from ._effects import McpTask as McpTask
 from ._loop import MAX_RESPONSE_CHARS as MAX_RESPONSE_CHARS
 from ._model import ModelErrorKind as ModelErrorKind
 from ._model import StopReason as StopReason
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_RESPONSE_CHARS",
     "GetBlob",
     "McpStatus",
+    "McpTask",
     "ModelErrorKind",
     "RefreshContext",
     "StopReason",

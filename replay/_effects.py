@@ -41,6 +41,7 @@ from orchestrator import (
     McpSampleAnswered,
     McpSampled,
     McpServerFailed,
+    McpTaskCreated,
     McpToolsListed,
     ModelError,
     ModelRequest,
@@ -59,7 +60,7 @@ from orchestrator import (
     ToolContext,
     ToolOutcome,
 )
-from orchestrator.runtime import GetBlob, McpStatus, RefreshContext
+from orchestrator.runtime import GetBlob, McpStatus, McpTask, RefreshContext
 from orchestrator.scripts import SandboxUsed, ScriptRequest, ScriptResult
 from orchestrator.skills import DependencyError, EnvRecord, SkillManifest
 
@@ -86,6 +87,7 @@ class RecordedEffects:
         self._scripts: list[int] = []
         self._tools: dict[str, ToolCompleted] = {}
         self._mcp_results: dict[str, McpResult] = {}
+        self._mcp_tasks: dict[str, McpTaskCreated] = {}
         self._mcp_listings: list[int] = []
         # What each call's server asked while it ran, in the recorded order.
         self._asked: dict[str, list[McpSampled | McpElicited]] = {}
@@ -116,6 +118,8 @@ class RecordedEffects:
                     self._tools[body.call_id] = body
                 case McpResult():
                     self._mcp_results[body.call_id] = body
+                case McpTaskCreated():
+                    self._mcp_tasks[body.call_id] = body
                 case McpToolsListed() | McpServerFailed():
                     self._mcp_listings.append(seq)
                 case McpSampled() | McpElicited():
@@ -262,6 +266,7 @@ class RecordedEffects:
         stored_cap: int,
         model_cap: int,
         requests: ServerRequests | None = None,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         if requests is not None:
             # What the server asked during the call, asked again in the recorded
@@ -272,6 +277,9 @@ class RecordedEffects:
                     await requests.sample(params)
                 else:
                     await requests.elicit(params)
+        created = self._mcp_tasks.get(context.call_id)
+        if task is not None and task.task_id is None and created is not None:
+            await task.created(created.task_id, created.ttl_ms)  # as the server named it
         result = self._mcp_results.get(context.call_id)
         done = self._tools.get(context.call_id)
         if result is None or done is None or (result.server, result.tool) != (server, tool):

@@ -28,7 +28,7 @@ import trio
 
 from eventlog import SkillogError
 
-from .._effects import McpOutcome, McpStatus, ServerRequests, mcp_gone
+from .._effects import McpOutcome, McpStatus, McpTask, ServerRequests, mcp_gone
 from .._events import McpRoot, McpServerFailed, McpToolsListed
 from .._host_tools import ToolContext
 from .._model import encode_canonical
@@ -36,6 +36,7 @@ from ..skills import McpServerConfig
 from ._listing import tools_listed
 from ._requests import answer_elicitation, answer_roots, answer_sampling, roots_changed
 from ._results import failure, outcome_of
+from ._tasks import TaskCancelledError, call_as_task
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
@@ -77,8 +78,10 @@ class McpServers:
                     out.append(status)
             elif not (
                 isinstance(last, McpToolsListed)
-                and (last.hash, last.rejected) == (status.hash, status.rejected)
+                and (last.tools, last.rejected) == (status.tools, status.rejected)
             ):
+                # The definitions compared, not their hash: a listing recorded before a
+                # field was added to them (McpToolDef.task) is the same listing.
                 out.append(status)
         return out
 
@@ -98,16 +101,17 @@ class McpServers:
         stored_cap: int,
         model_cap: int,
         requests: ServerRequests | None = None,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         found = self._servers.get(server)
         if found is None:
             return failure("unavailable", f"there is no MCP server {server!r} in this process")
         if requests is None:
-            return await found.call(tool, arguments, context, stored_cap, model_cap)
+            return await found.call(tool, arguments, context, stored_cap, model_cap, task)
         # While the call runs, what its server asks goes to ``requests`` (_requests).
         found.inflight[context.call_id] = requests
         try:
-            return await found.call(tool, arguments, context, stored_cap, model_cap)
+            return await found.call(tool, arguments, context, stored_cap, model_cap, task)
         finally:
             found.inflight.pop(context.call_id, None)
 
@@ -131,11 +135,11 @@ async def connect_servers(
         )
     connections = [_Server(s, taken, errlog or sys.stderr) for s in servers]
     async with trio.open_nursery() as nursery:
-        for connection in connections:
-            nursery.start_soon(connection.run)
-        for connection in connections:
-            await connection.ready.wait()
         try:
+            for connection in connections:
+                nursery.start_soon(connection.run)
+            for connection in connections:
+                await connection.ready.wait()
             yield McpServers(connections)
         finally:
             for connection in connections:
@@ -151,6 +155,9 @@ class _Server:
         self._taken = taken
         self._errlog = errlog
         self._closed = trio.Event()
+        # A connected server outlives a cancellation of the run until close(): a call
+        # cancelled with it still tells the server (tasks/cancel) over the connection.
+        self._scope = trio.CancelScope(shield=True)
         self._session: Any = None
         self._status: McpStatus | None = None
         self._info = ""
@@ -162,8 +169,14 @@ class _Server:
 
     def close(self) -> None:
         self._closed.set()
+        if not self.ready.is_set():  # still connecting: stop now
+            self._scope.cancel()
 
     async def run(self) -> None:
+        with self._scope:
+            await self._run()
+
+    async def _run(self) -> None:
         from mcp import ClientSession
 
         stage: Any = "connect"
@@ -283,7 +296,13 @@ class _Server:
         return self._status
 
     async def call(
-        self, tool: str, arguments: str, context: ToolContext, stored_cap: int, model_cap: int
+        self,
+        tool: str,
+        arguments: str,
+        context: ToolContext,
+        stored_cap: int,
+        model_cap: int,
+        task: McpTask | None = None,
     ) -> McpOutcome:
         session = self._session
         name = self.spec.name
@@ -311,10 +330,21 @@ class _Server:
 
         start = time.monotonic_ns()
         try:
-            with trio.fail_after(timeout_ms / 1000):
-                result = await session.call_tool(
-                    tool, msgspec.json.decode(arguments), progress_callback=on_progress, meta=meta
-                )
+            if task is not None:
+                args = msgspec.json.decode(arguments)
+                result = await call_as_task(session, tool, args, meta, task, timeout_ms / 1000)
+            else:
+                with trio.fail_after(timeout_ms / 1000):
+                    result = await session.call_tool(
+                        tool,
+                        msgspec.json.decode(arguments),
+                        progress_callback=on_progress,
+                        meta=meta,
+                    )
+        except TaskCancelledError as e:
+            return failure("cancelled", f"MCP server {name!r}: {e}", duration_ms=_ms(start))
+        except SkillogError:  # committing the task id failed: the log's error, not the server's
+            raise
         except trio.TooSlowError:
             return failure(
                 "timeout",

@@ -7,8 +7,8 @@ canonical text and an effect class from its annotations (``readOnlyHint`` → pu
 overrides it. A tool the session cannot offer faithfully is left out and named in
 ``rejected`` with the reason: a name model providers refuse (over 64 characters once
 prefixed) or that two tools would share, a schema that is not a valid JSON Schema of
-an object, a tool that can only be called as a task (``execution.taskSupport:
-"required"``, MCP 2025-11-25), which skillog does not call that way yet.
+an object. A tool that can only be called as a task (``execution.taskSupport:
+"required"``, MCP 2025-11-25) is offered and called task-augmented (``mcp/_tasks.py``).
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def tools_listed(
                 server=server.name,
                 mcp_name=mcp_name,
                 annotations=encode_canonical(annotations).decode() if annotations else "",
+                task=_task_only(raw),
             )
         )
     listed = tuple(offered)
@@ -98,6 +99,11 @@ def tools_listed(
     )
 
 
+def _task_only(raw: Mapping[str, Any]) -> bool:
+    execution = raw.get("execution")
+    return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
+
+
 def _problem(server: str, raw: Mapping[str, Any], names: set[str]) -> str | None:
     mcp_name = raw.get("name")
     if not isinstance(mcp_name, str) or not mcp_name:
@@ -107,12 +113,6 @@ def _problem(server: str, raw: Mapping[str, Any], names: set[str]) -> str | None
         return f"{name!r} is {len(name)} characters; model providers accept at most {MAX_NAME}"
     if name in names:
         return f"{name!r} is already the name of another tool of this session"
-    execution = raw.get("execution")
-    if isinstance(execution, Mapping) and execution.get("taskSupport") == "required":
-        return (
-            'the tool can only be called as a task (execution.taskSupport: "required"); '
-            "skillog does not make task-augmented calls"
-        )
     schema = raw.get("inputSchema")
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return 'the input schema is not a JSON Schema object ({"type": "object", ...})'

@@ -12,6 +12,7 @@ from orchestrator._events import (
     PolicyConfig,
     PolicyDenied,
     ScriptExecuted,
+    ToolCalled,
     ToolCompleted,
 )
 from orchestrator._host_tools import HostTool
@@ -179,6 +180,25 @@ async def test_allowed_tools_is_a_hard_allowlist(kit, store, make_skill) -> None
     assert skill_md.error_type == script.error_type == "policy_denied"
     assert [d.rule for d in kit.of_type(bodies, PolicyDenied)] == ["allowed-tools"] * 2
     assert after.error_type == "no_active_skill"
+
+
+async def test_a_refused_host_tool_call_records_the_tools_class(kit, store, make_skill) -> None:
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return q
+
+    skill = make_skill("tool", allowed_tools="Read(references/*)")
+    bodies = await session_of(
+        kit,
+        store,
+        skill,
+        [kit.turn(kit.call("lookup", q="x"))],
+        host_tools=[HostTool.from_function(lookup)],
+    )
+    (called,) = [b for b in kit.of_type(bodies, ToolCalled) if b.tool == "lookup"]
+    (denied,) = kit.of_type(bodies, PolicyDenied)
+    assert denied.rule == "allowed-tools"
+    assert called.effect == "at-most-once"  # the host tool's class, as its definition says
 
 
 async def test_host_tool_approval_and_failures(kit, store, make_skill) -> None:

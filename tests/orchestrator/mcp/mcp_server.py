@@ -13,8 +13,10 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
 - ``odd``: tools with odd names, a colliding name, an over-long name, invalid schemas.
 - ``modern``: what newer servers do (server-everything among them): says its tool
   list changed while the client connects; ``whoami`` (the client's ``clientInfo``),
-  ``job`` (callable only as a task), ``chart`` (an image), ``steps`` (progress
-  notifications and log messages before it answers); ``write`` (idempotentHint);
+  ``job`` (callable only as a task, ``seconds`` long: tasks/get, tasks/result and
+  tasks/cancel; the ledger has each task created and cancelled), ``chart`` (an
+  image), ``steps`` (progress notifications and log messages before it answers);
+  ``write`` (idempotentHint);
   ``ask`` (asks the client to sample ``question`` ``times`` times, answers with what
   came back, errors included), ``ask_image`` (asks to sample an image), ``roots``
   (what the client answers to ``roots/list``, and how many
@@ -36,6 +38,7 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
@@ -82,7 +85,7 @@ MODERN = [
     types.Tool(
         name="job",
         description="A long job, only as a task.",
-        input_schema=OBJECT,
+        input_schema=_schema(seconds={"type": "number"}),
         execution=types.ToolExecution(task_support="required"),
     ),
     _tool("chart", OBJECT, read_only_hint=True),
@@ -101,6 +104,75 @@ PNG = (
 """A 1x1 PNG, base64."""
 
 
+TASKS: dict[str, dict[str, Any]] = {}
+"""The ``job`` tasks of this process: id -> status, deadline (monotonic), result."""
+
+
+def _task(task_id: str) -> dict[str, Any]:
+    entry = TASKS[task_id]
+    if entry["status"] == "working" and time.monotonic() >= entry["deadline"]:
+        entry["status"] = "completed"
+    stamp = "2026-01-01T00:00:00Z"
+    return {
+        "taskId": task_id,
+        "status": entry["status"],
+        "createdAt": stamp,
+        "lastUpdatedAt": stamp,
+        "ttl": 600_000,
+        "pollInterval": 100,
+    }
+
+
+def _create_task(args: dict[str, Any]) -> types.CreateTaskResult:
+    task_id = f"task-{os.getpid()}-{len(TASKS) + 1}"
+    seconds = float(args.get("seconds", 1))
+    TASKS[task_id] = {
+        "status": "working",
+        "deadline": time.monotonic() + seconds,
+        "result": _text(f"job done after {seconds} s"),
+    }
+    _ledger({"task_created": task_id})
+    return types.CreateTaskResult.model_validate({"task": _task(task_id)})
+
+
+def _add_task_methods(server: Server[Any]) -> None:
+    """tasks/get, tasks/result and tasks/cancel. The SDK's server defines the task
+    types but serves no task: it checks every tools/call answer against
+    ``CallToolResult``, so a ``CreateTaskResult`` is let through that check here."""
+    from mcp_types import methods
+
+    check = methods.serialize_server_result
+
+    def serialize(method: str, version: str, data: Any, **kw: Any) -> Any:
+        if method == "tools/call" and "task" in data and "content" not in data:
+            return data
+        return check(method, version, data, **kw)
+
+    methods.serialize_server_result = serialize  # type: ignore[assignment]
+
+    async def get(ctx: Any, params: types.GetTaskRequestParams) -> dict[str, Any]:
+        return _task(params.task_id)
+
+    async def result(ctx: Any, params: types.GetTaskPayloadRequestParams) -> types.CallToolResult:
+        while _task(params.task_id)["status"] == "working":  # noqa: ASYNC110 (a clock)
+            await anyio.sleep(0.05)
+        if TASKS[params.task_id]["status"] == "cancelled":
+            return types.CallToolResult(
+                content=[types.TextContent(text="cancelled")], is_error=True
+            )
+        done: types.CallToolResult = TASKS[params.task_id]["result"]
+        return done
+
+    async def cancel(ctx: Any, params: types.CancelTaskRequestParams) -> dict[str, Any]:
+        TASKS[params.task_id]["status"] = "cancelled"
+        _ledger({"task_cancelled": params.task_id})
+        return _task(params.task_id)
+
+    server.add_request_handler("tasks/get", types.GetTaskRequestParams, get)
+    server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, result)
+    server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, cancel)
+
+
 def build(kind: str) -> Server[Any]:
     tools = {"tracker": TRACKER, "docs": DOCS, "odd": ODD, "modern": MODERN}[kind]
     state: dict[str, Any] = {"tools": list(tools), "listed": False, "roots_changed": 0}
@@ -114,8 +186,12 @@ def build(kind: str) -> Server[Any]:
             await ctx.session.send_tool_list_changed()
         return types.ListToolsResult(tools=state["tools"])
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         args = params.arguments or {}
+        if params.name == "job":
+            if params.task is None:
+                raise MCPError(-32601, "job runs only as a task")
+            return _create_task(args)
         meta = dict(params.meta or {})
         _ledger({"tool": params.name, "args": args, "meta": meta})
         name = params.name
@@ -208,13 +284,16 @@ def build(kind: str) -> Server[Any]:
             )
         return _text(f"{kind}.{name}({json.dumps(args, sort_keys=True)})")
 
-    return Server(
+    server: Server[Any] = Server(
         kind,
         version="1.0",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_roots_list_changed=roots_changed,
     )
+    if kind == "modern":
+        _add_task_methods(server)
+    return server
 
 
 def _ledger(entry: dict[str, Any]) -> None:

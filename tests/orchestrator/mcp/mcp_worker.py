@@ -3,6 +3,8 @@ an at-most-once MCP call that takes long (the test SIGKILLs this process during 
 or resume that session from the log.
 
 usage: mcp_worker.py run|resume DB SERVER_DIR EFFECT (the class the config gives slow)
+       mcp_worker.py task-run|task-resume DB URL (a session whose call is a task of the
+       ``modern`` server's ``job`` over streamable HTTP at URL)
 """
 
 from __future__ import annotations
@@ -27,7 +29,27 @@ TURNS = [
 ]
 
 
-async def main(mode: str, db: str, server_dir: str, effect: str) -> None:
+TASK_TURNS = [
+    {"tool_calls": [{"id": "t1", "name": "mcp__modern__job", "arguments": {"seconds": 3}}]},
+    {"text": "done"},
+]
+
+
+async def task(mode: str, db: str, url: str) -> None:
+    server = McpServerConfig(name="modern", url=url)
+    turns = TASK_TURNS if mode == "task-run" else TASK_TURNS[1:]
+    agent = Agent(model=ScriptedModel(turns), model_name="m", mcp_servers=[server])
+    async with open_sqlite_store(db) as store:
+        if mode == "task-run":
+            await agent.run(store, "go", session_id="tasked")
+        else:
+            await agent.resume(store, "tasked")
+
+
+async def main(mode: str, db: str, server_dir: str, effect: str = "") -> None:
+    if mode.startswith("task-"):
+        await task(mode, db, server_dir)
+        return
     server = McpServerConfig(
         name="tracker",
         command=sys.executable,

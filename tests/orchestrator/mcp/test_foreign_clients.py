@@ -60,8 +60,13 @@ def check_seen(seen: dict[str, Any]) -> None:
     assert "skill://report/references/format.md" in seen["resourcesAfterLoad"]
     assert seen["read"] == seen["resourceText"] == "# Format\nOne line per item.\n"
     assert seen["parallel"] == ["# Format\nOne line per item.\n"] * 3
-    # the load changed the tools and resources: the client heard it
+    # the load changed the tools and resources: the client heard it, and its SDK's
+    # auto-refresh listed them again by itself, as they are now
+    # (the tool names stay; the resources gain the loaded skill's files)
     assert seen["listChanged"]["tools"] >= 1 and seen["listChanged"]["resources"] >= 1
+    assert seen["refreshed"]["tools"][-1] == seen["toolsNow"]
+    assert seen["refreshed"]["resources"][-1] == seen["resourcesNow"] != seen["resources"]
+    assert "skill://report/references/format.md" in seen["refreshed"]["resources"][-1]
     # elicitation: accepted runs the script, declined and cancelled refuse it
     assert [e["action"] for e in seen["elicitations"]] == ["accept", "decline", "cancel"]
     assert "allow skill report (user) to run" in seen["elicitations"][0]["message"]

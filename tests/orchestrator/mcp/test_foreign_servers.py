@@ -28,6 +28,7 @@ from orchestrator._events import (
     McpResult,
     McpSampleAnswered,
     McpSampled,
+    McpTaskCreated,
     McpToolsListed,
     ToolCompleted,
     ToolImages,
@@ -54,6 +55,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("get-roots-list", {}),
     ("trigger-sampling-request", {"prompt": "say hi", "maxTokens": 20}),
     ("trigger-elicitation-request", {}),
+    ("simulate-research-query", {"topic": "event sourcing"}),
 ]
 SAMPLED = "hi from the session's model"
 """What the scripted model answers server-everything's sampling request."""
@@ -104,9 +106,11 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     listed = [e for e in events if isinstance(e, McpToolsListed)]
     assert listed[0].reason == "connected"
     assert listed[0].server_info.startswith("mcp-servers/everything")
-    # a tool callable only as a task is named, with the reason, not offered
-    rejected = dict(listed[0].rejected)
-    assert 'taskSupport: "required"' in rejected["simulate-research-query"]
+    # its tool callable only as a task runs as one: the task id recorded, then its result
+    assert listed[0].rejected == ()
+    assert [t.mcp_name for t in listed[-1].tools if t.task] == ["simulate-research-query"]
+    (task,) = [e for e in events if isinstance(e, McpTaskCreated)]
+    assert task.tool == "simulate-research-query" and task.ttl_ms == 300_000
     offered = {t.mcp_name for t in listed[-1].tools}
     assert {name for name, _ in CALLS} <= offered
     done = [e for e in events if isinstance(e, ToolCompleted)]
@@ -114,6 +118,7 @@ async def test_skillog_drives_server_everything_and_the_log_replays_without_it(
     by_tool = dict(zip([n for n, _ in CALLS], done, strict=False))
     assert "hello from skillog" in by_tool["echo"].content
     assert "42" in by_tool["get-sum"].content
+    assert "# Research Report: event sourcing" in by_tool["simulate-research-query"].content
     assert all(r.failure is None for r in results), [r for r in results if r.failure]
     # the images reach the model as images
     images = [e for e in events if isinstance(e, ToolImages)]

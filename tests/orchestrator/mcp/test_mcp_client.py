@@ -1,6 +1,6 @@
 """skillog as an MCP client towards what newer servers do (issue 24): how it introduces
-itself, a list change announced while connecting, tools callable only as tasks, the
-effect class of refused calls."""
+itself, a list change announced while connecting, tools callable only as tasks (called as tasks),
+the effect class of refused calls."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
 from eventlog import open_sqlite_store
@@ -28,9 +29,11 @@ from orchestrator._events import (
 )
 from orchestrator._model import ModelRequest, ModelResponse, ToolImage, ToolResult
 from orchestrator._prompt import message_line, request_hash
+from orchestrator._transcript import transcript
 from orchestrator.adapters import ScriptedModel
 from orchestrator.adapters._anthropic import anthropic_request
 from orchestrator.adapters._openai import openai_request
+from orchestrator.mcp import connect_servers
 
 from .mcp_server import PNG
 from .test_mcp_sessions import _replay_cli
@@ -45,7 +48,7 @@ async def _run(tmp_path: Path, stdio: Stdio, *calls: dict[str, Any]) -> list[Any
             model=ScriptedModel([*turns, {"text": "done"}]),
             model_name="test-model",
             mcp_servers=[stdio("modern", "modern")],
-        ).run(store, "try the modern server")
+        ).run(store, "try the modern server", session_id="s1")
         return [CODEC.decode(e) async for e in store.read(session.id)]
 
 
@@ -64,16 +67,29 @@ async def test_introduces_itself_as_skillog_and_records_the_first_listing_as_con
     assert [e.reason for e in listed] == ["connected"]
 
 
-async def test_a_tool_callable_only_as_a_task_is_rejected_with_the_reason(
+async def test_a_tool_callable_only_as_a_task_runs_as_a_task_recorded_before_its_result(
     tmp_path: Path, stdio: Stdio
 ) -> None:
-    events = await _run(tmp_path, stdio, {"name": "mcp__modern__job", "arguments": {}})
+    events = await _run(
+        tmp_path, stdio, {"name": "mcp__modern__job", "arguments": {"seconds": 0.3}}
+    )
     (listed,) = [e for e in events if isinstance(e, McpToolsListed)]
-    assert "mcp__modern__job" not in [t.name for t in listed.tools]
-    ((name, reason),) = listed.rejected
-    assert name == "job" and 'taskSupport: "required"' in reason
+    (job,) = [t for t in listed.tools if t.mcp_name == "job"]
+    assert job.task and listed.rejected == ()
+    kinds = [type(e).__name__ for e in events]
+    # the intent, then the task id (committed on its own), then the result
+    at = kinds.index("McpTaskCreated")
+    assert kinds[at - 1] == "ToolCalled" and kinds[at + 1 : at + 3] == [
+        "McpResult",
+        "ToolCompleted",
+    ]
+    created = events[at]
+    assert created.task_id.startswith("task-") and created.ttl_ms == 600_000
     (done,) = [e for e in events if isinstance(e, ToolCompleted)]
-    assert done.error_type == "unknown_tool"
+    assert not done.is_error and done.content == "job done after 0.3 s"
+    assert f"mcp        modern/job runs as task {created.task_id}" in transcript(events)
+    code, output = await _replay_cli(tmp_path / "log.db", "s1")
+    assert code == 0, output
 
 
 async def test_a_refused_call_records_the_effect_class_of_the_listing(
@@ -206,3 +222,17 @@ async def test_progress_and_log_messages_of_a_call_are_kept_with_its_result(
     assert {n["level"] for n in notes["log"]} == {"info"}
     code, output = await _replay_cli(db, session.id)
     assert code == 0, output
+
+
+async def test_a_listing_recorded_before_tool_definitions_gained_a_field_is_not_recorded_again(
+    stdio: Stdio,
+) -> None:
+    """Sessions recorded before ``McpToolDef.task`` hashed their listing without it:
+    resumed against the same server, the same tools are not listed again."""
+    async with connect_servers([stdio("modern", "modern")]) as servers:
+        (listed,) = await servers.changes({})
+        assert isinstance(listed, McpToolsListed)
+        recorded = msgspec.structs.replace(listed, hash="0" * 64)  # hashed the old way
+        assert await servers.changes({"modern": recorded}) == []
+        other = msgspec.structs.replace(recorded, tools=listed.tools[1:])
+        assert await servers.changes({"modern": other}) == [listed]

@@ -4,10 +4,12 @@ log with the servers gone."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from orchestrator._events import (
     CODEC,
     McpResult,
     McpServerFailed,
+    McpTaskCreated,
     McpToolsListed,
     PolicyDenied,
     PromptRendered,
@@ -34,6 +37,8 @@ from orchestrator._state import SessionState, apply
 from orchestrator.adapters import ScriptedModel
 from orchestrator.mcp import CONTEXT_META, McpServerConfig
 from orchestrator.scripts._limits import ScriptLimits
+
+from .conftest import SERVER, free_port
 
 MB = 1024 * 1024
 Stdio = Any
@@ -324,23 +329,12 @@ async def test_sigkill_mid_call_then_resume_follows_the_effect_class(
     db = tmp_path / "log.db"
     env = {**os.environ, "MCP_LEDGER": str(ledger)}
     argv = [str(db), str(server_dir), effect]
-    worker = await trio.lowlevel.open_process([sys.executable, str(WORKER), "run", *argv], env=env)
-    try:
-        while not ledger.exists() or "slow" not in ledger.read_text():
-            assert worker.poll() is None, "the worker ended before its call started"
-            await trio.sleep(0.05)
-        worker.kill()  # SIGKILL while the server runs the call
-        await worker.wait()
-        resumed = await trio.run_process(
-            [sys.executable, str(WORKER), "resume", *argv],
-            env=env,
-            capture_stderr=True,
-            check=False,
-        )
-        assert resumed.returncode == 0, resumed.stderr.decode()
-    finally:
-        worker.kill()
-        await worker.wait()
+
+    async def started() -> bool:  # SIGKILL while the server runs the call
+        path = trio.Path(ledger)
+        return await path.exists() and "slow" in await path.read_text()
+
+    await _sigkill_then_resume(["run", *argv], ["resume", *argv], env, started)
     async with open_sqlite_store(db) as store:
         events = await _events(store, "crashed")
     called = next(e for e in events if isinstance(e, ToolCalled) and e.call_id == "c2")
@@ -355,6 +349,131 @@ async def test_sigkill_mid_call_then_resume_follows_the_effect_class(
     tools = [json.loads(line)["tool"] for line in ledger.read_text().splitlines()]
     assert tools.count("slow") == runs
     assert tools[-1] == "find_issue"  # the session went on, the server started again
+
+
+async def test_sigkill_between_a_tasks_creation_and_its_result_then_resume_polls_that_task(
+    tmp_path: Path,
+) -> None:
+    """The task server (over HTTP, so it outlives the driver) counts the tasks it
+    creates; the driver is SIGKILLed once the task id is durable, before the result."""
+    ledger = tmp_path / "ledger.jsonl"
+    db = tmp_path / "log.db"
+    env = {**os.environ, "MCP_LEDGER": str(ledger)}
+    port = free_port()
+    server = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVER), "modern", "--http", str(port)], env=env
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        await _wait_for_port(port, server)
+        argv = [str(db), url]
+
+        async def recorded() -> bool:  # the task id is durable, its result not asked for yet
+            return await _has_event(db, "tasked", McpTaskCreated)
+
+        await _sigkill_then_resume(["task-run", *argv], ["task-resume", *argv], env, recorded)
+    finally:
+        server.kill()
+        await server.wait()
+    created = [json.loads(line).get("task_created") for line in ledger.read_text().splitlines()]
+    assert len([c for c in created if c]) == 1  # one task, polled again after the restart
+    async with open_sqlite_store(db) as store:
+        events = await _events(store, "tasked")
+    (task,) = [e for e in events if isinstance(e, McpTaskCreated)]
+    assert task.task_id == next(c for c in created if c)
+    assert not [e for e in events if isinstance(e, ToolInterrupted)]
+    assert _completed(events)["t1"].content == "job done after 3.0 s"
+    assert isinstance(events[-1], SessionEnded) and events[-1].reason == "completed"
+    code, output = await _replay_cli(db, "tasked")  # the server is gone
+    assert code == 0, output
+
+
+# The SDK's HTTP transport leaves the response stream of a request cancelled mid-read
+# to the garbage collector (httpx2 async generators): ResourceWarnings, not ours.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_a_run_cancelled_while_its_task_runs_cancels_the_task_and_resume_records_it(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.touch()
+    port = free_port()
+    server = await trio.lowlevel.open_process(
+        [sys.executable, str(SERVER), "modern", "--http", str(port)],
+        env={**os.environ, "MCP_LEDGER": str(ledger)},
+    )
+    modern = McpServerConfig(name="modern", url=f"http://127.0.0.1:{port}/mcp")
+    call = {"id": "t1", "name": "mcp__modern__job", "arguments": {"seconds": 60}}
+    try:
+        await _wait_for_port(port, server)
+        async with open_sqlite_store(tmp_path / "log.db") as store:
+            agent = Agent(
+                model=ScriptedModel([{"tool_calls": [call]}, {"text": "done"}]),
+                model_name="m",
+                mcp_servers=[modern],
+            )
+            with trio.move_on_after(30) as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(functools.partial(agent.run, session_id="s1"), store, "go")
+                    # once the task id is durable (the server created it a moment before)
+                    while not any(  # noqa: ASYNC110 - the log is appended to by the run
+                        isinstance(e, McpTaskCreated) for e in await _events(store, "s1")
+                    ):
+                        await trio.sleep(0.05)
+                    nursery.cancel_scope.cancel()  # the run stops while the task runs
+            assert not scope.cancelled_caught
+            entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+            assert [e.get("task_cancelled") for e in entries][-1] == entries[0]["task_created"]
+            resume = Agent(
+                model=ScriptedModel([{"text": "done"}]), model_name="m", mcp_servers=[modern]
+            )
+            await resume.resume(store, "s1")
+            events = await _events(store, "s1")
+    finally:
+        server.kill()
+        await server.wait()
+    (result,) = [e for e in events if isinstance(e, McpResult)]
+    assert result.failure == "cancelled"
+    done = _completed(events)["t1"]
+    assert done.error_type == "mcp_cancelled" and "was cancelled" in done.content
+
+
+async def _sigkill_then_resume(
+    run: list[str], resume: list[str], env: dict[str, str], ready: Callable[[], Awaitable[bool]]
+) -> None:
+    """Start mcp_worker.py with ``run``, SIGKILL it once ``ready()``, then run it with
+    ``resume`` to its end."""
+    worker = await trio.lowlevel.open_process([sys.executable, str(WORKER), *run], env=env)
+    try:
+        while not await ready():
+            assert worker.poll() is None, "the worker ended before the point to kill it at"
+            await trio.sleep(0.05)
+        worker.kill()
+        await worker.wait()
+        resumed = await trio.run_process(
+            [sys.executable, str(WORKER), *resume], env=env, capture_stderr=True, check=False
+        )
+        assert resumed.returncode == 0, resumed.stderr.decode()
+    finally:
+        worker.kill()
+        await worker.wait()
+
+
+async def _wait_for_port(port: int, process: trio.Process) -> None:
+    deadline = trio.current_time() + 30
+    while True:
+        try:
+            await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
+            return
+        except OSError:
+            assert process.poll() is None and trio.current_time() < deadline, "no HTTP server"
+            await trio.sleep(0.05)
+
+
+async def _has_event(db: Path, session: str, kind: type[Any]) -> bool:
+    if not await trio.Path(db).exists():
+        return False
+    async with open_sqlite_store(db) as store:
+        return any(isinstance(e, kind) for e in await _events(store, session))
 
 
 async def test_skillog_run_uses_the_config_files_servers(tmp_path: Path, server_dir: Path) -> None:

@@ -15,21 +15,35 @@ const { Client } = await sdk("client/index.js");
 const types = await sdk("types.js");
 
 const answers = (answersArg || "").split(",").filter(Boolean);
-const out = { elicitations: [], listChanged: { tools: 0, resources: 0 } };
+const out = {
+  elicitations: [],
+  listChanged: { tools: 0, resources: 0 },
+  refreshed: { tools: [], resources: [] },
+};
+// The SDK's list_changed auto-refresh: on each notification it lists again by itself
+// and hands the new list over (the handlers replace any set by hand).
+const refresh = (kind, name) => ({
+  autoRefresh: true,
+  debounceMs: 0,
+  onChanged: (error, items) => {
+    out.listChanged[kind] += 1;
+    out.refreshed[kind].push(error ? `error: ${error.message}` : items.map(name));
+  },
+});
 const client = new Client(
   { name: "ts-client", version: "1.0.0" },
-  { capabilities: { elicitation: { form: {} } } },
+  {
+    capabilities: { elicitation: { form: {} } },
+    listChanged: {
+      tools: refresh("tools", (t) => t.name),
+      resources: refresh("resources", (r) => r.uri),
+    },
+  },
 );
 client.setRequestHandler(types.ElicitRequestSchema, async (request) => {
   const action = answers.shift() || "decline";
   out.elicitations.push({ message: request.params.message, action });
   return action === "accept" ? { action, content: { approve: true } } : { action };
-});
-client.setNotificationHandler(types.ToolListChangedNotificationSchema, async () => {
-  out.listChanged.tools += 1;
-});
-client.setNotificationHandler(types.ResourceListChangedNotificationSchema, async () => {
-  out.listChanged.resources += 1;
 });
 
 let transport;
@@ -73,6 +87,12 @@ for (let i = 0; i < (answersArg || "").split(",").filter(Boolean).length; i++) {
   });
   out.runs.push({ isError: result.isError === true, text: text(result) });
 }
+// the refreshes run on their own: wait for them, then compare with a listing now
+for (let i = 0; i < 100 && !(out.refreshed.tools.length && out.refreshed.resources.length); i++) {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+out.toolsNow = (await client.listTools()).tools.map((t) => t.name);
+out.resourcesNow = (await client.listResources()).resources.map((r) => r.uri);
 if (mode === "http") {
   await transport.terminateSession(); // DELETE: the session ends
   out.terminated = true;
