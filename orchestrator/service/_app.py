@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from eventlog import SkillogError
 
+from . import _actions as actions
 from . import _console as console
 from . import _routes as api
 from . import _token_admin as tokens
@@ -25,14 +26,21 @@ from ._guard import Guard
 from ._openapi import Operation, openapi
 from ._schemas import (
     ApprovalList,
+    BulkDecisionOut,
+    BulkDecisionRequest,
+    Cancelled,
+    CancelRequest,
     DecisionOut,
     DecisionRequest,
     EventPage,
     ExportOut,
     ExportRequest,
+    Forked,
+    ForkRequest,
     Health,
     LoginRequest,
     ReplayOut,
+    Resumed,
     SessionList,
     SessionView,
     SubmitRequest,
@@ -168,6 +176,51 @@ API: list[tuple[Operation, Handler]] = [
             DecisionOut,
         ),
         api.decide,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/cancel",
+            "cancel the session (recorded; open calls resolved by effect class)",
+            "submitter",
+            CancelRequest,
+            Cancelled,
+        ),
+        actions.cancel,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/resume",
+            "hand a suspended or failed session back to the workers",
+            "submitter",
+            response=Resumed,
+            status=202,
+        ),
+        actions.resume,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/fork",
+            "a new session from the events 0..at_seq, queued for the workers",
+            "submitter",
+            ForkRequest,
+            Forked,
+            201,
+        ),
+        actions.fork,
+    ),
+    (
+        Operation(
+            "POST",
+            "/api/approvals/decide",
+            "one decision (with a reason) for many pending requests",
+            "approver",
+            BulkDecisionRequest,
+            BulkDecisionOut,
+        ),
+        actions.decide_many,
     ),
     (
         Operation(

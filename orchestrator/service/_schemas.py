@@ -243,3 +243,65 @@ class TokenRevoked(_Out, frozen=True, kw_only=True):
 class ErrorOut(_Out, frozen=True, kw_only=True):
     error: str
     field: str | None
+
+
+class CancelRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Why the session is cancelled (recorded in its ``session.ended``)."""
+
+    reason: Reason = ""
+
+
+class Cancelled(_Out, frozen=True, kw_only=True):
+    session_id: str
+    reason: str
+    cancelled_by: str
+
+
+class ForkRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The seq of the last event the new session copies (0..the head)."""
+
+    at_seq: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Forked(_Out, frozen=True, kw_only=True):
+    """The new session (queued for the workers, who continue it from ``at_seq``)."""
+
+    session_id: str
+    forked_from: str
+    at_seq: int
+
+
+class Resumed(_Out, frozen=True, kw_only=True):
+    """Where the session stands: ``queued`` (the workers take it up) with ``status``."""
+
+    session_id: str
+    status: str
+    queued: bool
+
+
+class BulkItem(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    session: Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z_.-]{1,128}$")]
+    call: Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z_.-]{1,128}$")]
+
+
+class BulkDecisionRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One decision (``approve`` true or false, with ``reason``) for every request in
+    ``requests`` (1-200)."""
+
+    approve: bool
+    requests: Annotated[list[BulkItem], msgspec.Meta(min_length=1, max_length=200)]
+    reason: Reason | None = None
+
+
+class BulkOutcome(_Out, frozen=True, kw_only=True):
+    """One request's outcome: the decision recorded, or why not (``error``)."""
+
+    session_id: str
+    call_id: str
+    decision: DecisionOut | None = None
+    error: str | None = None
+
+
+class BulkDecisionOut(_Out, frozen=True, kw_only=True):
+    decided: int
+    outcomes: list[BulkOutcome]

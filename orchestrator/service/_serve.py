@@ -55,6 +55,7 @@ async def serve(
     until ``stop`` is set; ``task_status.started`` gets the bound URLs. The workers then
     drain as ``skillog worker`` does on SIGTERM."""
     app = create_app(ctx)
+    app.state.workers = workers  # a cancel stops this server's own driver of a session
     config = hypercorn_config(bind)
 
     async def http(task_status: trio.TaskStatus[list[str]]) -> None:
