@@ -23,6 +23,7 @@ from .._fleet import session_config
 from .._policy import suggested_rule
 from .._session import SessionNotFoundError
 from .._session_list import STATES, age, session_rows, status_text, when
+from .._state import SessionState
 from ._auth import Principal, token_digest
 from ._errors import ApiError
 from ._guard import COOKIE
@@ -53,7 +54,10 @@ def page(title: str, content: str, who: Principal | None) -> HTMLResponse:
         f"<title>{escape(title)} · skillog</title>"
         '<link rel="stylesheet" href="/static/console.css">'
         '<script src="/static/console.js" defer></script></head>'
-        f"<body><header><h1>skillog</h1>{nav}</header><main>{content}</main></body></html>"
+        f"<body><header><h1>skillog</h1>{nav}</header>"
+        '<p id="offline" class="message error" hidden>The server does not answer: actions '
+        "are disabled until it does again.</p>"
+        f"<main>{content}</main></body></html>"
     )
 
 
@@ -203,6 +207,7 @@ async def session_page(request: Request) -> Response:
         f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
         f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a> · '
         f'<a id="audit" href="/console/sessions/{escape(sid)}/audit">audit report</a></p>'
+        f"{_actions(state, who)}"
         f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
         f'<h3>Pending approvals</h3><div id="approvals">'
         f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"
@@ -212,6 +217,33 @@ async def session_page(request: Request) -> Response:
         '<ol id="events" start="0"></ol></details></section>'
     )
     return page(f"session {sid}", content, who)
+
+
+def _actions(state: SessionState, who: Principal) -> str:
+    """Cancel, resume and fork (from the seq typed here or an event's own button), for
+    a submitter; each result stays on the page until dismissed."""
+    can = who.may("submitter")
+    ended = state.status == "ended"
+
+    def button(action: str, label: str, usable: bool) -> str:
+        off = "" if usable else " disabled"
+        return f'<button type="button" class="action" data-action="{action}"{off}>{label}</button>'
+
+    return (
+        f'<div id="actions" data-can="{"1" if can else ""}">'
+        '<label>Reason <input id="action-reason" maxlength="2000"></label> '
+        + button("cancel", "Cancel session", can and not ended)
+        + " "
+        + button("resume", "Resume", can and not ended)
+        + ' <label>Fork at seq <input id="fork-at" type="number" min="0" '
+        f'max="{state.seq}" value="{state.seq}"></label> '
+        + button("fork", "Fork", can)
+        + '<div id="confirm" hidden><span>Cancel this session? Its open calls are '
+        "closed by their effect class and it cannot go on afterwards.</span> "
+        '<button type="button" class="action" data-action="cancel-yes">Yes, cancel it</button> '
+        '<button type="button" id="confirm-no">No</button></div></div>'
+        '<div id="notices" aria-live="polite"></div>'
+    )
 
 
 async def audit_page(request: Request) -> Response:
@@ -226,7 +258,11 @@ async def audit_page(request: Request) -> Response:
     store = context(request).store
     if await session_config(store, sid) is None:
         return unknown_session(sid, who)
-    report = render_html(await audit_session(store, sid), generator="the skillog service")
+    report = render_html(
+        await audit_session(store, sid),
+        generator="the skillog service",
+        back=f"/console/sessions/{sid}",
+    )
     return HTMLResponse(report, headers={"content-security-policy": CSP})
 
 
@@ -257,7 +293,17 @@ async def approvals_page(request: Request) -> Response:
     new requests and removing those decided elsewhere (a reason being typed stays)."""
     who = require(request, "viewer")
     panel = await _inbox(request, who)
-    return page("approvals", f'<h2>Pending approvals</h2><div id="inbox">{panel}</div>', who)
+    bulk = ""
+    if who.may("approver"):
+        bulk = (
+            '<div id="bulk"><label><input type="checkbox" id="pick-all"> all</label> '
+            '<label>Reason <input id="bulk-reason" maxlength="2000"></label> '
+            '<button type="button" class="bulk" data-verdict="approve">Approve selected</button> '
+            '<button type="button" class="bulk" data-verdict="deny">Deny selected</button></div>'
+            '<div id="notices" aria-live="polite"></div>'
+        )
+    content = f'<h2>Pending approvals</h2>{bulk}<div id="inbox">{panel}</div>'
+    return page("approvals", content, who)
 
 
 async def inbox_fragment(request: Request) -> Response:
@@ -274,6 +320,8 @@ def _approvals(
     if not pending:
         return '<p class="none">none</p>'
     can = "" if who.may("approver") else " disabled"
+    pick = '<label class="pick"><input type="checkbox" class="pick"> select</label>'
+    pick = "" if can else pick
     items = []
     for p in pending:
         policy = policies.get(p.session_id)
@@ -286,7 +334,7 @@ def _approvals(
         expiry = f"<dt>expires</dt><dd>{when(p.expires_at)} UTC</dd>" if p.expires_at else ""
         items.append(
             f'<article class="approval" data-session="{escape(p.session_id)}" '
-            f'data-call="{escape(p.call_id)}"><dl>'
+            f'data-call="{escape(p.call_id)}">{pick}<dl>'
             f'<dt>session</dt><dd><a href="/console/sessions/{escape(p.session_id)}">'
             f"{escape(p.session_id)}</a></dd>"
             f"<dt>call</dt><dd>{escape(p.call_id)}</dd>"

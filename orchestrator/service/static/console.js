@@ -88,6 +88,129 @@ function setupDecisions() {
   });
 }
 
+// A result that stays on the page until its "Dismiss" button is pressed.
+function notice(text, ok) {
+  const box = document.getElementById("notices");
+  if (!box) return;
+  const item = document.createElement("div");
+  item.className = "notice " + (ok ? "ok" : "error");
+  const words = document.createElement("span");
+  words.textContent = text;
+  const dismiss = document.createElement("button");
+  dismiss.type = "button";
+  dismiss.className = "dismiss";
+  dismiss.textContent = "Dismiss";
+  dismiss.addEventListener("click", () => item.remove());
+  item.append(words, dismiss);
+  box.append(item);
+}
+
+// While the server does not answer (/api/live, every 2 s), every action button is
+// disabled; those it disabled are enabled again when it answers (a button disabled
+// for want of a role stays so).
+const ACTIONS = "button.action, button.decide, button.bulk, button.fork-here, #submit button";
+function setOffline(offline) {
+  const banner = document.getElementById("offline");
+  if (banner) banner.hidden = !offline;
+  document.body.classList.toggle("offline", offline);
+  document.querySelectorAll(ACTIONS).forEach((b) => {
+    if (offline && !b.disabled) { b.disabled = true; b.dataset.offline = "1"; }
+    if (!offline && b.dataset.offline) { b.disabled = false; delete b.dataset.offline; }
+  });
+}
+function setupReachability() {
+  if (!document.querySelector("nav")) return;  // the login page
+  async function probe() {
+    let up = false;
+    try { up = (await fetch("/api/live", { cache: "no-store" })).ok; } catch (e) { up = false; }
+    setOffline(!up);
+  }
+  setInterval(probe, 2000);
+}
+
+// Cancel (after an in-page confirmation), resume, fork: the session page's actions.
+function setupActions() {
+  const actions = document.getElementById("actions");
+  const section = document.getElementById("session");
+  if (!actions || !section) return;
+  const base = "/api/sessions/" + encodeURIComponent(section.dataset.session);
+  const confirmBox = document.getElementById("confirm");
+  async function fork(seq) {
+    const result = await call("POST", base + "/fork", { at_seq: seq });
+    if (!result.ok) { notice("fork: " + failure(result), false); return; }
+    const made = result.data.session_id;
+    const text = "forked at seq " + seq + " into " + made + " (the workers continue it)";
+    notice(text, true);
+    const link = document.createElement("a");
+    link.className = "forked";
+    link.href = "/console/sessions/" + encodeURIComponent(made);
+    link.textContent = "open " + made;
+    document.querySelector("#notices .notice:last-child span").append(" ", link);
+  }
+  document.getElementById("confirm-no").addEventListener("click", () => { confirmBox.hidden = true; });
+  document.addEventListener("click", async (event) => {
+    const forkHere = event.target.closest("button.fork-here");
+    if (forkHere) { await fork(Number(forkHere.dataset.seq)); return; }
+    const button = event.target.closest("button.action");
+    if (!button) return;
+    const reason = document.getElementById("action-reason").value;
+    const action = button.dataset.action;
+    if (action === "cancel") { confirmBox.hidden = false; return; }
+    if (action === "cancel-yes") {
+      confirmBox.hidden = true;
+      const result = await call("POST", base + "/cancel", { reason });
+      if (result.ok) {
+        notice("cancelled: " + result.data.reason, true);
+        actions.querySelectorAll('button[data-action="cancel"], button[data-action="resume"]')
+          .forEach((b) => { b.disabled = true; });
+      } else {
+        notice("cancel: " + failure(result), false);
+      }
+    } else if (action === "resume") {
+      const result = await call("POST", base + "/resume", {});
+      notice(result.ok ? "handed back to the workers (" + result.data.status + ")" : "resume: " + failure(result), result.ok);
+    } else if (action === "fork") {
+      await fork(Number(document.getElementById("fork-at").value));
+    }
+  });
+}
+
+// The inbox's bulk decision: one verdict and reason for every selected request.
+function setupBulk() {
+  const bar = document.getElementById("bulk");
+  if (!bar) return;
+  const inbox = document.getElementById("inbox");
+  document.getElementById("pick-all").addEventListener("change", (event) => {
+    inbox.querySelectorAll("input.pick").forEach((box) => { box.checked = event.target.checked; });
+  });
+  bar.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.bulk");
+    if (!button) return;
+    const picked = Array.from(inbox.querySelectorAll("article.approval"))
+      .filter((a) => a.querySelector("input.pick:checked"));
+    if (!picked.length) { notice("select the requests to decide first", false); return; }
+    const approve = button.dataset.verdict === "approve";
+    const requests = picked.map((a) => ({ session: a.dataset.session, call: a.dataset.call }));
+    const reason = document.getElementById("bulk-reason").value || null;
+    const result = await call("POST", "/api/approvals/decide", { approve, reason, requests });
+    if (!result.ok) { notice(failure(result), false); return; }
+    result.data.outcomes.forEach((outcome, i) => {
+      const article = picked[i];
+      const message = article.querySelector(".message");
+      if (outcome.decision) {
+        say(message, (outcome.decision.approved ? "approved" : "denied") + " by " + outcome.decision.decided_by, true);
+        article.querySelectorAll("button.decide, input.pick").forEach((b) => { b.disabled = true; });
+      } else {
+        say(message, outcome.error, false);
+      }
+    });
+    const failed = result.data.outcomes.length - result.data.decided;
+    notice((approve ? "approved " : "denied ") + result.data.decided + " request(s)" +
+      (failed ? "; " + failed + " not decided (see each)" : ""), !failed);
+    document.getElementById("pick-all").checked = false;
+  });
+}
+
 function summary(event) {
   const body = JSON.stringify(event.body);
   return body.length > 400 ? body.slice(0, 400) + "…" : body;
@@ -230,9 +353,22 @@ function setupLive() {
     const body = document.createElement("code");
     body.textContent = summary(event);
     item.append(type, " ", body);
+    if (document.getElementById("actions").dataset.can) {
+      const here = document.createElement("button");
+      here.type = "button";
+      here.className = "fork-here";
+      here.dataset.seq = String(event.seq);
+      here.textContent = "fork here";
+      item.append(here);
+    }
     list.append(item);
+    const forkAt = document.getElementById("fork-at");
+    forkAt.max = String(event.seq);
+    if (Number(forkAt.value) === event.seq - 1) forkAt.value = String(event.seq);
     addToTrace(event);
     if (event.type.split("@")[0] === "session.ended") {
+      document.querySelectorAll('#actions button[data-action="cancel"], #actions button[data-action="resume"]')
+        .forEach((b) => { b.disabled = true; delete b.dataset.offline; });
       source.close();  // nothing follows it
       live.textContent = "ended";
       live.className = "live off";
@@ -251,7 +387,9 @@ function mergeApprovals(panel, html) {
   fresh.innerHTML = html;  // server-escaped
   const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
   for (const article of Array.from(panel.querySelectorAll("article.approval"))) {
-    const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent;
+    const picked = article.querySelector("input.pick");
+    const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent ||
+      (picked && picked.checked);
     if (!incoming.has(key(article)) && !busy) article.remove();
     incoming.delete(key(article));
   }
@@ -320,6 +458,9 @@ function setupTokens() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  setupReachability();
+  setupActions();
+  setupBulk();
   setupTokens();
   setupInbox();
   setupLogin();
