@@ -18,6 +18,7 @@ from eventlog import SkillogError
 
 from . import _actions as actions
 from . import _console as console
+from . import _console_list as listing
 from . import _routes as api
 from . import _token_admin as tokens
 from ._context import ServiceContext
@@ -281,6 +282,7 @@ def create_app(ctx: ServiceContext) -> Starlette:
     routes: list[BaseRoute] = [Route(op.path, handler, methods=[op.method]) for op, handler in API]
     routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
     routes.extend(console.ROUTES)
+    routes.extend(listing.ROUTES)
     routes.append(Route("/console/tokens", tokens.tokens_page))
     errors = (ApiError, msgspec.ValidationError, msgspec.DecodeError, SkillogError, HTTPException)
     app = Starlette(

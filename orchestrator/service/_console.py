@@ -7,7 +7,6 @@ it), so a skill description or tool argument holding markup renders as text.
 
 from __future__ import annotations
 
-import time
 from html import escape
 from pathlib import Path
 
@@ -15,14 +14,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from eventlog._catalog import Listing
-
 from .._approvals import PendingApproval, pending_approvals
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
 from .._session import SessionNotFoundError
-from .._session_list import STATES, age, session_rows, status_text, when
+from .._session_list import status_text, when
 from .._state import SessionState
 from ._auth import Principal, token_digest
 from ._errors import ApiError
@@ -102,75 +99,6 @@ async def logout(request: Request) -> Response:
         COOKIE, httponly=True, samesite="strict", secure=secure(request.state.seen, ctx.proxying)
     )
     return response
-
-
-PAGE = 100
-TASK_SHOWN = 160
-
-
-def _options(values: list[str], chosen: str, everything: str) -> str:
-    return f'<option value="">{everything}</option>' + "".join(
-        f"<option{' selected' if v == chosen else ''}>{escape(v)}</option>" for v in values
-    )
-
-
-async def sessions_page(request: Request) -> Response:
-    """The latest sessions with their tasks, newest first, from the session catalog;
-    filtered by status and text of the task (by the catalog) and model (``?status=
-    &model=&q=``, a plain GET form: the URL is shareable); ``PAGE`` at most."""
-    who = require(request, "viewer")
-    ctx = context(request)
-    now = time.time_ns()
-    params = request.query_params
-    status, model, q = (params.get(k, "")[:200] for k in ("status", "model", "q"))
-    listing = Listing(
-        limit=PAGE, status=(status,) if status in STATES else (), search=q.strip() or None
-    )
-    found = await session_rows(ctx.store, listing)
-    shown = [r for r in found if not model or shown_model(r.model) == model]
-    rows = "".join(
-        f'<tr data-state="{escape(r.state)}"><td class="task" title="{escape(r.task)}">'
-        f'<a href="/console/sessions/{escape(r.session)}">'
-        f"{escape(_cut(r.task) or '(no task)')}</a><br><code>{escape(r.session)}</code></td>"
-        f"<td>{escape(r.started)}</td>"
-        f"<td>{age(now - r.started_ns)}</td><td>{escape(shown_model(r.model))}</td>"
-        f"<td>{r.turns}</td><td>{r.events}</td>"
-        f"<td>{escape(' · '.join(filter(None, (r.status, r.parent))))}</td>"
-        f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
-        for r in shown
-    )
-    known = sorted({shown_model(r.model) for r in found} | {shown_model(m) for m in ctx.models})
-    filters = (
-        '<form id="filters" method="get" action="/console">'
-        f'<label>Status <select name="status">{_options(list(STATES), status, "any")}'
-        "</select></label> "
-        f'<label>Model <select name="model">{_options(known, model, "any")}</select></label> '
-        f'<label>Task <input name="q" type="search" value="{escape(q)}" maxlength="200">'
-        '</label> <button type="submit">Filter</button> '
-        f'<span id="count">{len(shown)} shown{" (the latest)" if len(found) == PAGE else ""}'
-        "</span></form>"
-    )
-    table = (
-        "<table id=sessions><thead><tr><th>task · session</th><th>started (UTC)</th>"
-        "<th>age</th><th>model</th><th>turns</th><th>events</th><th>status</th>"
-        f"<th>pending</th><th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
-    )
-    submit = ""
-    if who.may("submitter"):
-        models = "".join(f"<option>{escape(shown_model(m))}</option>" for m in ctx.models)
-        presets = "".join(f"<option>{escape(p)}</option>" for p in ctx.policies)
-        submit = (
-            '<form id="submit"><h2>New task</h2><textarea id="task" rows="3" required>'
-            f'</textarea><label>Model <select id="model">{models}</select></label> '
-            f'<label>Policy <select id="policy">{presets}</select></label> '
-            '<button type="submit">Submit</button><p id="message" class="message"></p></form>'
-        )
-    return page("sessions", f"<h2>Sessions</h2>{filters}{table}{submit}", who)
-
-
-def _cut(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= TASK_SHOWN else line[: TASK_SHOWN - 1] + "…"
 
 
 def unknown_session(sid: str, who: Principal) -> Response:
@@ -382,7 +310,6 @@ async def home(request: Request) -> Response:
 
 ROUTES: list[BaseRoute] = [
     Route("/", home),
-    Route("/console", sessions_page),
     Route("/console/login", login_page),
     Route("/console/approvals", approvals_page),
     Route("/console/approvals/inbox", inbox_fragment),

@@ -1,8 +1,9 @@
 """Acting on sessions from the console in a real headless Chromium: fork from an event
 (the workers continue the fork), cancel after an in-page confirmation (the result
 stays until dismissed), the audit report's way back, buttons disabled while the
-server cannot be reached and enabled again when it can; in the approvals inbox,
-requests arriving live and approved together with one reason."""
+server cannot be reached and enabled again when it can; a session submitted elsewhere
+appearing in the open list; in the approvals inbox, a request arriving live and
+approved together with another with one reason."""
 
 from __future__ import annotations
 
@@ -114,10 +115,16 @@ def test_bulk_approve_live_inbox_in_chromium(server: tuple[str, dict[str, str]])
 
     url, tokens = server
     with logged_in(url, tokens["ada"]) as page:
+        # The sessions list shows a session submitted elsewhere without a reload.
+        expect(page.locator("#sessions tbody tr")).to_have_count(0)
+        sessions = [_submit(url, tokens["ada"], "bulk 1")]
+        row = page.locator(f'#sessions tr[data-session="{sessions[0]}"]')
+        expect(row).to_have_count(1, timeout=10_000)
+        expect(row.locator("td.task a")).to_have_text("bulk 1")
         page.goto(url + "/console/approvals")
-        expect(page.locator("#inbox p.none")).to_have_count(1)
-        sessions = [_submit(url, tokens["ada"], f"bulk {n}") for n in (1, 2)]
         articles = page.locator("#inbox article.approval")
+        expect(articles).to_have_count(1, timeout=30_000)
+        sessions.append(_submit(url, tokens["ada"], "bulk 2"))
         expect(articles).to_have_count(2, timeout=30_000)  # arrived live
         page.check("#pick-all")
         page.fill("#bulk-reason", "both fine")

@@ -417,6 +417,26 @@ function setupInbox() {
   setInterval(refresh, 2000);
 }
 
+// The sessions list, live on its first page: its rows fetched again every 2 s with the
+// same filters (server-escaped HTML, like the approvals panel).
+function setupSessionList() {
+  const table = document.getElementById("sessions");
+  if (!table || !table.dataset.live) return;
+  async function refresh() {
+    let response;
+    try {
+      response = await fetch("/console/rows" + window.location.search, { credentials: "same-origin" });
+    } catch (e) { return; }
+    if (!response.ok) return;
+    const html = await response.text();
+    const body = table.querySelector("tbody");
+    if (body.innerHTML === html) return;
+    body.innerHTML = html;  // server-escaped
+    document.getElementById("count").textContent = body.querySelectorAll("tr").length + " shown";
+  }
+  setInterval(refresh, 2000);
+}
+
 // Tokens (admins): create one (shown once, here), revoke a name's.
 function setupTokens() {
   const form = document.getElementById("new-token");
@@ -461,6 +481,7 @@ document.addEventListener("DOMContentLoaded", () => {
   setupReachability();
   setupActions();
   setupBulk();
+  setupSessionList();
   setupTokens();
   setupInbox();
   setupLogin();
