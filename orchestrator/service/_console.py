@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from .._approvals import PendingApproval, pending_approvals
+from .._display import hidden_path, shown_html
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
@@ -191,6 +192,7 @@ async def audit_page(request: Request) -> Response:
         generator="the skillog service",
         back=f"/console/sessions/{sid}",
     )
+    report = shown_html(report, hidden_path(await session_config(store, sid)))
     return HTMLResponse(report, headers={"content-security-policy": CSP})
 
 

@@ -18,6 +18,7 @@ from eventlog._catalog import (
 )
 
 from .._approvals import RememberError, decide_approval, pending_approvals
+from .._display import hidden_path
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
 from .._session import SessionNotFoundError
@@ -230,8 +231,9 @@ async def session_events(request: Request) -> Response:
     head = await head_of(store, sid)
     start = query_int(request, "from_seq", 0, 2**62)
     limit = query_int(request, "limit", 100, MAX_PAGE)
+    hidden = hidden_path(await session_config(store, sid))
     async with closing(store.read(sid, from_seq=start, to_seq=start + limit)) as events:
-        page = [event_out(e) async for e in events]
+        page = [event_out(e, hidden) async for e in events]
     next_seq = page[-1].seq + 1 if page else max(start, 0)
     return json(EventPage(session_id=sid, events=page, next_seq=next_seq, head_seq=head.seq))
 

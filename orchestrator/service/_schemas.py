@@ -121,7 +121,9 @@ class SessionView(_Out, frozen=True, kw_only=True):
 
 
 class EventOut(_Out, frozen=True, kw_only=True):
-    """A committed event: the envelope as stored, ``body`` the stored JSON verbatim."""
+    """A committed event: the envelope as stored, ``body`` the stored JSON verbatim
+    (``verbatim`` true) or, where it names a scripted model's file, with the file's
+    name for the server's path to it (``verbatim`` false: hash it from the log)."""
 
     stream: str
     seq: int
@@ -131,6 +133,7 @@ class EventOut(_Out, frozen=True, kw_only=True):
     prev_hash: str
     hash: str
     body: msgspec.Raw
+    verbatim: bool = True
 
 
 class EventPage(_Out, frozen=True, kw_only=True):

@@ -22,6 +22,8 @@ from starlette.types import Receive, Scope, Send
 
 from eventlog import Event, EventStore, closing
 
+from .._display import hidden_path, shown_json
+from .._fleet import session_config
 from ._errors import error_response
 from ._schemas import EventOut
 
@@ -70,7 +72,10 @@ class StreamLimits:
         return sum(self._tokens.values())
 
 
-def event_out(event: Event) -> EventOut:
+def event_out(event: Event, hidden: str | None = None) -> EventOut:
+    """The event as readers get it: its body as stored, except for ``hidden`` (the
+    session's scripted model's path, ``_display.hidden_path``), shown by its name."""
+    body = shown_json(event.body, hidden)
     return EventOut(
         stream=event.stream,
         seq=event.seq,
@@ -79,7 +84,8 @@ def event_out(event: Event) -> EventOut:
         recorded_at=event.recorded_at,
         prev_hash=event.prev_hash,
         hash=event.hash,
-        body=msgspec.Raw(event.body),
+        body=msgspec.Raw(body),
+        verbatim=body == event.body,
     )
 
 
@@ -87,10 +93,10 @@ def is_end(event: Event) -> bool:
     return event.type.split("@")[0] == ENDED
 
 
-def sse_frame(event: Event) -> bytes:
+def sse_frame(event: Event, hidden: str | None = None) -> bytes:
     """One SSE message: ``id:`` the seq, ``data:`` the event as JSON (one line: the
     encoder never emits a raw newline)."""
-    return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event)))
+    return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event, hidden)))
 
 
 class Tail:
@@ -220,8 +226,9 @@ class EventStreamResponse:
 
     async def _produce(self, frames: trio.MemorySendChannel[bytes]) -> None:
         async with frames:
+            hidden = hidden_path(await session_config(self.store, self.stream))
             async for event in session_events(self.store, self.tail, self.stream, self.from_seq):
-                await frames.send(sse_frame(event))
+                await frames.send(sse_frame(event, hidden))
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
