@@ -39,7 +39,7 @@ from ._events import (
     SessionSuspended,
     UserMessage,
 )
-from ._streams import INDEX_STREAM, LEASE_PREFIX, QUEUED
+from ._streams import LEASE_PREFIX, QUEUED, is_session_stream
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -86,7 +86,7 @@ class SessionProjection:
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
             return stream[len(LEASE_PREFIX) :] or None
-        return None if stream == INDEX_STREAM else stream
+        return stream if is_session_stream(stream) else None
 
     def apply(
         self, row: CatalogRow | None, key: str, events: Sequence[StoredEvent]

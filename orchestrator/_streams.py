@@ -16,11 +16,22 @@ INDEX_STREAM = "skills-index"
 """The stream of ``catalog.indexed`` events; sessions are the other streams."""
 
 
+WEBHOOK_PREFIX = "webhook/"
+"""Every ``webhook/<delivery>`` stream records one notification's attempts (the
+service's ``_notify``): about the log, in it, but in no session."""
+
+
+def webhook_stream(delivery: str) -> str:
+    """The stream of the notification ``delivery`` (the notified event's hash)."""
+    return f"{WEBHOOK_PREFIX}{delivery}"
+
+
 def lease_stream(session_id: str) -> str:
     """The lease stream of ``session_id``."""
     return f"{LEASE_PREFIX}{session_id}"
 
 
 def is_session_stream(stream: str) -> bool:
-    """Sessions are every stream but the fleet's leases and the indexing runs."""
-    return stream != INDEX_STREAM and not stream.startswith(LEASE_PREFIX)
+    """Sessions are every stream but the fleet's leases, the indexing runs and the
+    webhook deliveries."""
+    return stream != INDEX_STREAM and not stream.startswith((LEASE_PREFIX, WEBHOOK_PREFIX))
