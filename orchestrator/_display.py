@@ -45,6 +45,11 @@ def shown_json(body: bytes, path: str | None) -> bytes:
     return body.replace(msgspec.json.encode(path), msgspec.json.encode(_name(path)))
 
 
+def shown_text(text: str, path: str | None) -> str:
+    """Plain ``text`` with ``path`` replaced by the file's name."""
+    return text.replace(path, _name(path)) if path else text
+
+
 def shown_html(page: str, path: str | None) -> str:
     """An HTML page with ``path`` (as text, escaped or not) replaced by the file's name."""
     if not path:

@@ -21,6 +21,7 @@ from . import _console as console
 from . import _console_list as listing
 from . import _routes as api
 from . import _token_admin as tokens
+from . import _trace as trace
 from ._context import ServiceContext
 from ._errors import ApiError, handle
 from ._guard import Guard
@@ -50,6 +51,7 @@ from ._schemas import (
     TokenList,
     TokenRequest,
     TokenRevoked,
+    TraceOut,
     VerifyOut,
     WhoAmI,
 )
@@ -118,6 +120,16 @@ API: list[tuple[Operation, Handler]] = [
             media="text/event-stream",
         ),
         api.stream_events,
+    ),
+    (
+        Operation(
+            "GET",
+            S + "/trace",
+            "the session as a trace: the audit timeline's rows, prompt diffs, script output",
+            "viewer",
+            response=TraceOut,
+        ),
+        trace.trace,
     ),
     (
         Operation(

@@ -308,3 +308,49 @@ class BulkOutcome(_Out, frozen=True, kw_only=True):
 class BulkDecisionOut(_Out, frozen=True, kw_only=True):
     decided: int
     outcomes: list[BulkOutcome]
+
+
+Detail = str | int | bool | None
+
+
+class TraceRow(_Out, frozen=True, kw_only=True):
+    """One step of the session, as the audit report's timeline has it (the same
+    function computes both): ``kind``, a one-line ``what`` and the ``details`` (for a
+    model call: tokens, cached tokens read and written, ``cost_micro_usd`` at the
+    budget's prices or null)."""
+
+    seq: int
+    turn: int
+    time: str
+    kind: str
+    what: str
+    details: dict[str, Detail]
+
+
+class PromptDiff(_Out, frozen=True, kw_only=True):
+    """A recorded request's tail against the previous request's (a unified diff; empty
+    when they are the same), as the audit report shows it."""
+
+    seq: int
+    turn: int
+    new_messages: int
+    size: int
+    diff: str
+
+
+class ScriptOutput(_Out, frozen=True, kw_only=True):
+    """What a script printed (from its output blobs, the first ``OUTPUT_SHOWN`` bytes of
+    each, decoded as UTF-8 with replacement)."""
+
+    seq: int
+    call_id: str | None
+    stdout: str
+    stderr: str
+    truncated: bool
+
+
+class TraceOut(_Out, frozen=True, kw_only=True):
+    session_id: str
+    rows: list[TraceRow]
+    prompts: list[PromptDiff]
+    outputs: list[ScriptOutput]

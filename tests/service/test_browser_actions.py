@@ -143,3 +143,24 @@ def test_bulk_approve_live_inbox_in_chromium(server: tuple[str, dict[str, str]])
         (decision,) = [e for e in events if e["type"].startswith("approval.resolved")]
         assert decision["body"]["reason"] == "both fine"
         assert decision["body"]["decided_by"] == "ada"
+        # The trace carries what the server computes: cached tokens and cost of each
+        # model call, each prompt's diff against the previous request, script output.
+        page.goto(f"{url}/console/sessions/{sessions[0]}")
+        trace = page.locator("#trace")
+        expect(trace.locator(".node.model .meta .cost")).to_have_count(3, timeout=10_000)
+        expect(trace.locator(".node.model .meta .cost").first).to_contain_text(
+            "cached 0 read / 0 written · cost no price"
+        )
+        expect(trace.locator(".node.prompt > .diff")).to_have_count(3)
+        trace.locator(".node.prompt").nth(1).locator("> summary").click()
+        diff = trace.locator(".node.prompt > .diff").nth(1)
+        diff.locator("> summary").click()
+        expect(diff.locator("pre")).to_contain_text("+    <active_skills>")
+        expect(diff.locator("pre")).to_contain_text("&lt;script&gt;")  # as text, escaped once
+        output = trace.locator(".output")
+        expect(output).to_have_count(1)
+        trace.evaluate("t => t.querySelectorAll('details.node').forEach(d => { d.open = true; })")
+        output.locator("> summary").click()
+        expect(output.locator("pre")).to_have_text("hi ['<i>x</i>']\n")
+        assert page.locator("#trace script, #trace img, #trace i").count() == 0
+        shot(page, "console-trace")

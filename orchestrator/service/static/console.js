@@ -225,9 +225,11 @@ function makeTrace(root) {
   const calls = new Map();
   let current = null;
 
+  let seq = null;  // the event being added: each node it makes carries its seq
   function node(parent, kind, title, payload) {
     const box = document.createElement("details");
     box.className = "node " + kind;
+    if (seq !== null) box.dataset.seq = String(seq);
     const summary = document.createElement("summary");
     const name = document.createElement("b");
     name.textContent = title;
@@ -272,6 +274,7 @@ function makeTrace(root) {
   }
 
   return function add(event) {
+    seq = event.seq;
     const body = event.body || {};
     const tag = event.type.split("@")[0];
     const parentOf = () => (body.call_id && calls.has(body.call_id) ? calls.get(body.call_id).box : current && current.box);
@@ -284,6 +287,11 @@ function makeTrace(root) {
       const made = node(t.box, "model", "model call", body);
       made.meta.textContent = body.duration_ms + " ms · " + (usage.input_tokens || 0) + " in / " +
         (usage.output_tokens || 0) + " out tokens · " + (body.response ? body.response.stop_reason : "");
+      // Where streamed text would appear while the call runs (the stream branch's hook).
+      const streaming = document.createElement("p");
+      streaming.className = "streaming";
+      streaming.hidden = true;
+      made.children.append(streaming);
       const said = text(body.response && body.response.parts);
       if (said) {
         const quote = document.createElement("p");
@@ -317,6 +325,48 @@ function makeTrace(root) {
   };
 }
 
+// The facts the server computes for the trace (GET .../trace: the audit timeline's
+// rows, each prompt's diff against the previous request, script output), hung on the
+// nodes of the live tree by seq; text only (textContent).
+function decorate(root, facts) {
+  const at = (kind, seq) => root.querySelector(".node." + kind + '[data-seq="' + seq + '"]');
+  function extra(box, cls, text) {
+    if (!box) return;
+    const meta = box.querySelector(":scope > summary .meta");
+    let span = meta.querySelector("." + cls);
+    if (!span) { span = document.createElement("span"); span.className = cls; meta.append(span); }
+    span.textContent = text;
+  }
+  function block(box, cls, title, text) {
+    if (!box || box.querySelector(":scope > ." + cls)) return;
+    const more = document.createElement("details");
+    more.className = cls;
+    const label = document.createElement("summary");
+    label.textContent = title;
+    const pre = document.createElement("pre");
+    pre.textContent = text;
+    more.append(label, pre);
+    box.insertBefore(more, box.querySelector(":scope > .children"));
+  }
+  for (const row of facts.rows) {
+    if (row.kind !== "model") continue;
+    const d = row.details;
+    const cost = d.cost_micro_usd === null ? "no price" : (d.cost_micro_usd / 1e6).toFixed(6) + " USD";
+    extra(at("model", row.seq), "cost", " · cached " + d.cache_read_tokens + " read / " +
+      d.cache_write_tokens + " written · cost " + cost);
+  }
+  for (const prompt of facts.prompts) {
+    const box = at("prompt", prompt.seq);
+    extra(box, "new", " · " + prompt.new_messages + " new · " + prompt.size + " bytes");
+    block(box, "diff", "diff against the previous request", prompt.diff || "(the same as the previous request's)");
+  }
+  for (const output of facts.outputs) {
+    const box = at("event", output.seq);
+    block(box, "output", "script output" + (output.truncated ? " (cut)" : ""),
+      output.stdout + (output.stderr ? "\n--- stderr ---\n" + output.stderr : ""));
+  }
+}
+
 function setupLive() {
   const section = document.getElementById("session");
   if (!section) return;
@@ -326,6 +376,16 @@ function setupLive() {
   const addToTrace = makeTrace(document.getElementById("trace"));
   const base = "/api/sessions/" + encodeURIComponent(session);
   let refreshing = null;
+  let facts = null;
+  let factsFrom = 0;
+  let lastSeen = -1;
+  async function refreshFacts() {
+    const seen = lastSeen;  // facts past what the tree holds are asked for again later
+    const got = await call("GET", base + "/trace?from_seq=" + factsFrom);
+    if (!got.ok) return;
+    decorate(document.getElementById("trace"), got.data);
+    factsFrom = Math.max(factsFrom, seen + 1);
+  }
   async function refresh() {
     const state = await call("GET", base);
     if (state.ok) document.getElementById("status").textContent = state.data.status_text;
@@ -366,6 +426,7 @@ function setupLive() {
     forkAt.max = String(event.seq);
     if (Number(forkAt.value) === event.seq - 1) forkAt.value = String(event.seq);
     addToTrace(event);
+    lastSeen = Math.max(lastSeen, event.seq);
     if (event.type.split("@")[0] === "session.ended") {
       document.querySelectorAll('#actions button[data-action="cancel"], #actions button[data-action="resume"]')
         .forEach((b) => { b.disabled = true; delete b.dataset.offline; });
@@ -375,6 +436,8 @@ function setupLive() {
     }
     clearTimeout(refreshing);
     refreshing = setTimeout(refresh, 100);
+    clearTimeout(facts);
+    facts = setTimeout(refreshFacts, 300);
   };
 }
 
