@@ -9,10 +9,16 @@ exhausted a default server's 100), and waking every stream on every commit made 
 followers read their sessions thousands of times a second (bench/service.py). Reading
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
+
+The tail also holds the latest events it saw of each followed session (``RECENT``):
+a live stream that is caught up takes the new ones from there, so one commit costs one
+read of the log (the tail's), not one per follower; a stream that is behind (a
+reconnection, a slow client, the first read) reads the store by seq as before.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
@@ -32,6 +38,8 @@ MAX_STREAMS_PER_TOKEN = 400
 MAX_STREAMS_PER_CLIENT = 400
 RETRY_AFTER_S = 5
 ENDED = "session.ended"
+RECENT = 256
+"""The latest events of a followed session the tail holds for its live streams."""
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -107,6 +115,9 @@ class Tail:
         self.store = store
         self._committed: dict[str, trio.Event] = {}  # stream -> set at its next commit
         self._watchers: dict[str, int] = {}  # stream -> live streams following it
+        # stream -> its latest events as the tail saw them, while followed: the streams
+        # of one session share them instead of each reading the store on every commit.
+        self._recent: dict[str, deque[Event]] = {}
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
@@ -120,10 +131,20 @@ class Tail:
             if not self._watchers[stream]:
                 del self._watchers[stream]
                 self._committed.pop(stream, None)
+                self._recent.pop(stream, None)
 
     def kept(self) -> set[str]:
         """The streams this tail keeps anything for: those followed now."""
-        return set(self._watchers) | set(self._committed)
+        return set(self._watchers) | set(self._committed) | set(self._recent)
+
+    def since(self, stream: str, seq: int) -> list[Event] | None:
+        """The events of ``stream`` from ``seq`` on that the tail holds, when it holds
+        every one of them (``[]``: none committed since, as far as the tail has seen);
+        None when it cannot say (it began holding after ``seq``): read the store."""
+        recent = self._recent.get(stream)
+        if not recent or recent[0].seq > seq:
+            return None
+        return [e for e in recent if e.seq >= seq] if recent[-1].seq >= seq else []
 
     def next_commit(self, stream: str) -> trio.Event:
         """Set when the next commit to ``stream`` after this call is seen."""
@@ -138,6 +159,15 @@ class Tail:
         task_status.started()
         async with closing(self.store.follow(from_position=start)) as events:
             async for event in events:
+                if event.stream in self._watchers:
+                    recent = self._recent.get(event.stream)
+                    if recent is None:
+                        recent = self._recent[event.stream] = deque(maxlen=RECENT)
+                    if not recent or event.seq == recent[-1].seq + 1:
+                        recent.append(event)
+                    else:  # not the next one (never, from one follow): start again there
+                        recent.clear()
+                        recent.append(event)
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
                     committed.set()
@@ -153,8 +183,16 @@ async def session_events(
     with tail.watching(stream):
         while True:
             committed = tail.next_commit(stream)  # before the read: a later commit sets it
-            async with closing(store.read(stream, from_seq=next_seq)) as events:
-                async for event in events:
+            held = tail.since(stream, next_seq)
+            if held is None:  # catching up: from the store
+                async with closing(store.read(stream, from_seq=next_seq)) as events:
+                    async for event in events:
+                        next_seq = event.seq + 1
+                        yield event
+                        if is_end(event):
+                            return
+            else:  # live: what the tail saw, shared by every stream of the session
+                for event in held:
                     next_seq = event.seq + 1
                     yield event
                     if is_end(event):
