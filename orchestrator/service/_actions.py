@@ -47,9 +47,9 @@ def _workers(request: Request) -> Sequence[Worker]:
     return workers
 
 
-async def _stop_local_driver(request: Request, sid: str) -> bool:
+def _stop_local_driver(request: Request, sid: str) -> bool:
     """Stop this server's worker driving ``sid`` (its turn is cancelled; the lease is
-    handed back, recorded); True when one was."""
+    handed back, recorded); True while one is."""
     for worker in _workers(request):
         scope = worker.running.get(sid)
         if scope is not None:
@@ -61,26 +61,31 @@ async def _stop_local_driver(request: Request, sid: str) -> bool:
 async def cancel(request: Request) -> Response:
     """Cancel the session: recorded as ``session.ended`` (``cancelled``) after each open
     call is resolved by its effect class (``orchestrator._cancel``). A session this
-    server's worker drives is stopped first; one another process drives is 409."""
+    server's worker drives is stopped first (and again, should the worker claim it back
+    before the cancel takes the lease); one another process drives is 409."""
     who = require(request, "submitter")
     sid = session_id(request)
     req = await body(request, CancelRequest)
     store = context(request).store
-    local = await _stop_local_driver(request, sid)
-    try:
-        with trio.fail_after(STOP_WAIT_S):
-            ended = await cancel_session(store, sid, by=who.name, reason=req.reason, wait=local)
-    except CancelError as e:
-        if await session_config(store, sid) is None:
-            raise SessionNotFoundError(str(e)) from e
-        raise ApiError(409, str(e)) from e
-    except LeaseHeldError as e:
-        raise ApiError(
-            409, f"{e}; stop that driver (or wait for its lease to expire) and cancel again"
-        ) from e
-    except trio.TooSlowError as e:
-        raise ApiError(503, f"the worker driving {sid} did not let go within 10 s") from e
-    return json(Cancelled(session_id=sid, reason=ended.error or "", cancelled_by=who.name))
+    with trio.move_on_after(STOP_WAIT_S):
+        while True:
+            local = _stop_local_driver(request, sid)
+            try:
+                ended = await cancel_session(store, sid, by=who.name, reason=req.reason)
+            except CancelError as e:
+                if await session_config(store, sid) is None:
+                    raise SessionNotFoundError(str(e)) from e
+                raise ApiError(409, str(e)) from e
+            except LeaseHeldError as e:
+                if not local:
+                    raise ApiError(
+                        409,
+                        f"{e}; stop that driver (or wait for its lease to expire) and cancel again",
+                    ) from e
+                await trio.sleep(0.05)  # our worker is letting go: its release is recorded
+                continue
+            return json(Cancelled(session_id=sid, reason=ended.error or "", cancelled_by=who.name))
+    raise ApiError(503, f"the worker driving {sid} did not let go within {STOP_WAIT_S:g} s")
 
 
 async def _queued(store: EventStore, sid: str) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 
 from eventlog import closing
 from orchestrator._events import CODEC, ApprovalResolved, SessionEnded, ToolCompleted
+from orchestrator._fleet import leased
 
 from .conftest import Service
 from .test_api import submit, wait_for
@@ -48,6 +49,13 @@ async def test_cancel_a_suspended_session(service: Service) -> None:
         again = await client.post(f"/api/sessions/{session}/cancel", json={})
         assert again.status_code == 409 and "already ended" in again.json()["error"]
         missing = await client.post("/api/sessions/nope/cancel", json={})
+        # A session another process drives (a live lease not this server's): refused.
+        other = await submit(service, task="driven elsewhere")
+        await wait_for(service, other, "awaiting_approval")
+        async with leased(service.store, other, "run:elsewhere:1:abc"):
+            held = await client.post(f"/api/sessions/{other}/cancel", json={})
+        assert held.status_code == 409 and "run:elsewhere:1:abc" in held.json()["error"]
+        assert "stop that driver" in held.json()["error"]
         assert missing.status_code == 404
         resumed = await client.post(f"/api/sessions/{session}/resume", json={})
         assert resumed.status_code == 409 and "fork it" in resumed.json()["error"]
