@@ -9,6 +9,7 @@ async connection).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -340,6 +341,64 @@ class PostgresStore:
         finally:
             conn.close()
 
+    # -- side channels: notifications nobody stores --------------------------------
+
+    @asynccontextmanager
+    async def notifier(
+        self, channel: str
+    ) -> AsyncIterator[Callable[[Sequence[str]], Awaitable[None]]]:
+        """For the block, a send of ``NOTIFY channel, payload`` per payload on a
+        connection of its own: delivered to whoever LISTENs on ``channel`` now, stored
+        nowhere (for what the log does not hold, e.g. previews of streamed answers).
+        PostgreSQL refuses a payload of 8000 bytes or more (``StoreError``)."""
+        check_channel(channel)
+        conn = await trio.to_thread.run_sync(self._connect, "notifier")
+
+        def send_now(payloads: Sequence[str]) -> None:
+            for payload in payloads:
+                conn.execute(b"SELECT pg_notify(%s, %s)", (channel, payload))
+
+        async def send(payloads: Sequence[str]) -> None:
+            try:
+                await trio.to_thread.run_sync(send_now, list(payloads))
+            except psycopg.Error as e:
+                raise translate(e, self.dsn, f"notifying {channel}") from e
+
+        try:
+            yield send
+        finally:
+            conn.close()
+
+    @asynccontextmanager
+    async def notifications(
+        self, channel: str
+    ) -> AsyncIterator[Callable[[], Awaitable[list[str] | None]]]:
+        """For the block, ``LISTEN channel``: a wait for the next notifications that
+        returns their payloads, or None when the connection was lost."""
+        check_channel(channel)
+        conn = await trio.to_thread.run_sync(self._listen, channel)
+
+        async def receive() -> list[str] | None:
+            pgconn = conn.pgconn
+            while True:
+                try:
+                    pgconn.consume_input()
+                except psycopg.Error:
+                    return None
+                got = []
+                while (note := pgconn.notifies()) is not None:
+                    got.append(note.extra.decode())
+                if got:
+                    return got
+                if pgconn.status != psycopg.pq.ConnStatus.OK:
+                    return None  # pragma: no cover - consume_input reports it first
+                await trio.lowlevel.wait_readable(pgconn.socket)
+
+        try:
+            yield receive
+        finally:
+            conn.close()
+
     async def _relisten(self) -> Conn:
         """A LISTENing connection. While the server restarts (connections refused), it
         is tried again for up to the store's reconnect timeout, as the writer does."""
@@ -589,6 +648,11 @@ class PostgresStore:
             writer.run()
 
         await trio.to_thread.run_sync(body)
+
+
+def check_channel(channel: str) -> None:
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", channel):
+        raise StoreError(f"{channel!r} is not a notification channel name (a-z, 0-9, _)")
 
 
 async def _notified(conn: Conn) -> bool:

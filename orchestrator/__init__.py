@@ -117,6 +117,9 @@ from ._pipeline import ApproverError as ApproverError
 from ._policy import ToolRule as ToolRule
 from ._policy import parse_allowed_tools as parse_allowed_tools
 from ._policy_config import load_policy as load_policy
+from ._previews import Preview as Preview
+from ._previews import PreviewBoard as PreviewBoard
+from ._previews import PreviewTap as PreviewTap
 from ._prompt import compose as compose
 from ._prompt import request_bytes as request_bytes
 from ._prompt import request_hash as request_hash
@@ -198,6 +201,9 @@ __all__ = [
     "PolicyConfig",
     "PolicyDenied",
     "PolicyOverride",
+    "Preview",
+    "PreviewBoard",
+    "PreviewTap",
     "PromptRendered",
     "Reconciler",
     "RememberError",

@@ -59,6 +59,7 @@ from ._events import (
     SessionSuspended,
 )
 from ._loop import Agent
+from ._previews import PreviewSink, PreviewTap, fan_out
 from ._state import SessionState, apply
 from ._streams import LEASE_PREFIX, QUEUED, lease_stream
 
@@ -394,7 +395,8 @@ class LeaseLostError(SkillogError):
 @dataclass
 class Worker:
     """Claims runnable sessions of ``store`` and drives them with agents from
-    ``make_agent``, ``concurrency`` at a time. See the module docstring."""
+    ``make_agent``, ``concurrency`` at a time. See the module docstring. With
+    ``previews``, the models stream and their deltas go there (``_previews``)."""
 
     store: EventStore
     make_agent: AgentFactory
@@ -403,6 +405,7 @@ class Worker:
     lease_ms: int = 15_000
     poll_ms: int = 500
     clock: Callable[[], int] = time.time_ns
+    previews: PreviewSink | None = None
 
     def __post_init__(self) -> None:
         self.name = self.name or worker_name()
@@ -531,6 +534,12 @@ class Worker:
             # Another worker finished it between our look at the queue and our claim.
             return "already ended"
         agent = self.make_agent(started)
+        if self.previews is not None:
+            tap = PreviewTap(session_id, self.previews)
+            agent.on_delta = (
+                tap.delta if agent.on_delta is None else fan_out(agent.on_delta, tap.delta)
+            )
+            agent.observers = [*agent.observers, tap.event]
         outcome = "suspended"
         try:
             session = await agent.resume(self.store, session_id)

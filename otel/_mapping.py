@@ -106,6 +106,9 @@ class SessionMapper:
         self.stream: str | None = None
         self.trace_id = 0
         self.ended = False
+        self.first_chunk_s: float | None = None
+        """Live only: the time to the first streamed chunk of the response fed next
+        (not in the log, so an offline export has no such attribute or measurement)."""
         self._root: _Open | None = None
         self._chat: _Open | None = None
         self._chat_failure: str | None = None
@@ -382,9 +385,12 @@ class SessionMapper:
         usage = response.usage
         self._input_tokens += usage.input_tokens
         self._output_tokens += usage.output_tokens
+        first_chunk, self.first_chunk_s = self.first_chunk_s, None
         if self._metrics:
             metric, input_, output = self._response_metrics(response.model)
             self._measure(sc.M_OPERATION_DURATION, body.duration_ms / 1000, metric)
+            if first_chunk is not None:
+                self._measure(sc.M_TIME_TO_FIRST_CHUNK, first_chunk, metric)
             self._measure(sc.M_TOKEN_USAGE, usage.input_tokens, input_)
             self._measure(sc.M_TOKEN_USAGE, usage.output_tokens, output)
         chat, self._chat = self._chat, None
@@ -396,6 +402,8 @@ class SessionMapper:
         if response.id:
             attrs[sc.RESPONSE_ID] = response.id
         attrs[sc.FINISH_REASONS] = (_content.FINISH_REASONS[response.stop_reason],)
+        if first_chunk is not None:
+            attrs[sc.TIME_TO_FIRST_CHUNK] = first_chunk
         attrs[sc.INPUT_TOKENS] = usage.input_tokens
         attrs[sc.OUTPUT_TOKENS] = usage.output_tokens
         if usage.cache_read_input_tokens:

@@ -44,6 +44,12 @@ INSTRUMENTS: dict[str, Instrument] = {
     sc.M_OPERATION_DURATION: Instrument(
         "histogram", "s", "GenAI operation duration.", _DURATION_BUCKETS
     ),
+    sc.M_TIME_TO_FIRST_CHUNK: Instrument(
+        "histogram",
+        "s",
+        "Time to receive the first chunk of a streamed response.",
+        _DURATION_BUCKETS,
+    ),
     sc.M_TOKEN_USAGE: Instrument(
         "histogram", "{token}", "Number of input and output tokens used.", _TOKEN_BUCKETS
     ),

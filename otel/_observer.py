@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Iterable
 
+import msgspec
 import trio
 import trio.testing
 from opentelemetry import context as otel_context
@@ -18,6 +20,7 @@ from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import SpanKind
 
 from eventlog import Event
+from orchestrator import Preview
 
 from ._errors import OtelError
 from ._mapping import BlobLookup, SessionMapper
@@ -67,6 +70,14 @@ class OtelObserver:
     synchronously. When :meth:`run` ends (cancelled, or its nursery exits) it maps
     whatever is still queued before returning.
 
+    Streamed answers: pass :meth:`preview` as a preview sink (``PreviewTap(session,
+    observer.preview)``, the tap's ``delta`` as ``Agent.on_delta`` and its ``event``
+    among the observers) and each ``chat`` span of a streamed response carries
+    ``gen_ai.response.time_to_first_chunk``, with the
+    ``gen_ai.client.operation.time_to_first_chunk`` histogram: measured live, from when
+    the request's ``prompt.rendered`` was reported to the first delta, so only live
+    export has them (the log holds no preview).
+
     The observer never raises into the runtime: a failure is logged to the
     ``skillog.otel`` logger and counted in :attr:`errors`.
     """
@@ -110,6 +121,9 @@ class OtelObserver:
         self._running = False
         self._wakeup: trio.Event | None = None
         self._warned_not_running = False
+        # (stream, turn) -> when its request was reported / its time to first chunk (s)
+        self._requested: dict[tuple[str, int], int] = {}
+        self._first_chunk: dict[tuple[str, int], float] = {}
 
     @property
     def deferred(self) -> bool:
@@ -121,8 +135,17 @@ class OtelObserver:
         """Events queued for :meth:`run` and not mapped yet (always 0 unless deferred)."""
         return len(self._pending)
 
+    def preview(self, preview: Preview) -> None:
+        """A preview sink (see the class docstring): times the first chunk of a turn."""
+        start = self._requested.pop((preview.session, preview.turn), None)
+        if start is not None:
+            elapsed = (time.monotonic_ns() - start) / 1e9
+            self._first_chunk[(preview.session, preview.turn)] = elapsed
+
     def __call__(self, event: Event) -> None:
         """Map one committed event and export whatever it finished; deferred, queue it."""
+        if event.type.split("@")[0] == "prompt.rendered":  # timed now, even if deferred
+            self._requested[(event.stream, _turn_of(event))] = time.monotonic_ns()
         if not self._running:
             if self._deferred and not self._warned_not_running:
                 self._warned_not_running = True
@@ -219,12 +242,18 @@ class OtelObserver:
             self._sessions[event.stream] = entry
         mapper, sampled = entry
         first = mapper.stream is None
+        if event.type.split("@")[0] == "model.responded":
+            key = (event.stream, _turn_of(event))
+            self._requested.pop(key, None)
+            mapper.first_chunk_s = self._first_chunk.pop(key, None)
         spans, measurements = mapper.feed(event)
         if first:
             sampled = self._sample(mapper.trace_id)
             self._sessions[event.stream] = (mapper, sampled)
         if mapper.ended:
             del self._sessions[event.stream]
+            for key in [k for k in self._requested if k[0] == event.stream]:
+                del self._requested[key]
         if not emit:
             return
         if measurements:
@@ -248,3 +277,11 @@ class OtelObserver:
         if self._processor is None:
             return True
         return bool(self._processor.force_flush(timeout_millis))
+
+
+class _Turn(msgspec.Struct, frozen=True):
+    turn: int = 0
+
+
+def _turn_of(event: Event) -> int:
+    return msgspec.json.decode(event.body, type=_Turn).turn

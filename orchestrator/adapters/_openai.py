@@ -233,8 +233,15 @@ class ChunkAssembler:
         self.refusal: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
+        self.broken = ""  # the error the stream carried, if it did
 
     def feed(self, chunk: dict[str, Any]) -> None:
+        error = chunk.get("error")
+        if error:  # the server gave up inside a 200: what came is not an answer
+            message = error.get("message") if isinstance(error, dict) else None
+            self.broken = self.broken or str(message or error)
+        if self.broken:
+            return
         for key in ("id", "model"):
             if chunk.get(key):
                 self.completion[key] = chunk[key]
@@ -327,10 +334,21 @@ class OpenAIAdapter(SdkAdapter):
         async with self._client.chat.completions.with_streaming_response.create(
             **params, stream=True, stream_options={"include_usage": True}
         ) as response:
+            done = False
             async for line in response.iter_lines():
                 data = line.removeprefix("data:").strip() if line.startswith("data:") else ""
+                done = done or data == "[DONE]"
                 if data and data != "[DONE]":
                     assembler.feed(msgspec.json.decode(data))
+        # Read to the end even past an error (see above); then neither a stream that
+        # carried an error nor one cut before [DONE] is an answer.
+        if assembler.broken or not done:
+            why = f"broke off: {assembler.broken}" if assembler.broken else "ended before [DONE]"
+            raise ModelError(
+                f"openai: the stream {why}; the call may be retried",
+                kind="connection",
+                retryable=True,
+            )
         return assembler.body()
 
     def _response(self, body: bytes, names: WireNames) -> ModelResponse:

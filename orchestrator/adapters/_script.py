@@ -56,7 +56,8 @@ class ScriptFailure(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 class ScriptTurn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One answer of the scripted model: text and/or tool calls, a failure, or an empty
     response. ``stop_reason`` defaults to ``tool_use`` when there are tool calls, else
-    ``end_turn``; ``usage`` to zero tokens."""
+    ``end_turn``; ``usage`` to zero tokens. ``stream_delay_ms``: when streamed, wait
+    this long before each piece (a slow model, for watching previews)."""
 
     text: str | None = None
     tool_calls: tuple[ScriptToolCall, ...] = ()
@@ -64,6 +65,7 @@ class ScriptTurn(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     usage: Usage | None = None
     error: ScriptFailure | None = None
     empty: bool = False
+    stream_delay_ms: _NonNegative = 0
 
     def __post_init__(self) -> None:
         says = self.text is not None or bool(self.tool_calls)

@@ -120,11 +120,16 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         """:meth:`complete`, its text and calls also sent as deltas (text in pieces of
-        up to 16 characters), for testing what observers see."""
+        up to 16 characters, each after the turn's ``stream_delay_ms``), for testing
+        what observers see."""
         response = await self.complete(request)
+        at_turn = self._next - 1  # the turn complete() answered with
+        delay = self._turns[at_turn].stream_delay_ms if at_turn < len(self._turns) else 0
         for index, part in enumerate(response.parts):
             if isinstance(part, TextPart):
                 for at in range(0, len(part.text), 16):
+                    if delay:
+                        await trio.sleep(delay / 1000)
                     on_delta(Delta(kind="text", index=index, text=part.text[at : at + 16]))
             else:
                 on_delta(Delta(kind="tool_call", index=index, call_id=part.id, name=part.name))

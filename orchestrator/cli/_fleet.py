@@ -7,24 +7,35 @@ import argparse
 import getpass
 import signal
 import sys
+from typing import TextIO
 
 import trio
 
-from eventlog import visible
+from eventlog import EventStore, SkillogError, closing, visible
 from eventlog._terminal import log_to_stderr
 
 from .._catalog import open_log
-from .._events import SessionStarted
+from .._events import CODEC, ModelResponded, SessionEnded, SessionStarted, SessionSuspended
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
+from .._previews import PreviewBoard, preview_reader, preview_writer
 from ..skills import Tier
+from ._session import _report as report
 from ._session import add_arguments as add_session_arguments
 from ._session import add_catalog_options, add_db, agent_for, session_policy
+
+FOLLOW_POLL_S = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     if parser.prog.split()[-1] == "submit":
         add_session_arguments(parser)  # the same as `skillog run`: the session to queue
+        parser.add_argument(
+            "--follow", action="store_true",
+            help="with one task: stay, print what the workers record (and the answer's text "
+            "as it streams) to stderr until the session ends or waits for an approval, then "
+            "its transcript as `skillog run` does",
+        )  # fmt: skip
         return
     add_db(parser)
     add_worker_arguments(parser)
@@ -64,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _submit(args: argparse.Namespace) -> int:
     """Queue one session per task (recorded as started, with its task); print the ids."""
+    if args.follow and len(args.tasks) != 1:
+        raise SkillogError("--follow follows one session: give one task")
     agent = agent_for(args, model_spec=args.model, policy=session_policy(args))
     submitter = f"cli:{getpass.getuser()}"
     try:
@@ -72,10 +85,57 @@ async def _submit(args: argparse.Namespace) -> int:
                 session_id = await queue_session(
                     store, agent, task, submitter=submitter, policy=args.policy_profile or ""
                 )
-                print(visible(session_id))
+                print(visible(session_id), flush=True)
+            if args.follow:
+                await follow_session(store, session_id, sys.stderr)
+                return await report(store, session_id)
     finally:
         agent.close()
     return 0
+
+
+async def follow_session(store: EventStore, session_id: str, out: TextIO) -> None:
+    """Print to ``out`` what is recorded of ``session_id`` from now on, one line per
+    event, and the text of its answers as they stream (previews from the workers, through
+    the log's side file or NOTIFY; never recorded), until the session ends or suspends. Previews are
+    lossy: when a ``model.responded`` lands, the rest of its recorded text is printed
+    if what streamed was the start of it. Everything printed goes through ``visible``."""
+    board = PreviewBoard()
+    reader = preview_reader(store, board)
+    next_seq = 0
+    shown, answered = "", 0  # the text previewed of the answer being streamed
+    with board.following(session_id) as previews:
+        async with trio.open_nursery() as nursery:
+            if reader is not None:
+                await nursery.start(reader.run)
+            while True:
+                while True:  # the previews that came, then the events
+                    try:
+                        preview = previews.receive_nowait()
+                    except trio.WouldBlock:
+                        break
+                    if preview.kind == "text" and preview.turn > answered:
+                        out.write(visible(preview.text, lines=True))
+                        shown += preview.text
+                async with closing(store.read(session_id, from_seq=next_seq)) as events:
+                    async for event in events:
+                        next_seq = event.seq + 1
+                        body = CODEC.decode(event)
+                        if isinstance(body, ModelResponded):
+                            answered = body.turn
+                            said = body.response.text
+                            if shown and said.startswith(shown):
+                                out.write(visible(said[len(shown) :], lines=True))
+                        if shown:
+                            out.write("\n")
+                            shown = ""
+                        out.write(visible(f"· {body.event_type}") + "\n")
+                        if isinstance(body, SessionEnded | SessionSuspended):
+                            out.flush()
+                            nursery.cancel_scope.cancel()
+                            return
+                out.flush()
+                await trio.sleep(FOLLOW_POLL_S)
 
 
 def agent_factory(args: argparse.Namespace) -> AgentFactory:
@@ -106,6 +166,7 @@ async def _work(args: argparse.Namespace) -> int:
         open_log(args.db) as store,
         trio.open_nursery() as nursery,
     ):
+        writer = preview_writer(store)  # previews cross to `skillog serve` and `--follow`
         worker = Worker(
             store,
             make_agent,
@@ -113,7 +174,10 @@ async def _work(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             lease_ms=args.lease_ms,
             poll_ms=args.poll_ms,
+            previews=None if writer is None else writer.publish,
         )
+        if writer is not None:
+            await nursery.start(writer.run)
         nursery.start_soon(_stop_on_signals, stop, worker.name)
         print(visible(f"worker {worker.name} on {args.db}"), file=sys.stderr, flush=True)
         await worker.run(stop, drain_s=args.drain_s, once=args.once)

@@ -11,6 +11,7 @@ from eventlog import EventStore
 
 from .._events import PolicyConfig
 from .._loop import Agent
+from .._previews import PreviewBoard
 from ._auth import TokenBook
 from ._console_sessions import ConsoleSessions
 from ._notify import Webhook
@@ -38,7 +39,9 @@ class ServiceContext:
     ``proxying`` the trusted proxies and the public origin (``_proxy``);
     ``stream_limits`` the caps on live event streams; ``webhook`` where to notify
     (``_notify``); ``console`` the console's logins
-    (the one thing the service keeps in memory: a restart logs consoles out)."""
+    (the one thing the service keeps in memory: a restart logs consoles out);
+    ``previews`` the live previews of streamed answers, for the followers of this
+    process (``_previews``: never recorded, lossy)."""
 
     store: EventStore
     tokens: TokenBook
@@ -52,6 +55,7 @@ class ServiceContext:
     console: ConsoleSessions = field(default_factory=ConsoleSessions)
     webhook: Webhook | None = None
     tail: Tail = field(init=False)  # one follow of the log, run by serve()
+    previews: PreviewBoard = field(default_factory=PreviewBoard)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tail", Tail(self.store))

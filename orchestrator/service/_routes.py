@@ -240,7 +240,9 @@ async def session_events(request: Request) -> Response:
 
 async def stream_events(request: Request) -> Response:
     """Server-Sent Events: ``id`` is the seq; reconnecting with ``Last-Event-ID`` (or
-    ``?from_seq=``) resumes right after it."""
+    ``?from_seq=``) resumes right after it. With ``?previews=1``, streamed answers are
+    previewed too, as ``event: delta`` messages (no ``id``, never recorded:
+    ``_previews``)."""
     require(request, "viewer")
     sid = session_id(request)
     store = context(request).store
@@ -257,10 +259,16 @@ async def stream_events(request: Request) -> Response:
         # Nothing will follow: 204 tells an EventSource to stop reconnecting.
         return Response(status_code=204)
     ctx = context(request)
+    previews = request.query_params.get("previews", "0")
+    if previews not in ("0", "1"):
+        raise ApiError(
+            422, "previews is 1 (send previews of streamed answers) or 0", "query.previews"
+        )
     holder = (require(request, "viewer").name, request.state.seen.client)
     return EventStreamResponse(  # type: ignore[return-value]
-        store, ctx.tail, sid, start, limits=ctx.stream_limits, holder=holder
-    )
+        store, ctx.tail, sid, start, limits=ctx.stream_limits, holder=holder,
+        previews=ctx.previews if previews == "1" else None,
+    )  # fmt: skip
 
 
 async def _ended(store: EventStore, sid: str, last: int) -> bool:

@@ -14,6 +14,7 @@ from hypercorn.trio import serve as hypercorn_serve
 from eventlog import SkillogError
 
 from .._fleet import Worker
+from .._previews import fan_out, preview_reader, preview_writer
 from ._app import create_app
 from ._context import ServiceContext
 from ._notify import Notifier
@@ -53,9 +54,16 @@ async def serve(
 ) -> None:
     """Serve ``ctx`` on ``bind`` (``HOST:PORT``; port 0 picks one) and run ``workers``
     until ``stop`` is set; ``task_status.started`` gets the bound URLs. The workers then
-    drain as ``skillog worker`` does on SIGTERM."""
+    drain as ``skillog worker`` does on SIGTERM. The workers' streamed answers are
+    previewed to this server's followers and to other processes' (the side file on
+    SQLite, NOTIFY on PostgreSQL); other processes' previews are read from there."""
     app = create_app(ctx)
     app.state.workers = workers  # a cancel stops this server's own driver of a session
+    writer = preview_writer(ctx.store)
+    for worker in workers:
+        if worker.previews is None:
+            local = ctx.previews.publish
+            worker.previews = local if writer is None else fan_out(local, writer.publish)
     config = hypercorn_config(bind)
 
     async def http(task_status: trio.TaskStatus[list[str]]) -> None:
@@ -81,6 +89,12 @@ async def serve(
 
     async with trio.open_nursery() as outer:
         await outer.start(tail)
+        if writer is not None:
+            await outer.start(writer.run)
+        driving = [w.running for w in workers]
+        reader = preview_reader(ctx.store, ctx.previews, lambda s: any(s in r for r in driving))
+        if reader is not None:
+            await outer.start(reader.run)
         if ctx.webhook is not None:
             await outer.start(notify)
         async with trio.open_nursery() as nursery:

@@ -14,10 +14,15 @@ The tail also holds the latest events it saw of each followed session (``RECENT`
 a live stream that is caught up takes the new ones from there, so one commit costs one
 read of the log (the tail's), not one per follower; a stream that is behind (a
 reconnection, a slow client, the first read) reads the store by seq as before.
+
+Asked for (``?previews=1``), previews of streamed answers are interleaved as
+``event: delta`` messages with no id: never recorded, dropped rather than waited for
+(``orchestrator._previews``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -30,6 +35,7 @@ from eventlog import Event, EventStore, closing
 
 from .._display import hidden_path, shown_json
 from .._fleet import session_config
+from .._previews import Preview, PreviewBoard, encode_preview
 from ._errors import error_response
 from ._schemas import EventOut
 
@@ -99,6 +105,12 @@ def event_out(event: Event, hidden: str | None = None) -> EventOut:
 
 def is_end(event: Event) -> bool:
     return event.type.split("@")[0] == ENDED
+
+
+def delta_frame(preview: Preview) -> bytes:
+    """One preview as an SSE message of type ``delta``, with no ``id:`` (the client's
+    Last-Event-ID stays the seq of the last recorded event it has)."""
+    return b"event: delta\ndata: %s\n\n" % encode_preview(preview)
 
 
 def sse_frame(event: Event, hidden: str | None = None) -> bytes:
@@ -214,9 +226,10 @@ class EventStreamResponse:
         *,
         limits: StreamLimits,
         holder: tuple[str, str],
+        previews: PreviewBoard | None = None,
     ) -> None:
         self.store, self.tail, self.stream, self.from_seq = store, tail, stream, from_seq
-        self.limits, self.holder = limits, holder
+        self.limits, self.holder, self.previews = limits, holder, previews
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Checked and counted with no await between: no burst gets past the cap.
@@ -263,10 +276,21 @@ class EventStreamResponse:
                     return
 
     async def _produce(self, frames: trio.MemorySendChannel[bytes]) -> None:
-        async with frames:
+        async with frames, trio.open_nursery() as previewing:
+            if self.previews is not None:
+                previewing.start_soon(self._preview, self.previews, frames)
             hidden = hidden_path(await session_config(self.store, self.stream))
             async for event in session_events(self.store, self.tail, self.stream, self.from_seq):
                 await frames.send(sse_frame(event, hidden))
+            previewing.cancel_scope.cancel()
+
+    async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:
+        """Previews interleaved with the events, dropped rather than waited for when
+        the client reads slowly: the recorded response is the answer."""
+        with board.following(self.stream) as previews:
+            async for preview in previews:
+                with contextlib.suppress(trio.WouldBlock):
+                    frames.send_nowait(delta_frame(preview))
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

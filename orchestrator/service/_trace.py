@@ -4,8 +4,8 @@ request's diff against the previous one (computed here, on the server, from the
 recorded requests; the page shows it as text), and what each script printed.
 
 The console builds its tree live from the event stream and hangs these facts on its
-nodes by seq. Streamed model text (deltas, never in the log) is not here: the page
-leaves a place for it on the model node (``.node.model .streaming``)."""
+nodes by seq. Streamed model text (previews, never in the log) is not here: the stream
+brings it (``?previews=1``)."""
 
 from __future__ import annotations
 

@@ -354,3 +354,25 @@ async def test_after_a_lost_connection_the_writer_proves_what_committed(pg_dsn: 
         other = msgspec.structs.replace(events[0], hash="f" * 64)
         assert not writer._committed([AppendRequest(stream="s", events=one(0), result=(other,))])
         assert not writer._committed([AppendRequest(blobs=(b"x",))])
+
+
+async def test_side_channel_notifications_are_delivered_and_stored_nowhere(pg_dsn: str) -> None:
+    """notifier/notifications: what is sent while someone listens arrives, in order, in
+    another store (another process's, say); the log holds none of it; a channel name
+    that is not an identifier is refused before any SQL."""
+    async with open_postgres_store(pg_dsn) as sender, open_postgres_store(pg_dsn) as listener:
+        async with listener.notifications("skillog_test") as receive:
+            async with sender.notifier("skillog_test") as send:
+                await send(["one", "two"])
+                await send(['{"x": "three"}'])
+            got: list[str] = []
+            with trio.fail_after(10):
+                while len(got) < 3:
+                    more = await receive()
+                    assert more is not None
+                    got += more
+        assert got == ["one", "two", '{"x": "three"}']
+        assert [e async for e in sender.read_all()] == []
+        with pytest.raises(StoreError, match="not a notification channel"):
+            async with sender.notifier("x; DROP TABLE events"):
+                pass

@@ -224,3 +224,38 @@ async def test_the_real_runtime_live_matches_offline(autojump_clock: Any) -> Non
     chat = next(s for s in live.get_finished_spans() if s.name == "chat m")
     assert [e.name for e in chat.events] == ["skillog.model.retry"]
     assert observer.errors == 0 and session.id
+
+
+async def test_a_streamed_response_carries_its_time_to_first_chunk() -> None:
+    """Live only: the chat span of a streamed answer has
+    gen_ai.response.time_to_first_chunk, and the histogram of the GenAI conventions has
+    a point; one not streamed has neither, and the log is the same."""
+    from orchestrator import PreviewTap
+    from orchestrator._loop import Agent
+    from orchestrator.adapters import ScriptedModel
+
+    turns = [{"text": "streamed, slowly at first", "stream_delay_ms": 50}]
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    observer = OtelObserver(_provider(spans), MeterProvider(metric_readers=[reader]))
+    tap = PreviewTap("streamed", observer.preview)
+    streamed = Agent(
+        model=ScriptedModel(turns), model_name="m", observers=[observer, tap.event],
+        on_delta=tap.delta,
+    )  # fmt: skip
+    store = MemoryStore()
+    await streamed.run(store, "hi", session_id="streamed")
+    (chat,) = [s for s in spans.get_finished_spans() if s.name == "chat m"]
+    first = chat.attributes["gen_ai.response.time_to_first_chunk"]  # type: ignore[index]
+    assert isinstance(first, float) and 0.05 <= first < 5
+    (point,) = _points(reader)["gen_ai.client.operation.time_to_first_chunk"]
+    assert point.count == 1 and point.attributes["gen_ai.operation.name"] == "chat"
+
+    plain = Agent(model=ScriptedModel(turns), model_name="m", observers=[observer])
+    await plain.run(store, "hi", session_id="plain")
+    chats = [s for s in spans.get_finished_spans() if s.name == "chat m"]
+    assert "gen_ai.response.time_to_first_chunk" not in (chats[-1].attributes or {})
+    (point,) = _points(reader)["gen_ai.client.operation.time_to_first_chunk"]
+    assert point.count == 1
+    a = [e.type for e in [e async for e in store.read("streamed")]]
+    b = [e.type for e in [e async for e in store.read("plain")]]
+    assert a == b

@@ -91,13 +91,14 @@ async def running_service(
     policies: Mapping[str, PolicyConfig] | None = None,
     db: Path | None = None,
     webhook: Webhook | None = None,
+    turns: str = TURNS,
 ) -> AsyncIterator[Service]:
     """The service as ``skillog serve`` wires it, with ``extra`` command-line options
     (and ``policies`` as its policy presets, when given), over ``db`` (default: a new
-    ``service.db`` in ``tmp_path``)."""
+    ``service.db`` in ``tmp_path``), the scripted model answering with ``turns``."""
     skill = write_skill(tmp_path, HOSTILE)
     script = tmp_path / "turns.yaml"
-    script.write_text(TURNS)
+    script.write_text(turns)
     db = db or tmp_path / "service.db"
     args = _parser("serve")[0].parse_args(
         ["serve", "--db", str(db), "--model", f"scripted:{script}", "--skills", str(skill),

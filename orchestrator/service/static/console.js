@@ -287,11 +287,6 @@ function makeTrace(root) {
       const made = node(t.box, "model", "model call", body);
       made.meta.textContent = body.duration_ms + " ms · " + (usage.input_tokens || 0) + " in / " +
         (usage.output_tokens || 0) + " out tokens · " + (body.response ? body.response.stop_reason : "");
-      // Where streamed text would appear while the call runs (the stream branch's hook).
-      const streaming = document.createElement("p");
-      streaming.className = "streaming";
-      streaming.hidden = true;
-      made.children.append(streaming);
       const said = text(body.response && body.response.parts);
       if (said) {
         const quote = document.createElement("p");
@@ -394,7 +389,9 @@ function setupLive() {
     if (panel.ok) mergeApprovals(document.getElementById("approvals"), await panel.text());
   }
   // EventSource reconnects by itself, sending Last-Event-ID: the server resumes after it.
-  const source = new EventSource(base + "/stream");
+  const source = new EventSource(base + "/stream?previews=1");
+  const preview = makePreview(document.getElementById("trace"));
+  source.addEventListener("delta", (message) => preview.add(JSON.parse(message.data)));
   source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
   source.onerror = () => {
     // Closed for good: the session ended (the server answers 204 past session.ended).
@@ -427,6 +424,7 @@ function setupLive() {
     if (Number(forkAt.value) === event.seq - 1) forkAt.value = String(event.seq);
     addToTrace(event);
     lastSeen = Math.max(lastSeen, event.seq);
+    preview.recorded(event);
     if (event.type.split("@")[0] === "session.ended") {
       document.querySelectorAll('#actions button[data-action="cancel"], #actions button[data-action="resume"]')
         .forEach((b) => { b.disabled = true; delete b.dataset.offline; });
@@ -438,6 +436,32 @@ function setupLive() {
     refreshing = setTimeout(refresh, 100);
     clearTimeout(facts);
     facts = setTimeout(refreshFacts, 300);
+  };
+}
+
+// A streamed answer as it arrives (event: delta, never recorded), below the trace; the
+// recorded model.responded of its turn replaces it (the trace shows what was said).
+function makePreview(trace) {
+  const box = document.createElement("p");
+  box.id = "preview";
+  box.className = "said preview";
+  box.hidden = true;
+  trace.after(box);
+  let turn = 0;
+  let answered = 0;
+  return {
+    add(delta) {
+      if (delta.turn <= answered) return;  // its response is recorded already
+      if (delta.turn !== turn) { turn = delta.turn; box.textContent = ""; }
+      if (delta.kind === "text") box.textContent += delta.text;
+      else if (delta.name) box.textContent += (box.textContent ? "\n" : "") + "→ " + delta.name;
+      box.hidden = !box.textContent;
+    },
+    recorded(event) {
+      const tag = event.type.split("@")[0];
+      if (tag === "model.responded") answered = Math.max(answered, event.body.turn);
+      if (tag === "model.responded" || tag === "model.failed") { box.textContent = ""; box.hidden = true; }
+    },
   };
 }
 

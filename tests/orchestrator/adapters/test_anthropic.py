@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anthropic
@@ -333,29 +332,6 @@ async def test_a_tool_call_in_a_user_message_is_refused(canned: Canned) -> None:
     assert canned.requests == []
 
 
-async def test_a_prompt_too_long_answer_is_a_context_overflow(
-    canned: Canned, request_: ModelRequest
-) -> None:
-    """Anthropic's 400 for a request over the window: the loop compacts and retries
-    once on this kind (docs/context.md), where any other 400 ends the session."""
-    canned.json(
-        {
-            "type": "error",
-            "error": {
-                "type": "invalid_request_error",
-                "message": "prompt is too long: 215341 tokens > 200000 maximum",
-            },
-        },
-        400,
-    )
-    with pytest.raises(ModelError) as info:
-        await adapter(canned).complete(request_)
-    assert (info.value.kind, info.value.retryable, info.value.status) == (
-        "context_overflow", False, 400,
-    )  # fmt: skip
-    assert "prompt is too long" in str(info.value)
-
-
 async def test_cache_breakpoints_after_the_system_prompt_and_both_requests_ends(
     canned: Canned, request_: ModelRequest
 ) -> None:
@@ -380,91 +356,3 @@ async def test_cache_breakpoints_after_the_system_prompt_and_both_requests_ends(
     canned.json(message([{"type": "text", "text": "ok"}]))
     await adapter(canned).complete(msgspec.structs.replace(request_, system=""))
     assert canned.body["tools"][-1]["cache_control"] == ephemeral
-
-
-def _sse(events: list[dict[str, Any]]) -> httpx2.Response:
-    text = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-    return httpx2.Response(
-        200, content=text.encode(), headers={"content-type": "text/event-stream"}
-    )
-
-
-STREAM = [
-    {
-        "type": "message_start",
-        "message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
-            "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": 11, "output_tokens": 1, "cache_read_input_tokens": 100,
-                      "cache_creation_input_tokens": 20},
-        },
-    },
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-    {"type": "ping"},
-    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me "}},
-    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "check."}},
-    {"type": "content_block_stop", "index": 0},
-    {"type": "content_block_start", "index": 1,
-     "content_block": {"type": "tool_use", "id": "toolu_1", "name": "skills__load", "input": {}}},
-    {"type": "content_block_delta", "index": 1,
-     "delta": {"type": "input_json_delta", "partial_json": '{"names": ["pd'}},
-    {"type": "content_block_delta", "index": 1,
-     "delta": {"type": "input_json_delta", "partial_json": 'f"], "cap": 1.5}'}},
-    {"type": "content_block_stop", "index": 1},
-    {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-     "usage": {"output_tokens": 5}},
-    {"type": "message_stop"},
-]  # fmt: skip
-
-
-async def test_a_streamed_response_is_recorded_as_the_same_bytes_as_a_complete_one(
-    canned: Canned, request_: ModelRequest
-) -> None:
-    """Deltas reach the observer as they arrive; the response (what model.responded
-    records) is byte for byte the one the same answer gives without streaming."""
-    from orchestrator._events import CODEC, ModelResponded
-    from orchestrator._model import Delta
-
-    deltas: list[Delta] = []
-    canned.reply(_sse(STREAM))
-    streamed = await adapter(canned).stream(request_, deltas.append)
-    assert canned.body["stream"] is True
-    # A streamed request carries the same cache breakpoints.
-    assert canned.body["system"][0]["cache_control"] == {"type": "ephemeral"}
-    assert "cache_control" in canned.body["messages"][-1]["content"][-1]
-    whole = message(
-        [
-            {"type": "text", "text": "Let me check."},
-            {"type": "tool_use", "id": "toolu_1", "name": "skills__load",
-             "input": {"names": ["pdf"], "cap": 1.5}},
-        ],
-        stop_reason="tool_use",
-        usage={"input_tokens": 11, "output_tokens": 5, "cache_read_input_tokens": 100,
-               "cache_creation_input_tokens": 20},
-    )  # fmt: skip
-    canned.json(whole)
-    completed = await adapter(canned).complete(request_)
-    assert streamed == completed
-    recorded = [
-        CODEC.encode(ModelResponded(turn=1, response=r, duration_ms=0), recorded_at=0).body
-        for r in (streamed, completed)
-    ]
-    assert recorded[0] == recorded[1]
-    assert [(d.kind, d.index, d.text, d.call_id, d.name) for d in deltas] == [
-        ("text", 0, "Let me ", "", ""),
-        ("text", 0, "check.", "", ""),
-        ("tool_call", 1, "", "toolu_1", "skills.load"),
-        ("tool_call", 1, '{"names": ["pd', "", ""),
-        ("tool_call", 1, 'f"], "cap": 1.5}', "", ""),
-    ]
-
-
-async def test_an_error_event_mid_stream_is_a_retryable_model_error(
-    canned: Canned, request_: ModelRequest
-) -> None:
-    broken = [*STREAM[:4], {"type": "error", "error": {"type": "overloaded_error",
-                                                       "message": "Overloaded"}}]  # fmt: skip
-    canned.reply(_sse(broken))
-    with pytest.raises(ModelError) as info:
-        await adapter(canned).stream(request_, lambda d: None)
-    assert info.value.retryable and "Overloaded" in str(info.value)
