@@ -17,7 +17,7 @@ log (each seq once, in order, hashes equal). Printed:
 - submission latency, the rate achieved, sessions ended.
 
     .venv/bin/python bench/service.py [--rate 50] [--seconds 60] [--followers 200]
-                                      [--postgres] [--demo]
+                                      [--postgres] [--demo] [--separate-worker]
 
 The sessions load a skill, read one of its files and answer (16 events, no script):
 the service is what is measured. ``--demo`` runs the demo's sessions instead, with a
@@ -204,11 +204,17 @@ def start_server(tmp: Path, db: str, args: argparse.Namespace) -> tuple[subproce
     env = {**os.environ, "SKILLOG_CONFIG": str(tmp / "config.yaml"), "HOME": str(tmp)}
     start = module(HERE.parent / "tests" / "service" / "test_cli_serve.py").start
     proc: subprocess.Popen[str]
-    proc, url = start(
-        tmp, env, "--db", db, "--model", f"scripted:{model}", "--skills", str(DEMO / "skills"),
-        "--tier", "org", "--concurrency", str(args.concurrency), "--poll-ms", str(args.poll_ms),
-        "--project", str(tmp),
-    )  # fmt: skip
+    common = [
+        "--skills", str(DEMO / "skills"), "--tier", "org", "--concurrency", str(args.concurrency),
+        "--poll-ms", str(args.poll_ms), "--project", str(tmp),
+    ]  # fmt: skip
+    workers = ["--workers", "0"] if args.separate_worker else []
+    proc, url = start(tmp, env, "--db", db, "--model", f"scripted:{model}", *common, *workers)
+    if args.separate_worker:  # the worker in a process of its own, on the same log
+        args.worker = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "worker", "--db", db, *common],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
     return proc, url
 
 
@@ -238,15 +244,18 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
             await trio.sleep(args.rest)  # no load: does memory come back?
             nursery.cancel_scope.cancel()
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        for process in (proc, getattr(args, "worker", None)):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=60)
     idle_counts = await check(db, idle)
     delivered, missed, duplicated = await check(db, load)
     sessions = len(load.submitted)
     print(f"service bench ({args.label}): {sessions} sessions submitted at {args.rate:g}/s for "
           f"{args.seconds:g} s ({sessions / args.seconds:.1f}/s achieved), {args.followers} SSE "
           f"followers; all followed sessions ended {elapsed:.1f} s after the first submission "
-          f"(1 in-process worker, concurrency {args.concurrency})")  # fmt: skip
+          f"(1 {'separate' if args.separate_worker else 'in-process'} worker, "
+          f"concurrency {args.concurrency})")  # fmt: skip
     print(f"  sessions ended: {await ended_sessions(db)} of {sessions + len(idle.submitted)}")
     print(f"  follows: {len(load.follows)}, at most {load.most_connected} connected at once")
     print(f"  events delivered over SSE: {delivered}; missed {missed}, duplicated {duplicated} "
@@ -281,6 +290,10 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=300.0, help="for the stragglers (s)")
     parser.add_argument("--rest", type=float, default=10.0, help="idle sampling after (s)")
     parser.add_argument("--demo", action="store_true", help="the demo's sessions (a script each)")
+    parser.add_argument(
+        "--separate-worker", action="store_true",
+        help="serve --workers 0 and one `skillog worker` process (the HTTP loop apart)",
+    )  # fmt: skip
     parser.add_argument(
         "--postgres", action="store_true",
         help="on a throwaway PostgreSQL cluster (tests/pgcluster.py) instead of SQLite",

@@ -39,7 +39,7 @@ from ._events import (
     SessionSuspended,
     UserMessage,
 )
-from ._streams import LEASE_PREFIX, LOG_STREAMS, QUEUED, lease_stream
+from ._streams import LEASE_PREFIX, QUEUED, is_session_stream, lease_stream
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -86,7 +86,7 @@ class SessionProjection:
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
             return stream[len(LEASE_PREFIX) :] or None
-        return None if stream in LOG_STREAMS else stream
+        return stream if is_session_stream(stream) else None
 
     def streams(self, key: str) -> list[str]:
         """The streams a session's row gathers: archived together or not at all."""

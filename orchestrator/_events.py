@@ -905,6 +905,34 @@ class SessionEnded(Event, frozen=True, kw_only=True):
     error: str | None = None
 
 
+class WebhookSending(Event, frozen=True, kw_only=True):
+    """The service is about to POST a notification, written ahead in the stream
+    ``webhook/<delivery>`` (never in a session's: a session's hashes do not depend on a
+    receiver): ``delivery`` the notified event's hash, ``attempt`` from 1, ``kind`` the
+    notification, ``session`` and ``seq`` the event notified, ``sender`` the server."""
+
+    event_type: ClassVar[str] = "webhook.sending"
+    delivery: str
+    attempt: int
+    kind: str
+    session: str
+    seq: int
+    sender: str
+
+
+class WebhookSent(Event, frozen=True, kw_only=True):
+    """The outcome of the attempt just announced: ``status`` the receiver's HTTP status
+    (0 when none came), ``error`` why it failed, ``outcome`` ``delivered``, ``retrying``
+    (another attempt follows) or ``failed`` (the last one)."""
+
+    event_type: ClassVar[str] = "webhook.sent"
+    delivery: str
+    attempt: int
+    outcome: Literal["delivered", "retrying", "failed"]
+    status: int = 0
+    error: str | None = None
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     SessionStarted,
     SessionForked,
@@ -949,6 +977,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     LeaseRenewed,
     LeaseReleased,
     SessionEnded,
+    WebhookSending,
+    WebhookSent,
 )
 
 CODEC: Codec[Event] = Codec(EVENT_TYPES)

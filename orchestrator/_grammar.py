@@ -47,12 +47,19 @@ import msgspec
 from eventlog import split_type
 
 from ._events import EVENT_TYPES
-from ._streams import INDEX_STREAM, INSTALL_STREAM, LEASE_PREFIX, MAINTENANCE_STREAM, QUEUED
+from ._streams import (
+    INDEX_STREAM,
+    INSTALL_STREAM,
+    LEASE_PREFIX,
+    MAINTENANCE_STREAM,
+    QUEUED,
+    WEBHOOK_PREFIX,
+)
 
 RULES: dict[str, str] = {
     "unknown_type": "an event type the runtime does not write",
     "malformed_body": "a body without the fields its type always has",
-    "wrong_stream": "a lease or index event in a session, or a session event elsewhere",
+    "wrong_stream": "a lease, index or webhook event in a session, or a session event elsewhere",
     "not_started": "a session whose first event (after session.forked) is not session.started",
     "second_start": "session.started again",
     "fork_after_start": "session.forked after session.started",
@@ -88,6 +95,10 @@ RULES: dict[str, str] = {
     "lease_wrong_session": "lease.acquired naming another session than its stream's",
     "lease_not_held": "lease.renewed or lease.released not right after the same worker's hold",
     "lease_queued_late": "lease.released with outcome queued after the stream's first event",
+    "webhook_wrong_delivery": "a webhook event naming another delivery than its stream's",
+    "webhook_order": "webhook.sending not one past the last attempt's outcome, or webhook.sent "
+    "not for the attempt just announced",
+    "webhook_after_final": "a webhook attempt after a delivered or failed outcome",
 }
 """Every rule, by the identifier a violation names, and what breaks it."""
 
@@ -167,6 +178,17 @@ class _Acquired(msgspec.Struct):
     worker: str
 
 
+class _Attempt(msgspec.Struct):
+    delivery: str
+    attempt: int
+
+
+class _Sent(msgspec.Struct):
+    delivery: str
+    attempt: int
+    outcome: str
+
+
 class _Renewed(msgspec.Struct):
     worker: str
 
@@ -185,6 +207,7 @@ _CALLED, _COMPLETED, _RESOLVED = _decoder(_Called), _decoder(_Completed), _decod
 _SUSPENDED, _RESPONDED, _ENDED = _decoder(_Suspended), _decoder(_Responded), _decoder(_Ended)
 _ACQUIRED, _RENEWED, _RELEASED = _decoder(_Acquired), _decoder(_Renewed), _decoder(_Released)
 _FAILED = _decoder(_Failed)
+_ATTEMPT, _SENT = _decoder(_Attempt), _decoder(_Sent)
 
 KNOWN_TAGS = frozenset(t.event_type for t in EVENT_TYPES)
 LEASE_TAGS = frozenset({"lease.acquired", "lease.renewed", "lease.released"})
@@ -192,6 +215,7 @@ INDEX_TAG = "catalog.indexed"
 ARCHIVED_TAG = "log.archived"
 INDEX_TAGS = frozenset({INDEX_TAG, "skill.env_built"})
 INSTALL_TAG = "skills.installed"
+WEBHOOK_TAGS = frozenset({"webhook.sending", "webhook.sent"})
 
 # A call's progress within its turn: asked for by the model, its intent recorded, its
 # approval asked for, approved, denied, its effect (or refusal) under way, resolved.
@@ -340,8 +364,10 @@ class SessionGrammar(GrammarCheck):
                 self.unchecked = True
                 return
             raise _Broken("unknown_type", f"type {tag!r} is not an event the runtime writes")
-        if tag in LEASE_TAGS or tag in (INDEX_TAG, INSTALL_TAG):
-            raise _Broken("wrong_stream", f"{tag} belongs in a lease, index or install stream")
+        if tag in LEASE_TAGS or tag in (INDEX_TAG, INSTALL_TAG) or tag in WEBHOOK_TAGS:
+            raise _Broken(
+                "wrong_stream", f"{tag} belongs in a lease, index, install or webhook stream"
+            )
         if phase == self.ENDED:
             raise _Broken("after_end", f"{tag} after session.ended")
         if tag == "session.started":
@@ -610,10 +636,46 @@ class InstallGrammar(GrammarCheck):
             raise _Broken("wrong_stream", f"{tag} in the skills install stream")
 
 
+class WebhookGrammar(GrammarCheck):
+    """``webhook/<delivery>``: attempts numbered from 1, each ``webhook.sending`` (written
+    ahead) then its ``webhook.sent``, nothing after a ``delivered`` or ``failed`` one
+    (the service's ``_notify``). A server that stopped between the two leaves the last
+    attempt open: a prefix, valid as every prefix is."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.delivery = stream[len(WEBHOOK_PREFIX) :]
+        self.attempt, self.open, self.final = 0, False, False
+
+    def step(self, seq: int, tag: str, body: bytes) -> None:
+        if tag not in WEBHOOK_TAGS:
+            raise _Broken("wrong_stream", f"{tag} in a webhook stream")
+        sent = _SENT(body) if tag == "webhook.sent" else None
+        attempt = sent or _ATTEMPT(body)
+        if attempt.delivery != self.delivery:
+            raise _Broken(
+                "webhook_wrong_delivery", f"delivery {attempt.delivery!r} in {self.stream!r}"
+            )
+        if self.final:
+            raise _Broken(
+                "webhook_after_final", f"{tag} (attempt {attempt.attempt}) after the last"
+            )
+        if sent is None:
+            if self.open or attempt.attempt != self.attempt + 1:
+                raise _Broken("webhook_order", f"attempt {attempt.attempt} after {self.attempt}")
+            self.attempt, self.open = attempt.attempt, True
+            return
+        if not self.open or sent.attempt != self.attempt:
+            raise _Broken("webhook_order", f"outcome of attempt {sent.attempt}, not announced")
+        self.open, self.final = False, sent.outcome != "retrying"
+
+
 def session_grammar(stream: str) -> GrammarCheck:
     """The grammar of ``stream`` by its id: the hook :func:`eventlog.verify` takes."""
     if stream.startswith(LEASE_PREFIX):
         return LeaseGrammar(stream)
+    if stream.startswith(WEBHOOK_PREFIX):
+        return WebhookGrammar(stream)
     if stream == INDEX_STREAM:
         return IndexGrammar(stream)
     if stream == MAINTENANCE_STREAM:

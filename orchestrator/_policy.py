@@ -663,6 +663,28 @@ def allowlist_reason(rules: Allowlist, tool: str, path: str = "") -> str:
     )
 
 
+def budget_cost(
+    budget: Budget,
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cached: tuple[int, int] = (0, 0),
+) -> int | None:
+    """What these tokens cost in micro-USD at the budget's ``prices`` for ``model``
+    (cached input at its ``cache_prices``, when it has them), or None when it has no
+    price for the model (pure; the budget check and the trace both use it)."""
+    price = next((p for p in budget.prices if p[0] == model), None)
+    if price is None:
+        return None
+    read, written = cached
+    cache = next((p for p in budget.cache_prices if p[0] == model), None)
+    uncached = input_tokens - (read + written if cache is not None else 0)
+    spent = uncached * price[1] + output_tokens * price[2]
+    if cache is not None:  # the input price otherwise (``uncached`` has them)
+        spent += read * cache[1] + written * cache[2]
+    return spent // 1_000_000
+
+
 def over_budget(
     budget: Budget,
     model: str,
@@ -678,17 +700,9 @@ def over_budget(
     if budget.output_tokens and output_tokens >= budget.output_tokens:
         return f"tokens: {output_tokens} output tokens, the budget is {budget.output_tokens}"
     if budget.cost_micro_usd:
-        price = next((p for p in budget.prices if p[0] == model), None)
-        if price is not None:
-            read, written = cached
-            cache = next((p for p in budget.cache_prices if p[0] == model), None)
-            uncached = input_tokens - (read + written if cache is not None else 0)
-            spent = uncached * price[1] + output_tokens * price[2]
-            if cache is not None:  # the input price otherwise (``uncached`` has them)
-                spent += read * cache[1] + written * cache[2]
-            cost = spent // 1_000_000
-            if cost >= budget.cost_micro_usd:
-                return f"cost: about {cost} micro-USD spent, the budget is {budget.cost_micro_usd}"
+        cost = budget_cost(budget, model, input_tokens, output_tokens, cached)
+        if cost is not None and cost >= budget.cost_micro_usd:
+            return f"cost: about {cost} micro-USD spent, the budget is {budget.cost_micro_usd}"
     if budget.wall_ms and wall_ms >= budget.wall_ms:
         return f"wall time: {wall_ms} ms, the budget is {budget.wall_ms} ms"
     return None

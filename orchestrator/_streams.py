@@ -26,6 +26,16 @@ the same name as ``eventlog._tombstone.MAINTENANCE_STREAM``, kept here as plain 
 like the others so this module imports nothing."""
 
 
+WEBHOOK_PREFIX = "webhook/"
+"""Every ``webhook/<delivery>`` stream records one notification's attempts (the
+service's ``_notify``): about the log, in it, but in no session."""
+
+
+def webhook_stream(delivery: str) -> str:
+    """The stream of the notification ``delivery`` (the notified event's hash)."""
+    return f"{WEBHOOK_PREFIX}{delivery}"
+
+
 def lease_stream(session_id: str) -> str:
     """The lease stream of ``session_id``."""
     return f"{LEASE_PREFIX}{session_id}"
@@ -36,6 +46,6 @@ LOG_STREAMS = frozenset({INDEX_STREAM, INSTALL_STREAM, MAINTENANCE_STREAM})
 
 
 def is_session_stream(stream: str) -> bool:
-    """Sessions are every stream but the fleet's leases, the indexing runs, the installs
-    and the log's maintenance."""
-    return stream not in LOG_STREAMS and not stream.startswith(LEASE_PREFIX)
+    """Sessions are every stream but the fleet's leases, the indexing runs, the installs,
+    the log's maintenance and the webhook deliveries."""
+    return stream not in LOG_STREAMS and not stream.startswith((LEASE_PREFIX, WEBHOOK_PREFIX))

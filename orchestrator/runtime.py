@@ -18,6 +18,7 @@ from ._effects import McpTask as McpTask
 from ._loop import MAX_RESPONSE_CHARS as MAX_RESPONSE_CHARS
 from ._model import ModelErrorKind as ModelErrorKind
 from ._model import StopReason as StopReason
+from ._policy import budget_cost as budget_cost
 from ._streams import LEASE_PREFIX as LEASE_PREFIX
 from ._streams import is_session_stream as is_session_stream
 from ._visibility import RefreshContext as RefreshContext
@@ -31,6 +32,7 @@ __all__ = [
     "ModelErrorKind",
     "RefreshContext",
     "StopReason",
+    "budget_cost",
     "composer",
     "is_session_stream",
     "summary_request",

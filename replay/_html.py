@@ -40,16 +40,18 @@ style and script run, nothing is fetched."""
 _STATE = {True: "ok", False: "fail", None: "unchecked"}
 
 
-def render_html(audit: Audit, *, generator: str = "skillog") -> str:
+def render_html(audit: Audit, *, generator: str = "skillog", back: str | None = None) -> str:
     """The report of ``audit`` as one HTML document: the verdict first, then the
-    session's summary, its timeline, its recorded prompts and any drift."""
+    session's summary, its timeline, its recorded prompts and any drift. ``back``: a
+    same-site path the header links to (the service's page of the session)."""
     sid = escape(audit.session)
+    nav = f'<nav><a id="back" href="{escape(back)}">Back to the session</a></nav>' if back else ""
     parts = [
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>",
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Audit report {sid}</title><style>{_CSS}</style></head><body>",
-        f"<header><h1>Audit report: session <code>{sid}</code></h1>",
+        f"<header>{nav}<h1>Audit report: session <code>{sid}</code></h1>",
         f'<p class="meta">{audit.events} events; written from the log alone by '
         f"{escape(generator)}</p></header>",
         _verdict(audit),

@@ -34,9 +34,11 @@ from orchestrator import (
     ToolCalled,
     ToolCompleted,
     ToolInterrupted,
+    Usage,
     UserMessage,
 )
 from orchestrator import Event as Body
+from orchestrator.runtime import budget_cost
 
 from ._recording import Recording, turn_at
 
@@ -61,11 +63,12 @@ def timeline(recording: Recording) -> list[TimelineEntry]:
     """The audit entries of ``recording`` in log order (events an auditor does not
     need, such as ``catalog.snapshot``, are left out)."""
     turns = turn_at(recording.bodies)
+    config = next((b for b in recording.bodies if isinstance(b, SessionStarted)), None)
     out: list[TimelineEntry] = []
     # By index, not seq: a log that does not verify (a row after a gap in the seqs)
     # is still shown, with the verdict saying what is wrong with it.
     for i, (event, body) in enumerate(zip(recording.events, recording.bodies, strict=True)):
-        for kind, what, details in _describe(body):
+        for kind, what, details in _describe(body, config):
             out.append(
                 TimelineEntry(
                     seq=event.seq,
@@ -91,7 +94,19 @@ def iso_time(ns: int) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{ns % 1_000_000_000 // 1_000_000:03d}Z"
 
 
-def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
+def _cost(config: SessionStarted | None, usage: Usage) -> int | None:
+    """The call's cost at the session's budget prices (micro-USD), or None."""
+    if config is None:
+        return None
+    cached = (usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
+    return budget_cost(
+        config.policy.budget, config.model, usage.input_tokens, usage.output_tokens, cached
+    )
+
+
+def _describe(
+    body: Body, config: SessionStarted | None = None
+) -> Iterator[tuple[str, str, dict[str, Detail]]]:
     match body:
         case SessionStarted():
             yield (
@@ -166,6 +181,9 @@ def _describe(body: Body) -> Iterator[tuple[str, str, dict[str, Detail]]]:
                     "input_tokens": usage.input_tokens,
                     "output_tokens": usage.output_tokens,
                     "duration_ms": body.duration_ms,
+                    "cache_read_tokens": usage.cache_read_input_tokens,
+                    "cache_write_tokens": usage.cache_creation_input_tokens,
+                    "cost_micro_usd": _cost(config, usage),
                     "response_id": body.response.id,
                     "text": _clip(_text(body.response.parts), 300),
                 },

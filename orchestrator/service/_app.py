@@ -16,23 +16,33 @@ from starlette.routing import BaseRoute, Route
 
 from eventlog import SkillogError
 
+from . import _actions as actions
 from . import _console as console
+from . import _console_list as listing
 from . import _routes as api
 from . import _token_admin as tokens
+from . import _trace as trace
 from ._context import ServiceContext
 from ._errors import ApiError, handle
 from ._guard import Guard
 from ._openapi import Operation, openapi
 from ._schemas import (
     ApprovalList,
+    BulkDecisionOut,
+    BulkDecisionRequest,
+    Cancelled,
+    CancelRequest,
     DecisionOut,
     DecisionRequest,
     EventPage,
     ExportOut,
     ExportRequest,
+    Forked,
+    ForkRequest,
     Health,
     LoginRequest,
     ReplayOut,
+    Resumed,
     SessionList,
     SessionView,
     SubmitRequest,
@@ -41,6 +51,7 @@ from ._schemas import (
     TokenList,
     TokenRequest,
     TokenRevoked,
+    TraceOut,
     VerifyOut,
     WhoAmI,
 )
@@ -112,6 +123,16 @@ API: list[tuple[Operation, Handler]] = [
     ),
     (
         Operation(
+            "GET",
+            S + "/trace",
+            "the session as a trace: the audit timeline's rows, prompt diffs, script output",
+            "viewer",
+            response=TraceOut,
+        ),
+        trace.trace,
+    ),
+    (
+        Operation(
             "GET", S + "/verify", "verify the session's hash chain", "viewer", response=VerifyOut
         ),
         api.verify_session,
@@ -172,6 +193,51 @@ API: list[tuple[Operation, Handler]] = [
     (
         Operation(
             "POST",
+            S + "/cancel",
+            "cancel the session (recorded; open calls resolved by effect class)",
+            "submitter",
+            CancelRequest,
+            Cancelled,
+        ),
+        actions.cancel,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/resume",
+            "hand a suspended or failed session back to the workers",
+            "submitter",
+            response=Resumed,
+            status=202,
+        ),
+        actions.resume,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/fork",
+            "a new session from the events 0..at_seq, queued for the workers",
+            "submitter",
+            ForkRequest,
+            Forked,
+            201,
+        ),
+        actions.fork,
+    ),
+    (
+        Operation(
+            "POST",
+            "/api/approvals/decide",
+            "one decision (with a reason) for many pending requests",
+            "approver",
+            BulkDecisionRequest,
+            BulkDecisionOut,
+        ),
+        actions.decide_many,
+    ),
+    (
+        Operation(
+            "POST",
             "/api/login",
             "open a console session (its id in an HttpOnly cookie) from a token",
             None,
@@ -228,6 +294,7 @@ def create_app(ctx: ServiceContext) -> Starlette:
     routes: list[BaseRoute] = [Route(op.path, handler, methods=[op.method]) for op, handler in API]
     routes.append(Route("/openapi.json", openapi_json, methods=["GET"]))
     routes.extend(console.ROUTES)
+    routes.extend(listing.ROUTES)
     routes.append(Route("/console/tokens", tokens.tokens_page))
     errors = (ApiError, msgspec.ValidationError, msgspec.DecodeError, SkillogError, HTTPException)
     app = Starlette(

@@ -7,7 +7,6 @@ it), so a skill description or tool argument holding markup renders as text.
 
 from __future__ import annotations
 
-import time
 from html import escape
 from pathlib import Path
 
@@ -15,14 +14,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from eventlog._catalog import Listing
-
 from .._approvals import PendingApproval, pending_approvals
+from .._display import hidden_path, shown_html
 from .._events import PolicyConfig
 from .._fleet import session_config
 from .._policy import suggested_rule
 from .._session import SessionNotFoundError
-from .._session_list import STATES, age, session_rows, status_text, when
+from .._session_list import status_text, when
+from .._state import SessionState
 from ._auth import Principal, token_digest
 from ._errors import ApiError
 from ._guard import COOKIE
@@ -53,7 +52,10 @@ def page(title: str, content: str, who: Principal | None) -> HTMLResponse:
         f"<title>{escape(title)} · skillog</title>"
         '<link rel="stylesheet" href="/static/console.css">'
         '<script src="/static/console.js" defer></script></head>'
-        f"<body><header><h1>skillog</h1>{nav}</header><main>{content}</main></body></html>"
+        f"<body><header><h1>skillog</h1>{nav}</header>"
+        '<p id="offline" class="message error" hidden>The server does not answer: actions '
+        "are disabled until it does again.</p>"
+        f"<main>{content}</main></body></html>"
     )
 
 
@@ -100,75 +102,6 @@ async def logout(request: Request) -> Response:
     return response
 
 
-PAGE = 100
-TASK_SHOWN = 160
-
-
-def _options(values: list[str], chosen: str, everything: str) -> str:
-    return f'<option value="">{everything}</option>' + "".join(
-        f"<option{' selected' if v == chosen else ''}>{escape(v)}</option>" for v in values
-    )
-
-
-async def sessions_page(request: Request) -> Response:
-    """The latest sessions with their tasks, newest first, from the session catalog;
-    filtered by status and text of the task (by the catalog) and model (``?status=
-    &model=&q=``, a plain GET form: the URL is shareable); ``PAGE`` at most."""
-    who = require(request, "viewer")
-    ctx = context(request)
-    now = time.time_ns()
-    params = request.query_params
-    status, model, q = (params.get(k, "")[:200] for k in ("status", "model", "q"))
-    listing = Listing(
-        limit=PAGE, status=(status,) if status in STATES else (), search=q.strip() or None
-    )
-    found = await session_rows(ctx.store, listing)
-    shown = [r for r in found if not model or shown_model(r.model) == model]
-    rows = "".join(
-        f'<tr data-state="{escape(r.state)}"><td class="task" title="{escape(r.task)}">'
-        f'<a href="/console/sessions/{escape(r.session)}">'
-        f"{escape(_cut(r.task) or '(no task)')}</a><br><code>{escape(r.session)}</code></td>"
-        f"<td>{escape(r.started)}</td>"
-        f"<td>{age(now - r.started_ns)}</td><td>{escape(shown_model(r.model))}</td>"
-        f"<td>{r.turns}</td><td>{r.events}</td>"
-        f"<td>{escape(' · '.join(filter(None, (r.status, r.parent))))}</td>"
-        f"<td>{r.pending_approvals}</td><td>{escape(', '.join(r.workers))}</td></tr>"
-        for r in shown
-    )
-    known = sorted({shown_model(r.model) for r in found} | {shown_model(m) for m in ctx.models})
-    filters = (
-        '<form id="filters" method="get" action="/console">'
-        f'<label>Status <select name="status">{_options(list(STATES), status, "any")}'
-        "</select></label> "
-        f'<label>Model <select name="model">{_options(known, model, "any")}</select></label> '
-        f'<label>Task <input name="q" type="search" value="{escape(q)}" maxlength="200">'
-        '</label> <button type="submit">Filter</button> '
-        f'<span id="count">{len(shown)} shown{" (the latest)" if len(found) == PAGE else ""}'
-        "</span></form>"
-    )
-    table = (
-        "<table id=sessions><thead><tr><th>task · session</th><th>started (UTC)</th>"
-        "<th>age</th><th>model</th><th>turns</th><th>events</th><th>status</th>"
-        f"<th>pending</th><th>workers</th></tr></thead><tbody>{rows}</tbody></table>"
-    )
-    submit = ""
-    if who.may("submitter"):
-        models = "".join(f"<option>{escape(shown_model(m))}</option>" for m in ctx.models)
-        presets = "".join(f"<option>{escape(p)}</option>" for p in ctx.policies)
-        submit = (
-            '<form id="submit"><h2>New task</h2><textarea id="task" rows="3" required>'
-            f'</textarea><label>Model <select id="model">{models}</select></label> '
-            f'<label>Policy <select id="policy">{presets}</select></label> '
-            '<button type="submit">Submit</button><p id="message" class="message"></p></form>'
-        )
-    return page("sessions", f"<h2>Sessions</h2>{filters}{table}{submit}", who)
-
-
-def _cut(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= TASK_SHOWN else line[: TASK_SHOWN - 1] + "…"
-
-
 def unknown_session(sid: str, who: Principal) -> Response:
     """The page for a session id this log does not hold (404), with the way back."""
     content = (
@@ -203,6 +136,7 @@ async def session_page(request: Request) -> Response:
         f'<a href="/api/sessions/{escape(sid)}/verify">verify</a> · '
         f'<a href="/api/sessions/{escape(sid)}/replay">replay proof</a> · '
         f'<a id="audit" href="/console/sessions/{escape(sid)}/audit">audit report</a></p>'
+        f"{_actions(state, who)}"
         f'<h3>Skills available</h3><ul id="catalog">{skills}</ul>'
         f'<h3>Pending approvals</h3><div id="approvals">'
         f"{_approvals(pending, {sid: state.config.policy}, who)}</div>"
@@ -212,6 +146,33 @@ async def session_page(request: Request) -> Response:
         '<ol id="events" start="0"></ol></details></section>'
     )
     return page(f"session {sid}", content, who)
+
+
+def _actions(state: SessionState, who: Principal) -> str:
+    """Cancel, resume and fork (from the seq typed here or an event's own button), for
+    a submitter; each result stays on the page until dismissed."""
+    can = who.may("submitter")
+    ended = state.status == "ended"
+
+    def button(action: str, label: str, usable: bool) -> str:
+        off = "" if usable else " disabled"
+        return f'<button type="button" class="action" data-action="{action}"{off}>{label}</button>'
+
+    return (
+        f'<div id="actions" data-can="{"1" if can else ""}">'
+        '<label>Reason <input id="action-reason" maxlength="2000"></label> '
+        + button("cancel", "Cancel session", can and not ended)
+        + " "
+        + button("resume", "Resume", can and not ended)
+        + ' <label>Fork at seq <input id="fork-at" type="number" min="0" '
+        f'max="{state.seq}" value="{state.seq}"></label> '
+        + button("fork", "Fork", can)
+        + '<div id="confirm" hidden><span>Cancel this session? Its open calls are '
+        "closed by their effect class and it cannot go on afterwards.</span> "
+        '<button type="button" class="action" data-action="cancel-yes">Yes, cancel it</button> '
+        '<button type="button" id="confirm-no">No</button></div></div>'
+        '<div id="notices" aria-live="polite"></div>'
+    )
 
 
 async def audit_page(request: Request) -> Response:
@@ -226,7 +187,12 @@ async def audit_page(request: Request) -> Response:
     store = context(request).store
     if await session_config(store, sid) is None:
         return unknown_session(sid, who)
-    report = render_html(await audit_session(store, sid), generator="the skillog service")
+    report = render_html(
+        await audit_session(store, sid),
+        generator="the skillog service",
+        back=f"/console/sessions/{sid}",
+    )
+    report = shown_html(report, hidden_path(await session_config(store, sid)))
     return HTMLResponse(report, headers={"content-security-policy": CSP})
 
 
@@ -257,7 +223,17 @@ async def approvals_page(request: Request) -> Response:
     new requests and removing those decided elsewhere (a reason being typed stays)."""
     who = require(request, "viewer")
     panel = await _inbox(request, who)
-    return page("approvals", f'<h2>Pending approvals</h2><div id="inbox">{panel}</div>', who)
+    bulk = ""
+    if who.may("approver"):
+        bulk = (
+            '<div id="bulk"><label><input type="checkbox" id="pick-all"> all</label> '
+            '<label>Reason <input id="bulk-reason" maxlength="2000"></label> '
+            '<button type="button" class="bulk" data-verdict="approve">Approve selected</button> '
+            '<button type="button" class="bulk" data-verdict="deny">Deny selected</button></div>'
+            '<div id="notices" aria-live="polite"></div>'
+        )
+    content = f'<h2>Pending approvals</h2>{bulk}<div id="inbox">{panel}</div>'
+    return page("approvals", content, who)
 
 
 async def inbox_fragment(request: Request) -> Response:
@@ -274,6 +250,8 @@ def _approvals(
     if not pending:
         return '<p class="none">none</p>'
     can = "" if who.may("approver") else " disabled"
+    pick = '<label class="pick"><input type="checkbox" class="pick"> select</label>'
+    pick = "" if can else pick
     items = []
     for p in pending:
         policy = policies.get(p.session_id)
@@ -286,7 +264,7 @@ def _approvals(
         expiry = f"<dt>expires</dt><dd>{when(p.expires_at)} UTC</dd>" if p.expires_at else ""
         items.append(
             f'<article class="approval" data-session="{escape(p.session_id)}" '
-            f'data-call="{escape(p.call_id)}"><dl>'
+            f'data-call="{escape(p.call_id)}">{pick}<dl>'
             f'<dt>session</dt><dd><a href="/console/sessions/{escape(p.session_id)}">'
             f"{escape(p.session_id)}</a></dd>"
             f"<dt>call</dt><dd>{escape(p.call_id)}</dd>"
@@ -334,7 +312,6 @@ async def home(request: Request) -> Response:
 
 ROUTES: list[BaseRoute] = [
     Route("/", home),
-    Route("/console", sessions_page),
     Route("/console/login", login_page),
     Route("/console/approvals", approvals_page),
     Route("/console/approvals/inbox", inbox_fragment),

@@ -11,7 +11,12 @@ every retry and from every server: a receiver drops what it has seen);
 secret (compare it in constant time). A refused or failed delivery (network error,
 timeout, 429 or 5xx) is retried with exponential backoff; another 4xx is final. Each
 outcome is logged on ``skillog.webhook`` (delivered after N attempts, or failed and
-why). Nothing here writes to the log: a notification is about the log, not in it.
+why) and recorded in the log, in a stream of its own per delivery (``webhook/<delivery
+id>``, never a session's: a session's hashes do not depend on a receiver): each attempt
+written ahead as ``webhook.sending``, its outcome as ``webhook.sent`` (status, error,
+``delivered``/``retrying``/``failed``), checked by the webhook grammar in ``log
+verify``. The first attempt's record claims the delivery, so with several servers on
+one log, one of them notifies each event.
 """
 
 from __future__ import annotations
@@ -19,15 +24,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import msgspec
 import trio
 
-from eventlog import Event, EventStore, SkillogError, closing
+from eventlog import ConcurrencyError, Event, EventStore, SkillogError, closing
 from eventlog._terminal import visible
+
+from .._events import CODEC, WebhookSending, WebhookSent
+from .._fleet import driver_name
+from .._streams import webhook_stream
 
 log = logging.getLogger("skillog.webhook")
 
@@ -37,6 +49,7 @@ class WebhookError(SkillogError):
 
 
 KINDS = ("approval.requested", "session.ended")
+Outcome = Literal["delivered", "retrying", "failed"]
 MAX_IN_FLIGHT = 8
 
 
@@ -121,30 +134,86 @@ def _post(hook: Webhook, kind: str, delivery: str, body: bytes) -> int:
         return int(e.code)
 
 
-async def deliver(hook: Webhook, kind: str, delivery: str, body: bytes) -> tuple[bool, int, str]:
-    """Deliver one notification with retries: (delivered, attempts, last outcome)."""
-    outcome = ""
+async def _attempt(hook: Webhook, kind: str, delivery: str, body: bytes) -> tuple[int, str | None]:
+    """One POST: (HTTP status, None) or (0, the error)."""
+    try:
+        return await trio.to_thread.run_sync(_post, hook, kind, delivery, body), None
+    except (OSError, ValueError) as e:
+        return 0, str(e)
+
+
+def _outcome(status: int, attempt: int, attempts: int) -> Outcome:
+    if 200 <= status < 300:
+        return "delivered"
+    final = attempt >= attempts or (status != 0 and status < 500 and status != 429)
+    return "failed" if final else "retrying"  # another 4xx: the receiver refuses it
+
+
+class DeliveryTakenError(SkillogError):
+    """Another server records (and makes) this delivery: this one leaves it alone."""
+
+
+async def deliver(
+    hook: Webhook,
+    kind: str,
+    event: Event,
+    body: bytes,
+    *,
+    store: EventStore,
+    sender: str,
+    clock: Callable[[], int] = time.time_ns,
+) -> tuple[bool, int, str]:
+    """Deliver the notification of ``event`` with retries, each attempt written ahead
+    (``webhook.sending``) and its outcome after (``webhook.sent``) in the stream
+    ``webhook/<event hash>``: (delivered, attempts, last outcome). The first attempt's
+    record claims the delivery: when another server's is there first,
+    :class:`DeliveryTakenError` (nothing was sent)."""
+    delivery, stream = event.hash, webhook_stream(event.hash)
+    seq, why = 0, ""
     for attempt in range(1, hook.attempts + 1):
+        sending = WebhookSending(
+            delivery=delivery,
+            attempt=attempt,
+            kind=kind,
+            session=str(event.stream),
+            seq=event.seq,
+            sender=sender,
+        )
         try:
-            status = await trio.to_thread.run_sync(_post, hook, kind, delivery, body)
-        except (OSError, ValueError) as e:
-            outcome = f"error: {e}"
-        else:
-            outcome = f"HTTP {status}"
-            if 200 <= status < 300:
-                return True, attempt, outcome
-            if status < 500 and status != 429:
-                return False, attempt, outcome  # the receiver refuses it: final
-        if attempt < hook.attempts:
-            await trio.sleep(hook.backoff_s * 2 ** (attempt - 1))
-    return False, hook.attempts, outcome
+            await store.append(
+                stream, [CODEC.encode(sending, recorded_at=clock())], expected_seq=seq
+            )
+        except ConcurrencyError as e:
+            if attempt == 1:
+                raise DeliveryTakenError(f"delivery {delivery} is another server's") from e
+            raise
+        status, error = await _attempt(hook, kind, delivery, body)
+        why = f"HTTP {status}" if error is None else f"error: {error}"
+        outcome = _outcome(status, attempt, hook.attempts)
+        sent = WebhookSent(
+            delivery=delivery,
+            attempt=attempt,
+            outcome=outcome,
+            status=status,
+            error=error,
+        )
+        with trio.CancelScope(shield=True):  # the outcome of what was sent is not lost
+            await store.append(
+                stream, [CODEC.encode(sent, recorded_at=clock())], expected_seq=seq + 1
+            )
+        seq += 2
+        if outcome != "retrying":
+            return outcome == "delivered", attempt, why
+        await trio.sleep(hook.backoff_s * 2 ** (attempt - 1))
+    return False, hook.attempts, why  # pragma: no cover - the last attempt is final
 
 
 class Notifier:
     """Follows the log and notifies ``hook`` (see the module docstring)."""
 
-    def __init__(self, store: EventStore, hook: Webhook) -> None:
+    def __init__(self, store: EventStore, hook: Webhook, sender: str = "") -> None:
         self.store, self.hook = store, hook
+        self.sender = sender or driver_name("serve")
         self.outcomes: list[tuple[str, bool, int, str]] = []  # (delivery, ok, attempts, why)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -162,7 +231,11 @@ class Notifier:
 
     async def _one(self, event: Event, kind: str, body: bytes, in_flight: trio.Semaphore) -> None:
         try:
-            ok, attempts, why = await deliver(self.hook, kind, event.hash, body)
+            ok, attempts, why = await deliver(
+                self.hook, kind, event, body, store=self.store, sender=self.sender
+            )
+        except DeliveryTakenError:
+            return  # another server of this log notifies it
         finally:
             in_flight.release()
         self.outcomes.append((event.hash, ok, attempts, why))

@@ -15,25 +15,21 @@ from starlette.responses import Response
 from eventlog import EventStore, Head, closing
 from eventlog._catalog import (
     DEFAULT_LIMIT,
-    CatalogRow,
-    CursorError,
-    Listing,
-    decode_cursor,
-    encode_cursor,
 )
 
 from .._approvals import RememberError, decide_approval, pending_approvals
-from .._catalog import catalog_current
+from .._display import hidden_path
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
 from .._session import SessionNotFoundError
-from .._session_list import STATES, session_rows, status_text
+from .._session_list import status_text
 from .._state import SessionState, apply
 from .._verdict import verdict
 from ..skills import Role
 from ._auth import Principal
 from ._context import ServiceContext
 from ._errors import ApiError
+from ._finding import filters_of, find
 from ._schemas import (
     ActiveSkillOut,
     ApprovalList,
@@ -163,47 +159,15 @@ async def whoami(request: Request) -> Response:
     return json(WhoAmI(name=principal.name, roles=sorted(principal.roles)))
 
 
-async def _cursor_here(store: EventStore, after: tuple[int, str]) -> bool:
-    """Whether the session a cursor names is in this log, started when it says."""
-    if not await catalog_current(store):
-        return True  # no catalog: the page is found by folding, any position will do
-    row = await store.catalog_row(after[1])  # type: ignore[attr-defined]
-    return row is not None and row.created_at == after[0]
-
-
 async def list_sessions(request: Request) -> Response:
     """A page of sessions from the catalog, most recent first: ``limit`` (50, at most
     1000), ``cursor`` (the previous page's ``next``), ``status`` (repeatable), ``q``
-    (text in the task)."""
+    (text in the task), ``model``, ``submitter``, ``since`` and ``until`` (UTC dates or
+    times); see ``_finding``."""
     require(request, "viewer")
     limit = query_int(request, "limit", DEFAULT_LIMIT, MAX_PAGE) or DEFAULT_LIMIT
-    statuses = tuple(request.query_params.getlist("status"))
-    unknown = [s for s in statuses if s not in STATES]
-    if unknown:
-        raise ApiError(422, f"status must be one of {', '.join(STATES)}", "query.status")
-    cursor = request.query_params.get("cursor")
-    try:
-        after = decode_cursor(cursor) if cursor else None
-    except CursorError as e:
-        raise ApiError(400, str(e), "query.cursor") from e
-    if after is not None and not await _cursor_here(context(request).store, after):
-        raise ApiError(
-            400,
-            "cursor names a session this log does not hold (a cursor of another database's "
-            "listing?); start from the first page (no cursor)",
-            "query.cursor",
-        )
-    listing = Listing(
-        limit=limit + 1, status=statuses, search=request.query_params.get("q") or None, after=after
-    )
-    rows = await session_rows(context(request).store, listing)
-    page = [msgspec.structs.replace(r, model=shown_model(r.model)) for r in rows[:limit]]
-    last = page[-1] if len(rows) > limit else None
-    following = (
-        None
-        if last is None
-        else encode_cursor(CatalogRow(key=last.session, created_at=last.started_ns))
-    )
+    rows, following = await find(context(request).store, filters_of(request.query_params), limit)
+    page = [msgspec.structs.replace(r, model=shown_model(r.model)) for r in rows]
     return json(SessionList(sessions=page, next=following))
 
 
@@ -267,8 +231,9 @@ async def session_events(request: Request) -> Response:
     head = await head_of(store, sid)
     start = query_int(request, "from_seq", 0, 2**62)
     limit = query_int(request, "limit", 100, MAX_PAGE)
+    hidden = hidden_path(await session_config(store, sid))
     async with closing(store.read(sid, from_seq=start, to_seq=start + limit)) as events:
-        page = [event_out(e) async for e in events]
+        page = [event_out(e, hidden) async for e in events]
     next_seq = page[-1].seq + 1 if page else max(start, 0)
     return json(EventPage(session_id=sid, events=page, next_seq=next_seq, head_seq=head.seq))
 

@@ -121,7 +121,9 @@ class SessionView(_Out, frozen=True, kw_only=True):
 
 
 class EventOut(_Out, frozen=True, kw_only=True):
-    """A committed event: the envelope as stored, ``body`` the stored JSON verbatim."""
+    """A committed event: the envelope as stored, ``body`` the stored JSON verbatim
+    (``verbatim`` true) or, where it names a scripted model's file, with the file's
+    name for the server's path to it (``verbatim`` false: hash it from the log)."""
 
     stream: str
     seq: int
@@ -131,6 +133,7 @@ class EventOut(_Out, frozen=True, kw_only=True):
     prev_hash: str
     hash: str
     body: msgspec.Raw
+    verbatim: bool = True
 
 
 class EventPage(_Out, frozen=True, kw_only=True):
@@ -243,3 +246,111 @@ class TokenRevoked(_Out, frozen=True, kw_only=True):
 class ErrorOut(_Out, frozen=True, kw_only=True):
     error: str
     field: str | None
+
+
+class CancelRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Why the session is cancelled (recorded in its ``session.ended``)."""
+
+    reason: Reason = ""
+
+
+class Cancelled(_Out, frozen=True, kw_only=True):
+    session_id: str
+    reason: str
+    cancelled_by: str
+
+
+class ForkRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The seq of the last event the new session copies (0..the head)."""
+
+    at_seq: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Forked(_Out, frozen=True, kw_only=True):
+    """The new session (queued for the workers, who continue it from ``at_seq``)."""
+
+    session_id: str
+    forked_from: str
+    at_seq: int
+
+
+class Resumed(_Out, frozen=True, kw_only=True):
+    """Where the session stands: ``queued`` (the workers take it up) with ``status``."""
+
+    session_id: str
+    status: str
+    queued: bool
+
+
+class BulkItem(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    session: Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z_.-]{1,128}$")]
+    call: Annotated[str, msgspec.Meta(pattern=r"^[0-9A-Za-z_.-]{1,128}$")]
+
+
+class BulkDecisionRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One decision (``approve`` true or false, with ``reason``) for every request in
+    ``requests`` (1-200)."""
+
+    approve: bool
+    requests: Annotated[list[BulkItem], msgspec.Meta(min_length=1, max_length=200)]
+    reason: Reason | None = None
+
+
+class BulkOutcome(_Out, frozen=True, kw_only=True):
+    """One request's outcome: the decision recorded, or why not (``error``)."""
+
+    session_id: str
+    call_id: str
+    decision: DecisionOut | None = None
+    error: str | None = None
+
+
+class BulkDecisionOut(_Out, frozen=True, kw_only=True):
+    decided: int
+    outcomes: list[BulkOutcome]
+
+
+Detail = str | int | bool | None
+
+
+class TraceRow(_Out, frozen=True, kw_only=True):
+    """One step of the session, as the audit report's timeline has it (the same
+    function computes both): ``kind``, a one-line ``what`` and the ``details`` (for a
+    model call: tokens, cached tokens read and written, ``cost_micro_usd`` at the
+    budget's prices or null)."""
+
+    seq: int
+    turn: int
+    time: str
+    kind: str
+    what: str
+    details: dict[str, Detail]
+
+
+class PromptDiff(_Out, frozen=True, kw_only=True):
+    """A recorded request's tail against the previous request's (a unified diff; empty
+    when they are the same), as the audit report shows it."""
+
+    seq: int
+    turn: int
+    new_messages: int
+    size: int
+    diff: str
+
+
+class ScriptOutput(_Out, frozen=True, kw_only=True):
+    """What a script printed (from its output blobs, the first ``OUTPUT_SHOWN`` bytes of
+    each, decoded as UTF-8 with replacement)."""
+
+    seq: int
+    call_id: str | None
+    stdout: str
+    stderr: str
+    truncated: bool
+
+
+class TraceOut(_Out, frozen=True, kw_only=True):
+    session_id: str
+    rows: list[TraceRow]
+    prompts: list[PromptDiff]
+    outputs: list[ScriptOutput]

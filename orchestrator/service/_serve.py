@@ -58,6 +58,7 @@ async def serve(
     previewed to this server's followers and to other processes' (the side file on
     SQLite, NOTIFY on PostgreSQL); other processes' previews are read from there."""
     app = create_app(ctx)
+    app.state.workers = workers  # a cancel stops this server's own driver of a session
     writer = preview_writer(ctx.store)
     for worker in workers:
         if worker.previews is None:

@@ -10,6 +10,11 @@ followers read their sessions thousands of times a second (bench/service.py). Re
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
 
+The tail also holds the latest events it saw of each followed session (``RECENT``):
+a live stream that is caught up takes the new ones from there, so one commit costs one
+read of the log (the tail's), not one per follower; a stream that is behind (a
+reconnection, a slow client, the first read) reads the store by seq as before.
+
 Asked for (``?previews=1``), previews of streamed answers are interleaved as
 ``event: delta`` messages with no id: never recorded, dropped rather than waited for
 (``orchestrator._previews``).
@@ -18,6 +23,7 @@ Asked for (``?previews=1``), previews of streamed answers are interleaved as
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
@@ -27,6 +33,8 @@ from starlette.types import Receive, Scope, Send
 
 from eventlog import Event, EventStore, closing
 
+from .._display import hidden_path, shown_json
+from .._fleet import session_config
 from .._previews import Preview, PreviewBoard, encode_preview
 from ._errors import error_response
 from ._schemas import EventOut
@@ -36,6 +44,8 @@ MAX_STREAMS_PER_TOKEN = 400
 MAX_STREAMS_PER_CLIENT = 400
 RETRY_AFTER_S = 5
 ENDED = "session.ended"
+RECENT = 256
+"""The latest events of a followed session the tail holds for its live streams."""
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -76,7 +86,10 @@ class StreamLimits:
         return sum(self._tokens.values())
 
 
-def event_out(event: Event) -> EventOut:
+def event_out(event: Event, hidden: str | None = None) -> EventOut:
+    """The event as readers get it: its body as stored, except for ``hidden`` (the
+    session's scripted model's path, ``_display.hidden_path``), shown by its name."""
+    body = shown_json(event.body, hidden)
     return EventOut(
         stream=event.stream,
         seq=event.seq,
@@ -85,7 +98,8 @@ def event_out(event: Event) -> EventOut:
         recorded_at=event.recorded_at,
         prev_hash=event.prev_hash,
         hash=event.hash,
-        body=msgspec.Raw(event.body),
+        body=msgspec.Raw(body),
+        verbatim=body == event.body,
     )
 
 
@@ -99,10 +113,10 @@ def delta_frame(preview: Preview) -> bytes:
     return b"event: delta\ndata: %s\n\n" % encode_preview(preview)
 
 
-def sse_frame(event: Event) -> bytes:
+def sse_frame(event: Event, hidden: str | None = None) -> bytes:
     """One SSE message: ``id:`` the seq, ``data:`` the event as JSON (one line: the
     encoder never emits a raw newline)."""
-    return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event)))
+    return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event, hidden)))
 
 
 class Tail:
@@ -113,6 +127,9 @@ class Tail:
         self.store = store
         self._committed: dict[str, trio.Event] = {}  # stream -> set at its next commit
         self._watchers: dict[str, int] = {}  # stream -> live streams following it
+        # stream -> its latest events as the tail saw them, while followed: the streams
+        # of one session share them instead of each reading the store on every commit.
+        self._recent: dict[str, deque[Event]] = {}
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
@@ -126,10 +143,20 @@ class Tail:
             if not self._watchers[stream]:
                 del self._watchers[stream]
                 self._committed.pop(stream, None)
+                self._recent.pop(stream, None)
 
     def kept(self) -> set[str]:
         """The streams this tail keeps anything for: those followed now."""
-        return set(self._watchers) | set(self._committed)
+        return set(self._watchers) | set(self._committed) | set(self._recent)
+
+    def since(self, stream: str, seq: int) -> list[Event] | None:
+        """The events of ``stream`` from ``seq`` on that the tail holds, when it holds
+        every one of them (``[]``: none committed since, as far as the tail has seen);
+        None when it cannot say (it began holding after ``seq``): read the store."""
+        recent = self._recent.get(stream)
+        if not recent or recent[0].seq > seq:
+            return None
+        return [e for e in recent if e.seq >= seq] if recent[-1].seq >= seq else []
 
     def next_commit(self, stream: str) -> trio.Event:
         """Set when the next commit to ``stream`` after this call is seen."""
@@ -144,6 +171,15 @@ class Tail:
         task_status.started()
         async with closing(self.store.follow(from_position=start)) as events:
             async for event in events:
+                if event.stream in self._watchers:
+                    recent = self._recent.get(event.stream)
+                    if recent is None:
+                        recent = self._recent[event.stream] = deque(maxlen=RECENT)
+                    if not recent or event.seq == recent[-1].seq + 1:
+                        recent.append(event)
+                    else:  # not the next one (never, from one follow): start again there
+                        recent.clear()
+                        recent.append(event)
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
                     committed.set()
@@ -159,8 +195,16 @@ async def session_events(
     with tail.watching(stream):
         while True:
             committed = tail.next_commit(stream)  # before the read: a later commit sets it
-            async with closing(store.read(stream, from_seq=next_seq)) as events:
-                async for event in events:
+            held = tail.since(stream, next_seq)
+            if held is None:  # catching up: from the store
+                async with closing(store.read(stream, from_seq=next_seq)) as events:
+                    async for event in events:
+                        next_seq = event.seq + 1
+                        yield event
+                        if is_end(event):
+                            return
+            else:  # live: what the tail saw, shared by every stream of the session
+                for event in held:
                     next_seq = event.seq + 1
                     yield event
                     if is_end(event):
@@ -235,8 +279,9 @@ class EventStreamResponse:
         async with frames, trio.open_nursery() as previewing:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
+            hidden = hidden_path(await session_config(self.store, self.stream))
             async for event in session_events(self.store, self.tail, self.stream, self.from_seq):
-                await frames.send(sse_frame(event))
+                await frames.send(sse_frame(event, hidden))
             previewing.cancel_scope.cancel()
 
     async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:

@@ -5,26 +5,14 @@ builds the agent, these functions decide what it may record."""
 from __future__ import annotations
 
 import dataclasses
-import posixpath
 from collections.abc import Sequence
 
+from .._display import shown_model as shown_model
 from .._events import PolicyConfig
 from .._loop import Agent
 from ._errors import ApiError
 
 NOT_SELECTED = "not selected by the submission"
-
-
-_SCRIPTED = ("scripted", "skillog.scripted")
-
-
-def shown_model(spec: str) -> str:
-    """A model spec as callers see it: a scripted model by its file's name, not the
-    server's path to it (``scripted:turns.yaml``); any other spec as it is."""
-    provider, sep, rest = spec.partition(":")
-    if sep and provider in _SCRIPTED:
-        return f"scripted:{posixpath.basename(rest.replace(chr(92), '/')) or rest}"
-    return spec
 
 
 def offered_model(choice: str | None, offers: Sequence[str]) -> str:

@@ -268,7 +268,35 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "lease_wrong_session": ("lease/y", [lease]),
         "lease_not_held": ("lease/x", [lease, encoded_release("ended", worker="other")]),
         "lease_queued_late": ("lease/x", [lease, encoded_release("queued", worker="w")]),
+        "webhook_wrong_delivery": ("webhook/d", [sending(1, delivery="e")]),
+        "webhook_order": ("webhook/d", [sending(1), sending(2)]),
+        "webhook_after_final": ("webhook/d", [sending(1), sent(1, "delivered"), sending(2)]),
     }
+
+
+def sending(attempt: int, delivery: str = "d") -> tuple[str, bytes]:
+    from orchestrator._events import WebhookSending
+
+    return encoded(WebhookSending(delivery=delivery, attempt=attempt, kind="session.ended",
+                                  session="s", seq=9, sender="serve:h:1:a"))  # fmt: skip
+
+
+def sent(attempt: int, outcome: str, status: int = 200) -> tuple[str, bytes]:
+    from orchestrator._events import WebhookSent
+
+    return encoded(WebhookSent(delivery="d", attempt=attempt, outcome=outcome, status=status))  # type: ignore[arg-type]
+
+
+def test_a_webhook_stream_that_retried_and_one_cut_short_pass() -> None:
+    retried = [sending(1), sent(1, "retrying", 503), sending(2), sent(2, "delivered")]
+    assert list(check_stream("webhook/d", enumerate_rows(retried))) == []
+    assert list(check_stream("webhook/d", enumerate_rows(retried[:3]))) == []  # a prefix
+    in_session = list(check_stream("s", enumerate_rows([sending(1)])))
+    assert in_session and in_session[0].rule in ("wrong_stream", "not_started")
+
+
+def enumerate_rows(events: list[tuple[str, bytes]]) -> list[tuple[int, str, bytes]]:
+    return [(i, t, b) for i, (t, b) in enumerate(events)]
 
 
 def encoded_fork() -> tuple[str, bytes]:

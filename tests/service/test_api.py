@@ -198,9 +198,15 @@ async def test_submit_approve_and_continue(service: Service) -> None:
         page = (await client.get(f"/api/sessions/{session}/events?from_seq=2&limit=3")).json()
         assert [e["seq"] for e in page["events"]] == [2, 3, 4] and page["next_seq"] == 5
         stored = [e async for e in service.store.read(session, from_seq=2, to_seq=5)]
-        # The body is the stored bytes, verbatim.
-        assert [json.dumps(e["body"], separators=(",", ":"), sort_keys=True).encode()
-                for e in page["events"]] == [e.body for e in stored]  # fmt: skip
+        # The body is the stored bytes, verbatim, where it says so; the model's answer
+        # echoes the scripted model's path, shown by its file's name (test_deploy.py).
+        shown = [json.dumps(e["body"], separators=(",", ":"), sort_keys=True).encode()
+                 for e in page["events"]]  # fmt: skip
+        verbatim = [e["verbatim"] for e in page["events"]]
+        assert verbatim == [b.find(b"turns.yaml") < 0 for b in shown]
+        assert [b for b, v in zip(shown, verbatim, strict=True) if v] == [
+            e.body for e, v in zip(stored, verbatim, strict=True) if v
+        ]
         assert [e["hash"] for e in page["events"]] == [e.hash for e in stored]
     count, fault = await verify_stream(service.store, session)
     assert fault is None and count == verified["events"]

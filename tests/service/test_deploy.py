@@ -5,6 +5,7 @@ lone surrogates, no server paths, the token commands."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ import httpx2 as httpx
 import pytest
 import trio
 
+from eventlog import closing
 from orchestrator.cli import main
 from orchestrator.service._console_sessions import ConsoleSessions
 from orchestrator.skills._config import load_service_config, remove_service_tokens
@@ -351,6 +353,27 @@ async def test_probes_methods_surrogates_and_paths(
         assert where not in (await client.get("/api/sessions")).text
         assert where not in (await client.get("/console")).text
         assert where not in (await client.get(f"/console/sessions/{session}")).text
+        # The scripted model's path is in the recorded bytes (hashed as they were), and
+        # every reader shows its name: the events, the live stream, the audit page.
+        script = str(tmp_path / "turns.yaml")
+        await wait_for(service, session, "awaiting_approval")
+        events = (await client.get(f"/api/sessions/{session}/events")).json()["events"]
+        assert script not in json.dumps(events)
+        started = events[0]
+        assert started["body"]["model"] == "turns.yaml" and started["verbatim"] is False
+        async with closing(service.store.read(session, to_seq=1)) as stored:
+            (first,) = [e async for e in stored]
+        assert script.encode() in first.body  # the log itself is unchanged
+        assert all(e["verbatim"] for e in events if "turns.yaml" not in json.dumps(e))
+        (request,) = (await client.get(f"/api/approvals?session={session}")).json()["approvals"]
+        approve = f"/api/sessions/{session}/approvals/{request['call_id']}/approve"
+        assert (await client.post(approve, json={})).status_code == 200
+        await wait_for(service, session, "ended")
+        frames = (await client.get(f"/api/sessions/{session}/stream")).text  # closed at the end
+        assert "session.ended" in frames
+        assert "turns.yaml" in frames and script not in frames
+        audit = (await client.get(f"/console/sessions/{session}/audit")).text
+        assert "turns.yaml" in audit and script not in audit
         # The name shown is the name a submission may give.
         shown = {"task": "t", "model": "scripted:turns.yaml"}
         again = await client.post("/api/sessions", json=shown)

@@ -13,18 +13,52 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
+from eventlog import EventStore, closing, verify_stream
+from orchestrator._grammar import check_stream
+from orchestrator.cli import main
 from orchestrator.service import Webhook
-from orchestrator.service._notify import WebhookError
+from orchestrator.service._notify import DeliveryTakenError, WebhookError, deliver
 
 from .conftest import running_service
 from .test_api import submit, wait_for
 from .test_deploy import approve
 
 SECRET = b"a secret of sixteen or more"
+
+
+async def _recorded(store: EventStore, delivery: str) -> list[tuple[str, dict[str, Any]]]:
+    """The delivery's stream: (type, body) of each event, once its last attempt has an
+    outcome; its chain and grammar checked."""
+    with trio.fail_after(20):
+        while True:
+            async with closing(store.read(f"webhook/{delivery}")) as events:
+                found = [e async for e in events]
+            if found and json.loads(found[-1].body).get("outcome") in ("delivered", "failed"):
+                break
+            await trio.sleep(0.05)
+    _, fault = await verify_stream(store, f"webhook/{delivery}")
+    assert fault is None
+    rows = [(e.seq, e.type, e.body) for e in found]
+    assert list(check_stream(f"webhook/{delivery}", rows)) == []
+    return [(e.type.split("@")[0], json.loads(e.body)) for e in found]
+
+
+async def verify_log(store: EventStore) -> list[object]:
+    """Every fault ``skillog log verify`` would name, chain and grammar, in every stream."""
+    faults = []
+    for info in await store.streams():
+        _, fault = await verify_stream(store, info.stream)
+        if fault is not None:
+            faults.append(fault)
+        async with closing(store.read(info.stream)) as events:
+            rows = [(e.seq, e.type, e.body) async for e in events]
+        faults += list(check_stream(info.stream, rows))
+    return faults
 
 
 async def until(done: Callable[[], bool]) -> None:
@@ -81,6 +115,30 @@ async def test_webhook_signed_retried_and_logged(
             await until(lambda: any(h["x-skillog-event"] == "session.ended" for h, _ in got))
             async with service.client("victor") as client:
                 page = await client.get(f"/api/sessions/{session}/events?limit=1000")
+                listed = (await client.get("/api/sessions")).json()["sessions"]
+            await until(lambda: len(got) == 4)
+            recorded = await _recorded(service.store, got[0][0]["x-skillog-delivery"])
+            ended = await _recorded(service.store, got[-1][0]["x-skillog-delivery"])
+            # Another server of the same log finds the delivery claimed: it sends nothing.
+            async with closing(service.store.read(session)) as events:
+                asked = [e async for e in events if e.type.startswith("approval.requested")]
+            with pytest.raises(DeliveryTakenError):
+                await deliver(hook, "approval.requested", asked[0], b"{}",
+                              store=service.store, sender="serve:other")  # fmt: skip
+            assert len(got) == 4
+            assert not await verify_log(service.store)
+    # Each attempt is recorded in the delivery's own stream, in no session's, checked by
+    # its grammar: two refusals and the delivery, then the end delivered at once.
+    assert [(t, b.get("attempt"), b.get("outcome"), b.get("status")) for t, b in recorded] == [
+        ("webhook.sending", 1, None, None), ("webhook.sent", 1, "retrying", 503),
+        ("webhook.sending", 2, None, None), ("webhook.sent", 2, "retrying", 503),
+        ("webhook.sending", 3, None, None), ("webhook.sent", 3, "delivered", 204),
+    ]  # fmt: skip
+    assert recorded[0][1]["session"] == session and recorded[0][1]["kind"] == "approval.requested"
+    assert [b.get("outcome") for _, b in ended] == [None, "delivered"]
+    assert [r["session"] for r in listed] == [session]
+    # `skillog log verify` over the whole file: chains, grammars, catalog.
+    assert await trio.to_thread.run_sync(main, ["log", "verify", "--db", str(service.db)]) == 0
     # Two refusals, then the approval request again (same delivery id), then the end.
     kinds = [h["x-skillog-event"] for h, _ in got]
     assert kinds == ["approval.requested"] * 3 + ["session.ended"]
@@ -108,6 +166,17 @@ async def test_a_receiver_that_refuses_is_given_up_on(
             session = await submit(service)
             await wait_for(service, session, "awaiting_approval")
             await until(lambda: any("NOT delivered" in r.getMessage() for r in caplog.records))
+            await until(lambda: len(got) == 3)
+            stream = await _recorded(service.store, got[0][0]["x-skillog-delivery"])
+    assert [b.get("outcome") for _, b in stream] == [
+        None,
+        "retrying",
+        None,
+        "retrying",
+        None,
+        "failed",
+    ]
+    assert stream[-1][1]["status"] == 503
     assert len(got) == 3
     line = next(r.getMessage() for r in caplog.records if "NOT delivered" in r.getMessage())
     assert "after 3 attempt(s): HTTP 503" in line

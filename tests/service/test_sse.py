@@ -3,11 +3,14 @@ including across a dropped connection resumed with Last-Event-ID."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx2 as httpx
+import pytest
 import trio
 
 from .conftest import Service
@@ -112,3 +115,53 @@ async def test_bad_last_event_id_and_one_past_the_head(service: Service) -> None
             with trio.fail_after(30):
                 first = await events.receive()
         assert first[0] == head + 1
+
+
+async def test_caught_up_followers_share_the_tails_read(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five followers caught up with a session: what commits next reaches each of them
+    once, in order, without a read of the session per commit (the tail's one read
+    serves them all); the tail keeps nothing of it once they left."""
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    url = f"/api/sessions/{session}/stream"
+    reads: list[int] = []
+    real_read = service.store.read
+
+    def counted(stream: str, *, from_seq: int = 0, **kw: Any) -> Any:
+        if stream == session and from_seq > head:
+            reads.append(from_seq)  # a follower reading what it has not seen
+        return real_read(stream, from_seq=from_seq, **kw)
+
+    async with service.client("victor") as client, contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(follow(client, url)) for _ in range(5)]
+        got: list[list[int]] = [[] for _ in streams]
+        with trio.fail_after(30):
+            for n, events in enumerate(streams):
+                while not got[n] or got[n][-1] < head:
+                    got[n].append((await events.receive())[0])
+        monkeypatch.setattr(service.store, "read", counted)
+        async with service.client("alice") as admin:
+            view = (await admin.get(f"/api/sessions/{session}")).json()
+            call = view["pending_approvals"][0]["call_id"]
+            await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
+        with trio.fail_after(30):
+            for n, events in enumerate(streams):
+                while True:
+                    seq, event = await events.receive()
+                    got[n].append(seq)
+                    if event["type"] == "session.ended":
+                        break
+    end = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    assert all(seqs == list(range(end + 1)) for seqs in got)
+    # At most one read each (the look after catching up, before the tail held any of
+    # the session's events), none per commit: before the tail shared, every commit
+    # cost each follower a read.
+    assert len(reads) <= len(streams) and set(reads) <= {head + 1}
+    for _ in range(100):  # the server's side of the streams ends just after the client's
+        if not service.tail.kept():
+            break
+        await trio.sleep(0.05)
+    assert service.tail.kept() == set()

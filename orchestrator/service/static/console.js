@@ -88,6 +88,129 @@ function setupDecisions() {
   });
 }
 
+// A result that stays on the page until its "Dismiss" button is pressed.
+function notice(text, ok) {
+  const box = document.getElementById("notices");
+  if (!box) return;
+  const item = document.createElement("div");
+  item.className = "notice " + (ok ? "ok" : "error");
+  const words = document.createElement("span");
+  words.textContent = text;
+  const dismiss = document.createElement("button");
+  dismiss.type = "button";
+  dismiss.className = "dismiss";
+  dismiss.textContent = "Dismiss";
+  dismiss.addEventListener("click", () => item.remove());
+  item.append(words, dismiss);
+  box.append(item);
+}
+
+// While the server does not answer (/api/live, every 2 s), every action button is
+// disabled; those it disabled are enabled again when it answers (a button disabled
+// for want of a role stays so).
+const ACTIONS = "button.action, button.decide, button.bulk, button.fork-here, #submit button";
+function setOffline(offline) {
+  const banner = document.getElementById("offline");
+  if (banner) banner.hidden = !offline;
+  document.body.classList.toggle("offline", offline);
+  document.querySelectorAll(ACTIONS).forEach((b) => {
+    if (offline && !b.disabled) { b.disabled = true; b.dataset.offline = "1"; }
+    if (!offline && b.dataset.offline) { b.disabled = false; delete b.dataset.offline; }
+  });
+}
+function setupReachability() {
+  if (!document.querySelector("nav")) return;  // the login page
+  async function probe() {
+    let up = false;
+    try { up = (await fetch("/api/live", { cache: "no-store" })).ok; } catch (e) { up = false; }
+    setOffline(!up);
+  }
+  setInterval(probe, 2000);
+}
+
+// Cancel (after an in-page confirmation), resume, fork: the session page's actions.
+function setupActions() {
+  const actions = document.getElementById("actions");
+  const section = document.getElementById("session");
+  if (!actions || !section) return;
+  const base = "/api/sessions/" + encodeURIComponent(section.dataset.session);
+  const confirmBox = document.getElementById("confirm");
+  async function fork(seq) {
+    const result = await call("POST", base + "/fork", { at_seq: seq });
+    if (!result.ok) { notice("fork: " + failure(result), false); return; }
+    const made = result.data.session_id;
+    const text = "forked at seq " + seq + " into " + made + " (the workers continue it)";
+    notice(text, true);
+    const link = document.createElement("a");
+    link.className = "forked";
+    link.href = "/console/sessions/" + encodeURIComponent(made);
+    link.textContent = "open " + made;
+    document.querySelector("#notices .notice:last-child span").append(" ", link);
+  }
+  document.getElementById("confirm-no").addEventListener("click", () => { confirmBox.hidden = true; });
+  document.addEventListener("click", async (event) => {
+    const forkHere = event.target.closest("button.fork-here");
+    if (forkHere) { await fork(Number(forkHere.dataset.seq)); return; }
+    const button = event.target.closest("button.action");
+    if (!button) return;
+    const reason = document.getElementById("action-reason").value;
+    const action = button.dataset.action;
+    if (action === "cancel") { confirmBox.hidden = false; return; }
+    if (action === "cancel-yes") {
+      confirmBox.hidden = true;
+      const result = await call("POST", base + "/cancel", { reason });
+      if (result.ok) {
+        notice("cancelled: " + result.data.reason, true);
+        actions.querySelectorAll('button[data-action="cancel"], button[data-action="resume"]')
+          .forEach((b) => { b.disabled = true; });
+      } else {
+        notice("cancel: " + failure(result), false);
+      }
+    } else if (action === "resume") {
+      const result = await call("POST", base + "/resume", {});
+      notice(result.ok ? "handed back to the workers (" + result.data.status + ")" : "resume: " + failure(result), result.ok);
+    } else if (action === "fork") {
+      await fork(Number(document.getElementById("fork-at").value));
+    }
+  });
+}
+
+// The inbox's bulk decision: one verdict and reason for every selected request.
+function setupBulk() {
+  const bar = document.getElementById("bulk");
+  if (!bar) return;
+  const inbox = document.getElementById("inbox");
+  document.getElementById("pick-all").addEventListener("change", (event) => {
+    inbox.querySelectorAll("input.pick").forEach((box) => { box.checked = event.target.checked; });
+  });
+  bar.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.bulk");
+    if (!button) return;
+    const picked = Array.from(inbox.querySelectorAll("article.approval"))
+      .filter((a) => a.querySelector("input.pick:checked"));
+    if (!picked.length) { notice("select the requests to decide first", false); return; }
+    const approve = button.dataset.verdict === "approve";
+    const requests = picked.map((a) => ({ session: a.dataset.session, call: a.dataset.call }));
+    const reason = document.getElementById("bulk-reason").value || null;
+    const result = await call("POST", "/api/approvals/decide", { approve, reason, requests });
+    if (!result.ok) { notice(failure(result), false); return; }
+    result.data.outcomes.forEach((outcome, i) => {
+      const article = picked[i];
+      const message = article.querySelector(".message");
+      if (outcome.decision) {
+        say(message, (outcome.decision.approved ? "approved" : "denied") + " by " + outcome.decision.decided_by, true);
+        article.querySelectorAll("button.decide, input.pick").forEach((b) => { b.disabled = true; });
+      } else {
+        say(message, outcome.error, false);
+      }
+    });
+    const failed = result.data.outcomes.length - result.data.decided;
+    notice((approve ? "approved " : "denied ") + result.data.decided + " request(s)" +
+      (failed ? "; " + failed + " not decided (see each)" : ""), !failed);
+    document.getElementById("pick-all").checked = false;
+  });
+}
+
 function summary(event) {
   const body = JSON.stringify(event.body);
   return body.length > 400 ? body.slice(0, 400) + "…" : body;
@@ -102,9 +225,11 @@ function makeTrace(root) {
   const calls = new Map();
   let current = null;
 
+  let seq = null;  // the event being added: each node it makes carries its seq
   function node(parent, kind, title, payload) {
     const box = document.createElement("details");
     box.className = "node " + kind;
+    if (seq !== null) box.dataset.seq = String(seq);
     const summary = document.createElement("summary");
     const name = document.createElement("b");
     name.textContent = title;
@@ -149,6 +274,7 @@ function makeTrace(root) {
   }
 
   return function add(event) {
+    seq = event.seq;
     const body = event.body || {};
     const tag = event.type.split("@")[0];
     const parentOf = () => (body.call_id && calls.has(body.call_id) ? calls.get(body.call_id).box : current && current.box);
@@ -194,6 +320,48 @@ function makeTrace(root) {
   };
 }
 
+// The facts the server computes for the trace (GET .../trace: the audit timeline's
+// rows, each prompt's diff against the previous request, script output), hung on the
+// nodes of the live tree by seq; text only (textContent).
+function decorate(root, facts) {
+  const at = (kind, seq) => root.querySelector(".node." + kind + '[data-seq="' + seq + '"]');
+  function extra(box, cls, text) {
+    if (!box) return;
+    const meta = box.querySelector(":scope > summary .meta");
+    let span = meta.querySelector("." + cls);
+    if (!span) { span = document.createElement("span"); span.className = cls; meta.append(span); }
+    span.textContent = text;
+  }
+  function block(box, cls, title, text) {
+    if (!box || box.querySelector(":scope > ." + cls)) return;
+    const more = document.createElement("details");
+    more.className = cls;
+    const label = document.createElement("summary");
+    label.textContent = title;
+    const pre = document.createElement("pre");
+    pre.textContent = text;
+    more.append(label, pre);
+    box.insertBefore(more, box.querySelector(":scope > .children"));
+  }
+  for (const row of facts.rows) {
+    if (row.kind !== "model") continue;
+    const d = row.details;
+    const cost = d.cost_micro_usd === null ? "no price" : (d.cost_micro_usd / 1e6).toFixed(6) + " USD";
+    extra(at("model", row.seq), "cost", " · cached " + d.cache_read_tokens + " read / " +
+      d.cache_write_tokens + " written · cost " + cost);
+  }
+  for (const prompt of facts.prompts) {
+    const box = at("prompt", prompt.seq);
+    extra(box, "new", " · " + prompt.new_messages + " new · " + prompt.size + " bytes");
+    block(box, "diff", "diff against the previous request", prompt.diff || "(the same as the previous request's)");
+  }
+  for (const output of facts.outputs) {
+    const box = at("event", output.seq);
+    block(box, "output", "script output" + (output.truncated ? " (cut)" : ""),
+      output.stdout + (output.stderr ? "\n--- stderr ---\n" + output.stderr : ""));
+  }
+}
+
 function setupLive() {
   const section = document.getElementById("session");
   if (!section) return;
@@ -203,6 +371,16 @@ function setupLive() {
   const addToTrace = makeTrace(document.getElementById("trace"));
   const base = "/api/sessions/" + encodeURIComponent(session);
   let refreshing = null;
+  let facts = null;
+  let factsFrom = 0;
+  let lastSeen = -1;
+  async function refreshFacts() {
+    const seen = lastSeen;  // facts past what the tree holds are asked for again later
+    const got = await call("GET", base + "/trace?from_seq=" + factsFrom);
+    if (!got.ok) return;
+    decorate(document.getElementById("trace"), got.data);
+    factsFrom = Math.max(factsFrom, seen + 1);
+  }
   async function refresh() {
     const state = await call("GET", base);
     if (state.ok) document.getElementById("status").textContent = state.data.status_text;
@@ -232,16 +410,32 @@ function setupLive() {
     const body = document.createElement("code");
     body.textContent = summary(event);
     item.append(type, " ", body);
+    if (document.getElementById("actions").dataset.can) {
+      const here = document.createElement("button");
+      here.type = "button";
+      here.className = "fork-here";
+      here.dataset.seq = String(event.seq);
+      here.textContent = "fork here";
+      item.append(here);
+    }
     list.append(item);
+    const forkAt = document.getElementById("fork-at");
+    forkAt.max = String(event.seq);
+    if (Number(forkAt.value) === event.seq - 1) forkAt.value = String(event.seq);
     addToTrace(event);
+    lastSeen = Math.max(lastSeen, event.seq);
     preview.recorded(event);
     if (event.type.split("@")[0] === "session.ended") {
+      document.querySelectorAll('#actions button[data-action="cancel"], #actions button[data-action="resume"]')
+        .forEach((b) => { b.disabled = true; delete b.dataset.offline; });
       source.close();  // nothing follows it
       live.textContent = "ended";
       live.className = "live off";
     }
     clearTimeout(refreshing);
     refreshing = setTimeout(refresh, 100);
+    clearTimeout(facts);
+    facts = setTimeout(refreshFacts, 300);
   };
 }
 
@@ -280,7 +474,9 @@ function mergeApprovals(panel, html) {
   fresh.innerHTML = html;  // server-escaped
   const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
   for (const article of Array.from(panel.querySelectorAll("article.approval"))) {
-    const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent;
+    const picked = article.querySelector("input.pick");
+    const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent ||
+      (picked && picked.checked);
     if (!incoming.has(key(article)) && !busy) article.remove();
     incoming.delete(key(article));
   }
@@ -304,6 +500,26 @@ function setupInbox() {
       response = await fetch("/console/approvals/inbox", { credentials: "same-origin" });
     } catch (e) { return; }
     if (response.ok) mergeApprovals(inbox, await response.text());
+  }
+  setInterval(refresh, 2000);
+}
+
+// The sessions list, live on its first page: its rows fetched again every 2 s with the
+// same filters (server-escaped HTML, like the approvals panel).
+function setupSessionList() {
+  const table = document.getElementById("sessions");
+  if (!table || !table.dataset.live) return;
+  async function refresh() {
+    let response;
+    try {
+      response = await fetch("/console/rows" + window.location.search, { credentials: "same-origin" });
+    } catch (e) { return; }
+    if (!response.ok) return;
+    const html = await response.text();
+    const body = table.querySelector("tbody");
+    if (body.innerHTML === html) return;
+    body.innerHTML = html;  // server-escaped
+    document.getElementById("count").textContent = body.querySelectorAll("tr").length + " shown";
   }
   setInterval(refresh, 2000);
 }
@@ -349,6 +565,10 @@ function setupTokens() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  setupReachability();
+  setupActions();
+  setupBulk();
+  setupSessionList();
   setupTokens();
   setupInbox();
   setupLogin();

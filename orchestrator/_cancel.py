@@ -1,0 +1,126 @@
+"""Cancel a session from outside its driver: recorded, and each open call resolved as
+its effect class allows.
+
+A cancel takes the session's lease like any driver (a live lease held by another
+driver refuses it: stop that driver first), then commits in one transaction what the
+log needs to say the session is over: a pending approval is denied by the canceller;
+each call whose intent is durable but whose outcome is not gets one: ``at-most-once``
+calls resolve as ``tool.interrupted`` (it may or may not have taken effect, as after a
+crash, and it is never run again), ``pure`` and ``idempotent`` ones as an error result
+(not re-run: the session will not go on); then ``session.ended`` with reason
+``cancelled``. A call the model asked for whose intent was never recorded cannot be
+closed without inventing one, so such a session is refused (resume it until the turn
+suspends or ends, then cancel)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from eventlog import EventStore, SkillogError, closing
+
+from ._events import (
+    CODEC,
+    ApprovalResolved,
+    Event,
+    SessionEnded,
+    ToolCompleted,
+    ToolInterrupted,
+)
+from ._fleet import driver_name, leased
+from ._state import SessionState, apply
+
+
+class CancelError(SkillogError):
+    """The session cannot be cancelled (unknown, ended, or in mid-turn with calls that
+    have no recorded intent). Nothing was written."""
+
+
+async def _fold(store: EventStore, session_id: str) -> SessionState:
+    state = SessionState(session_id)
+    async with closing(store.read(session_id)) as events:
+        async for event in events:
+            apply(state, CODEC.decode(event), seq=event.seq, hash=event.hash)
+    return state
+
+
+def closing_events(state: SessionState, by: str, reason: str) -> list[Event]:
+    """What ends ``state`` as cancelled by ``by``: an outcome for each open call, as its
+    effect class allows, then ``session.ended``. Pure (see the module docstring)."""
+    why = f"cancelled by {by}" + (f": {reason}" if reason else "")
+    bodies: list[Event] = []
+    progress = state.turn_progress
+    for call in state.pending_calls:
+        if call.id in state.pending_results:
+            continue
+        called = progress.called.get(call.id) if progress is not None else None
+        if called is None:
+            raise CancelError(
+                f"session {state.session_id} is in mid-turn: call {call.id} ({call.name}) "
+                "has no recorded intent yet; let the session go on until it suspends or "
+                "ends, then cancel it"
+            )
+        if call.id in state.pending_approvals:
+            bodies.append(
+                ApprovalResolved(call_id=call.id, approved=False, decided_by=by, reason=why)
+            )
+        decided = progress.approvals.get(call.id) if progress is not None else None
+        denied = call.id in state.pending_approvals or (
+            decided is not None and not decided.approved
+        )
+        if called.effect == "at-most-once" and not denied:
+            content = (
+                f"the session was {why} while this call was under way; it may or may not "
+                "have taken effect; it is not run again"
+            )
+            bodies.append(ToolInterrupted(call_id=call.id, tool=call.name, content=content))
+        else:
+            content = f"the session was {why}; this call did not finish and is not run again"
+            bodies.append(
+                ToolCompleted(
+                    call_id=call.id,
+                    tool=call.name,
+                    is_error=True,
+                    content=content,
+                    duration_ms=0,
+                    error_type="cancelled",
+                )
+            )
+    bodies.append(SessionEnded(reason="cancelled", turns=state.turn, error=why))
+    return bodies
+
+
+async def cancel_session(
+    store: EventStore,
+    session_id: str,
+    *,
+    by: str,
+    reason: str = "",
+    clock: Callable[[], int] = time.time_ns,
+    wait: bool = False,
+) -> SessionEnded:
+    """End ``session_id`` as ``cancelled`` by ``by`` (see the module docstring) under
+    its lease; returns the recorded ``session.ended``. Raises :class:`CancelError` when
+    it cannot be cancelled and ``LeaseHeldError`` when another driver holds it (with
+    ``wait``, waits for that driver to let go)."""
+    state = await _fold(store, session_id)
+    if state.config is None:
+        raise CancelError(f"no session {session_id!r} in this log")
+    if state.status == "ended":
+        raise CancelError(f"session {session_id} has already ended; nothing to cancel")
+    async with leased(store, session_id, driver_name("cancel"), clock=clock, wait=wait) as lease:
+        state = await _fold(store, session_id)  # as it stands now that no one else acts
+        if state.status == "ended":
+            lease.outcome = "already ended"
+            raise CancelError(f"session {session_id} ended meanwhile; nothing to cancel")
+        bodies = closing_events(state, by, reason)
+        now = clock()
+        await store.append(
+            session_id,
+            [CODEC.encode(b, recorded_at=now) for b in bodies],
+            expected_seq=state.seq + 1,
+        )
+        lease.outcome = "ended"
+    ended = bodies[-1]
+    assert isinstance(ended, SessionEnded)
+    return ended

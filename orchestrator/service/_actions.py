@@ -1,0 +1,189 @@
+"""Acting on sessions: cancel, resume, fork, and deciding many approvals at once. Each
+handler is thin over the library function the CLI uses (``_cancel``, the fleet's
+queue, ``replay.fork_session``, ``decide_approval``) and records what it did as
+events; nothing is kept here."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+
+import msgspec
+import trio
+from starlette.requests import Request
+from starlette.responses import Response
+
+from eventlog import EventStore, closing
+
+from .._approvals import ApprovalError, decide_approval
+from .._cancel import CancelError, cancel_session
+from .._catalog import catalog_current
+from .._events import CODEC, LeaseReleased
+from .._fleet import LeaseHeldError, Worker, holder, session_config
+from .._session import SessionNotFoundError
+from .._session_list import status_text
+from .._streams import QUEUED, lease_stream
+from ._errors import ApiError
+from ._routes import body, context, fold, json, require, session_id
+from ._schemas import (
+    BulkDecisionOut,
+    BulkDecisionRequest,
+    BulkOutcome,
+    Cancelled,
+    CancelRequest,
+    DecisionOut,
+    Forked,
+    ForkRequest,
+    Resumed,
+)
+
+STOP_WAIT_S = 10.0
+"""How long a cancel waits for this server's own worker to let go of the session."""
+
+
+def _workers(request: Request) -> Sequence[Worker]:
+    workers: Sequence[Worker] = getattr(request.app.state, "workers", ())
+    return workers
+
+
+def _stop_local_driver(request: Request, sid: str) -> bool:
+    """Stop this server's worker driving ``sid`` (its turn is cancelled; the lease is
+    handed back, recorded); True while one is."""
+    for worker in _workers(request):
+        scope = worker.running.get(sid)
+        if scope is not None:
+            scope.cancel()
+            return True
+    return False
+
+
+async def cancel(request: Request) -> Response:
+    """Cancel the session: recorded as ``session.ended`` (``cancelled``) after each open
+    call is resolved by its effect class (``orchestrator._cancel``). A session this
+    server's worker drives is stopped first (and again, should the worker claim it back
+    before the cancel takes the lease); one another process drives is 409."""
+    who = require(request, "submitter")
+    sid = session_id(request)
+    req = await body(request, CancelRequest)
+    store = context(request).store
+    with trio.move_on_after(STOP_WAIT_S):
+        while True:
+            local = _stop_local_driver(request, sid)
+            try:
+                ended = await cancel_session(store, sid, by=who.name, reason=req.reason)
+            except CancelError as e:
+                if await session_config(store, sid) is None:
+                    raise SessionNotFoundError(str(e)) from e
+                raise ApiError(409, str(e)) from e
+            except LeaseHeldError as e:
+                if not local:
+                    raise ApiError(
+                        409,
+                        f"{e}; stop that driver (or wait for its lease to expire) and cancel again",
+                    ) from e
+                await trio.sleep(0.05)  # our worker is letting go: its release is recorded
+                continue
+            return json(Cancelled(session_id=sid, reason=ended.error or "", cancelled_by=who.name))
+    raise ApiError(503, f"the worker driving {sid} did not let go within {STOP_WAIT_S:g} s")
+
+
+async def _queued(store: EventStore, sid: str) -> bool:
+    async with closing(store.read(lease_stream(sid), to_seq=1)) as events:
+        async for event in events:
+            first = CODEC.decode(event)
+            return isinstance(first, LeaseReleased) and first.outcome == QUEUED
+    return False
+
+
+async def resume(request: Request) -> Response:
+    """Hand a suspended (approvals decided) or failed session back to the workers. 409
+    when it has ended (fork it instead), still awaits a decision, is being driven, or
+    was never queued for the fleet (its own program drives it: ``skillog resume``)."""
+    require(request, "submitter")
+    sid = session_id(request)
+    store = context(request).store
+    state = await fold(request, sid)
+    if state.status == "ended":
+        raise ApiError(409, f"session {sid} has ended; fork it from an event to go on")
+    if state.status == "awaiting_approval":
+        raise ApiError(409, f"session {sid} awaits {len(state.pending_approvals)} decision(s)")
+    held = await holder(store, sid, time.time_ns())
+    if held is not None:
+        raise ApiError(409, f"session {sid} is being driven by {held[0]}")
+    if not await _queued(store, sid):
+        raise ApiError(
+            409,
+            f"session {sid} is driven by the program that started it, not by this "
+            f"service's workers; continue it there (skillog resume {sid})",
+        )
+    return json(Resumed(session_id=sid, status=status_text(state), queued=True), 202)
+
+
+async def fork(request: Request) -> Response:
+    """A new session from the session's events 0..``at_seq`` (``skillog replay --fork-at``
+    does the same), queued for the workers, who continue it."""
+    from replay import BrokenLogError, fork_session, load_recording, verify_recording
+
+    who = require(request, "submitter")
+    sid = session_id(request)
+    req = await body(request, ForkRequest)
+    store = context(request).store
+    parent = await session_config(store, sid)
+    if parent is None:
+        raise SessionNotFoundError(f"no session {sid!r} in this log")
+    try:
+        await verify_recording(store, sid)
+        recording = await load_recording(store, sid)
+        if req.at_seq >= len(recording):
+            raise ApiError(
+                422, f"at_seq must be 0..{len(recording) - 1} (the session's seqs)", "$.at_seq"
+            )
+        new_id = uuid.uuid4().hex
+        queued = LeaseReleased(worker="fork", outcome=QUEUED, submitter=who.name,
+                               policy=await _policy_of(store, sid))  # fmt: skip
+        await store.append(
+            lease_stream(new_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
+        )
+        await fork_session(store, recording, req.at_seq, session_id=new_id)
+    except BrokenLogError as e:
+        raise ApiError(409, str(e)) from e
+    return json(Forked(session_id=new_id, forked_from=sid, at_seq=req.at_seq), 201)
+
+
+async def _policy_of(store: EventStore, sid: str) -> str:
+    """The parent's policy preset, as its queueing recorded it ("" if none)."""
+    if await catalog_current(store):
+        row = await store.catalog_row(sid)  # type: ignore[attr-defined]
+        if row is not None:
+            doc = msgspec.json.decode(row.doc)
+            return str(doc.get("policy", ""))
+    return ""
+
+
+async def decide_many(request: Request) -> Response:
+    """One decision for many pending requests; each is recorded (or refused) on its own,
+    as one ``POST .../approve`` would be: a refusal of one leaves the others decided."""
+    principal = require(request, "approver")
+    req = await body(request, BulkDecisionRequest)
+    store = context(request).store
+    outcomes: list[BulkOutcome] = []
+    for item in req.requests:
+        try:
+            decision = await decide_approval(
+                store, item.session, item.call, approved=req.approve,
+                decided_by=principal.name, reason=req.reason,
+            )  # fmt: skip
+        except ApprovalError as e:
+            outcomes.append(BulkOutcome(session_id=item.session, call_id=item.call, error=str(e)))
+            continue
+        out = DecisionOut(
+            session_id=item.session,
+            call_id=item.call,
+            approved=decision.approved,
+            decided_by=decision.decided_by,
+            reason=decision.reason,
+        )
+        outcomes.append(BulkOutcome(session_id=item.session, call_id=item.call, decision=out))
+    decided = sum(o.decision is not None for o in outcomes)
+    return json(BulkDecisionOut(decided=decided, outcomes=outcomes))
