@@ -9,17 +9,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventlog import MemoryStore, verify
+from eventlog import MemoryStore
 from orchestrator._context import compacted, plan_tool_results, shown_instructions
 from orchestrator._events import ContextCompacted, PolicyConfig, SessionEnded, SessionStarted
-from orchestrator._grammar import session_grammar
 from orchestrator._loop import Agent
 from orchestrator._model import Message, ModelRequest, ModelResponse, TextPart, ToolResult
 from orchestrator.adapters import ScriptedModel
-from replay import load_recording, redrive, replay_session
+from replay import load_recording
 from replay._fork import fork_session
 
-from .test_context import histories
+from .test_context import _proves, histories
 
 READER = "Read the parts one by one.\n"
 HELPER = "Help with care.\n"
@@ -64,16 +63,6 @@ def _agent(make_skill: Any, model: Any, **options: Any) -> Agent:
         instructions_mode="results",
         **options,
     )
-
-
-async def _proves(store: MemoryStore, session_id: str) -> None:
-    report = await verify(store, grammar=session_grammar)
-    assert report.ok, report.faults
-    recording = await load_recording(store, session_id)
-    replayed = await replay_session(store, recording)
-    assert replayed.ok, replayed.divergence
-    redriven = await redrive(store, recording)
-    assert redriven.ok, redriven.divergence
 
 
 async def test_loads_and_unloads_leave_the_system_prompt_alone(kit, make_skill) -> None:
