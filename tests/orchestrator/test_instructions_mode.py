@@ -157,3 +157,20 @@ def test_clearing_tool_results_never_clears_an_active_skills_instructions(
     assert {p for p in before if p[0] in active} <= after
     # The first message (the task) is never touched.
     assert compacted(messages, replaced)[0] == Message(role="user", parts=(TextPart(text="go"),))
+
+
+def test_the_configuration_file_chooses_the_mode_and_a_bad_one_is_a_clear_error(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    from orchestrator.cli import main
+
+    from .test_estimator import _run, _shown
+
+    assert main(_run(tmp_path, monkeypatch, "model:\n  instructions: results\n")) == 0
+    assert '"instructions_mode":"results"' in _shown(tmp_path, capsys)
+    (tmp_path / "log.db").unlink()
+    assert main(_run(tmp_path, monkeypatch, "")) == 0
+    assert '"instructions_mode":"system"' in _shown(tmp_path, capsys)
+    assert main(_run(tmp_path, monkeypatch, "model:\n  instructions: prompt\n")) == 2
+    err = capsys.readouterr().err
+    assert "instructions" in err and "Traceback" not in err
