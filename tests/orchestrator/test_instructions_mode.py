@@ -109,6 +109,8 @@ async def test_a_long_session_compacts_and_every_request_shows_the_active_instru
         shown = shown_instructions(request.messages)
         assert ("reader", READER) in shown or READER in request.system
         assert not (("reader", READER) in shown and READER in request.system)
+    in_system = [READER in r.system for r in model.requests[1:]]
+    assert in_system[0] is False and in_system[-1] is True  # a dropped turn took it away
     # No step cleared the reader's load result (it stays active); dropped turns may.
     reader_loads = {p.call_id for p in _results(model.requests[1], "reader")}
     assert reader_loads
