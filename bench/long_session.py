@@ -61,7 +61,7 @@ Layout = Literal["one-block", "split", "results"]
 LAYOUTS: dict[Layout, str] = {
     "one-block": "system prompt as one cached block (before this branch)",
     "split": "breakpoint before the active skills' block (the Anthropic adapter now)",
-    "results": "instructions_in_results, system prompt unchanged (simulated)",
+    "results": "instructions in the skills.load results only (instructions_mode results)",
 }
 
 
@@ -71,12 +71,11 @@ class CachingProvider:
     Caching as Anthropic's works, at breakpoints: a request reads from the cache the
     longest of its breakpoint prefixes that the previous request wrote (at one of its
     own breakpoints) and that is byte for byte the same, and writes the rest. The
-    breakpoints are the adapter's (``layout``): after the system prompt (``split``:
-    also before its active skills' block; ``one-block``: not), after the previous
-    request's end and after the last message. ``results``: activating a skill leaves
-    the system prompt alone (its instructions reach the model in the ``skills.load``
-    result, ``instructions_in_results``): simulated by laying the request out without
-    the ``<active_skills>`` block, measured before any composer implements it."""
+    breakpoints are the adapter's (``layout``): after the system prompt (``split``
+    and ``results``: also before its active skills' block; ``one-block``: not), after
+    the previous request's end and after the last message. ``results`` is the session
+    run in instructions mode ``results`` (the composer leaves the instructions of
+    skills loaded by ``skills.load`` out of the system prompt)."""
 
     def __init__(self, model: ScriptedModel, *, layout: Layout = "split") -> None:
         self.model = model
@@ -96,14 +95,12 @@ class CachingProvider:
     async def _complete(self, request: ModelRequest) -> ModelResponse:
         response = await self.model.complete(request)
         system = request.system
-        if self.layout == "results":
-            system = ACTIVE.sub("", system)
         tools = encode_canonical(request.tools)
         lines = [encode_canonical(m) + b"\n" for m in request.messages]
         layout = tools + system.encode() + b"".join(lines)
         marks = {len(tools) + len(system.encode())}
         active = ACTIVE.search(system)
-        if self.layout == "split" and active is not None:
+        if self.layout != "one-block" and active is not None:
             marks.add(len(tools) + active.start())
         ends = list(itertools.accumulate(lines, lambda n, line: n + len(line), initial=max(marks)))
         marks.update(ends[-3:])  # the previous request's end (and the last answer's), this one's
@@ -193,7 +190,7 @@ async def run(
         context_window=window,
         policy=PolicyConfig(approve=(), context=context or ContextPolicy()),
         observers=[observe],
-        instructions_in_results=layout == "results",
+        instructions_mode="results" if layout == "results" else "system",
     )
     async with open_sqlite_store(db) as store:
         timed = TimedStore(store)
@@ -317,6 +314,10 @@ async def main(turns: int, window: int, read_bytes: int, sweep: bool, skill_ever
             f"replay: {'every request reproduced byte for byte' if report.ok else 'DIVERGES'} "
             f"({len(report.turns)} requests, {report.request_bytes:,} bytes re-rendered)"
         )
+        path = Path(tmp) / "results.db"
+        sid, _ = await run(path, [skill], turns, window, layout="results")
+        print(f"instructions_mode system: {m.line()}")
+        print(f"instructions_mode results: {(await measured(path, sid))[0].line()}")
         if sweep:
             print("compaction thresholds (compact_at_percent/compact_to_percent of the budget):")
             for at, to in ((80, 60), (85, 65), (90, 70), (90, 75), (95, 80)):

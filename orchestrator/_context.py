@@ -228,10 +228,16 @@ within a response only, a model may use one again later."""
 
 
 def plan_tool_results(
-    messages: Sequence[Message], keep_turns: int, cleared: Cleared
+    messages: Sequence[Message],
+    keep_turns: int,
+    cleared: Cleared,
+    active: Iterable[str] = (),
 ) -> tuple[Replacement, ...]:
     """Step 1: stubs for the tool results of every turn but the last ``keep_turns``
-    (results already cleared, and those no longer than their stub, stay)."""
+    (results already cleared, and those no longer than their stub, stay). ``active``
+    (sessions in instructions mode ``results``): the skills whose ``skills.load``
+    results carry instructions the model still follows, never cleared."""
+    keep = frozenset(active)
     tool_messages = [i for i, m in enumerate(messages) if m.role == "tool"]
     old = tool_messages[: max(0, len(tool_messages) - keep_turns)]
     out: list[Replacement] = []
@@ -241,6 +247,8 @@ def plan_tool_results(
             if not isinstance(part, ToolResult) or (index, part.call_id) in cleared:
                 continue
             call = calls.get(part.call_id)
+            if _carries(part, call, keep):
+                continue
             stub = _result_stub(part, call)
             if len(stub) < len(part.content):
                 out.append(_replacement(index, part, call, stub))
@@ -326,8 +334,9 @@ def plan_compaction(
         if step == "tool_results":
             # The results of the last keep_turns turns stay; when clearing the older
             # ones is not enough to fit, fewer, but never the last turn's (not read yet).
+            kept = active if config.instructions_mode == "results" else ()
             for keep in range(max(1, policy.keep_turns), 0, -1):
-                replaced = plan_tool_results(history, keep, frozenset(done))
+                replaced = plan_tool_results(history, keep, frozenset(done), kept)
                 after = size(compacted(history, replaced))
                 if after <= threshold:
                     break
@@ -490,10 +499,46 @@ def _replacement(index: int, part: ToolResult, call: ToolCall | None, stub: str)
     )
 
 
+def shown_instructions(messages: Sequence[Message]) -> set[tuple[str, str]]:
+    """The (skill name, instructions) pairs the history shows in ``skills.load``
+    results that no compaction cleared (instructions mode ``results``: the composer
+    puts an active skill in ``<active_skills>`` only when its exact instructions are
+    not among them)."""
+    shown: set[tuple[str, str]] = set()
+    calls: dict[str, ToolCall] = {}
+    for message in messages:
+        if message.role == "assistant":
+            calls = {p.id: p for p in message.parts if isinstance(p, ToolCall)}
+            continue
+        if message.role != "tool":
+            continue
+        for part in message.parts:
+            if not isinstance(part, ToolResult) or part.is_error:
+                continue
+            call = calls.get(part.call_id)
+            if call is None or call.name != "skills.load" or '"instructions"' not in part.content:
+                continue
+            shown.update(_instructions(part.content).items())
+    return shown
+
+
+def _carries(part: ToolResult, call: ToolCall | None, names: frozenset[str]) -> bool:
+    """``part`` is a ``skills.load`` result showing the instructions of one of ``names``."""
+    if not names or call is None or call.name != "skills.load" or part.is_error:
+        return False
+    return bool(names.intersection(_instructions_of(part.content)))
+
+
 def _instructions_of(content: str) -> tuple[str, ...]:
+    return tuple(sorted(_instructions(content)))
+
+
+def _instructions(content: str) -> dict[str, str]:
     try:
         receipt = msgspec.json.decode(content)
     except msgspec.DecodeError:
-        return ()
+        return {}
     instructions = receipt.get("instructions") if isinstance(receipt, dict) else None
-    return tuple(sorted(instructions)) if isinstance(instructions, dict) else ()
+    if not isinstance(instructions, dict):
+        return {}
+    return {k: v for k, v in instructions.items() if isinstance(k, str) and isinstance(v, str)}

@@ -229,6 +229,15 @@ class McpToolDef(ToolDef, frozen=True, kw_only=True):
     task: bool = False
 
 
+InstructionsMode = Literal["system", "results"]
+"""Where the active skills' instructions reach the model: ``system``, the
+``<active_skills>`` block of the system prompt (every session recorded before modes
+existed); ``results``, only the ``skills.load`` results in the history, the system
+prompt unchanged by a load or unload (an active skill whose instructions no result
+shows any more, one loaded by the user's ``/skill`` or a trigger, or one whose result
+a compaction dropped, is shown in the block instead; docs/context.md)."""
+
+
 CatalogMode = Literal["", "full", "compact", "names", "search"]
 """How ``<available_skills>`` shows the catalog: ``full`` descriptions, ``compact``
 one-liners, ``names`` only, or ``search`` (no list: the model asks ``skills.search``).
@@ -251,7 +260,8 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     asks for it (sessions recorded before it could compacted as if it were false, and
     re-drive so). ``estimator``: how the runtime counts tokens for the context budget
     (``bytes/4``, or ``tiktoken:<encoding>``; empty in sessions recorded before it was
-    recorded: ``bytes/4``), so a re-drive counts the same way."""
+    recorded: ``bytes/4``), so a re-drive counts the same way. ``instructions_mode``:
+    where the active skills' instructions go (:data:`InstructionsMode`)."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -272,6 +282,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     context_window: int = 0
     summaries: bool = False
     estimator: str = ""
+    instructions_mode: InstructionsMode = "system"
 
 
 class SessionForked(Event, frozen=True, kw_only=True):

@@ -35,6 +35,7 @@ from ._context import Tokenizer, choose_estimator, context_window_for
 from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
 from ._events import (
     CatalogMode,
+    InstructionsMode,
     ModelFailed,
     ModelInterrupted,
     ModelResponded,
@@ -107,6 +108,10 @@ class Agent:
     quarter of the bytes), ``tiktoken`` (the optional extra; an error where it cannot
     load) or ``auto`` (tiktoken where it loads, else bytes), recorded in
     ``session.started.estimator``.
+    ``instructions_mode``: where the active skills' instructions reach the model,
+    ``system`` (the system prompt's ``<active_skills>`` block) or ``results`` (the
+    ``skills.load`` results only, so loading or unloading a skill leaves the cached
+    prefix alone; docs/context.md), recorded in ``session.started``.
     ``on_delta`` receives the model's text and tool-call deltas as they arrive when
     the adapter can stream (never recorded: the log is the same either way).
     """
@@ -140,6 +145,7 @@ class Agent:
     instructions_in_results: bool = False
     context_window: int | None = None
     tokenizer: Tokenizer = "bytes"
+    instructions_mode: InstructionsMode = "system"
     on_delta: DeltaSink | None = None
     elicitor: Elicitor | None = None
     on_progress: ProgressSink | None = None
@@ -207,6 +213,7 @@ class Agent:
             ),
             summaries=True,
             estimator=choose_estimator(self.tokenizer),
+            instructions_mode=self.instructions_mode,
         )
 
     def predicates(self) -> dict[str, Predicate]:

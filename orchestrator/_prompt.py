@@ -21,6 +21,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import msgspec
 
+from ._context import shown_instructions
 from ._events import SkillInfo, ToolDef
 from ._model import Message, ModelRequest, ToolImage, ToolSpec, encode_canonical
 from ._policy import allowlist, offered
@@ -40,6 +41,12 @@ precedence.
 - Read a loaded skill's files (references/, assets/) with skills.read and run its \
 scripts (scripts/) with skills.run_script, using paths relative to the skill's root.
 - A tool error explains what went wrong; adjust and continue."""
+
+RESULTS_RULES = BASE_RULES.replace(
+    "Its instructions then appear in <active_skills>.",
+    "Its instructions then appear in the tool's result (or in <active_skills>); follow "
+    "them while the skill is loaded, and no longer once it is unloaded.",
+)
 
 SEARCH_RULE = """
 - Find skills for a task with skills.search (ranked by relevance; it also shows their \
@@ -79,14 +86,21 @@ def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:
     if not state.catalog and not state.active:
         return ""
     mode = state.config.catalog_mode
-    sections = [BASE_RULES + SEARCH_RULE if mode else BASE_RULES]
+    results = state.config.instructions_mode == "results"
+    rules = RESULTS_RULES if results else BASE_RULES
+    sections = [rules + SEARCH_RULE if mode else rules]
     if state.catalog:
         skills = tuple(state.catalog.values())
         if not mode:
             mode = "compact" if len(skills) > state.config.compact_catalog_over else "full"
         sections.append(catalog_block(skills, state.config.file_access, mode))
-    if state.active:
-        sections.append(active_skills(state.active, bodies))
+    active: Sequence[ActiveSkill] = state.active
+    if results and active:
+        # Instructions a load result shows stay there: the prefix does not change.
+        shown = shown_instructions(state.messages)
+        active = [s for s in active if (s.name, bodies[s.body_digest]) not in shown]
+    if active:
+        sections.append(active_skills(active, bodies))
     return "\n\n".join(sections)
 
 

@@ -301,7 +301,7 @@ async def load(args: LoadArgs, ctx: CallContext) -> str:
                 _deactivate(ctx, skill, "replace")
     await activate(ctx, names, mode=args.mode, trigger="tool")
     receipt = _receipt(view, names, await _sizes(ctx, names))
-    if view.config.instructions_in_results:
+    if view.config.instructions_in_results or view.config.instructions_mode == "results":
         receipt["instructions"] = {
             b.name: ctx.rec.blobs[b.body_digest].decode()
             for b in ctx.rec.bodies

@@ -475,6 +475,7 @@ def agent_for(
         mcp_servers=load_mcp_servers(config_path()),
         context_window=getattr(args, "context_window", None) or model_config.context_window,
         tokenizer=getattr(args, "tokenizer", None) or model_config.tokenizer,
+        instructions_mode=model_config.instructions,
     )
 
 

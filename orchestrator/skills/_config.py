@@ -155,10 +155,13 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     (docs/context.md). ``context_window`` in tokens (unset: the window of a known model;
     ``--context-window`` overrides it); ``tokenizer`` how tokens are estimated for the
     context budget: ``bytes`` (a quarter of the bytes), ``tiktoken`` or ``auto``
-    (tiktoken where it loads, else bytes)."""
+    (tiktoken where it loads, else bytes); ``instructions`` where the active skills'
+    instructions go: ``system`` (the system prompt) or ``results`` (the ``skills.load``
+    results only, the system prompt left alone: cache-friendlier when skills change)."""
 
     context_window: Annotated[int, msgspec.Meta(gt=0)] | None = None
     tokenizer: Literal["bytes", "tiktoken", "auto"] = "bytes"
+    instructions: Literal["system", "results"] = "system"
 
 
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

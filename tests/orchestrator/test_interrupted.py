@@ -4,6 +4,17 @@ again; verify, replay and re-drive know the event (docs/events.md)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import trio
 
 from eventlog import MemoryStore, verify
@@ -128,3 +139,86 @@ async def test_otel_marks_the_interruption_on_the_chat_span(kit) -> None:
     [chat] = [s for s in spans if s.name.startswith("chat")]
     assert [e.name for e in chat.events] == ["skillog.model.interrupted"]
     assert "error.type" not in chat.attributes
+
+
+FULL = "".join(f"piece {i:02d} of text. " for i in range(40))  # 16 bytes a streamed piece
+
+
+def test_ctrl_c_on_skillog_run_mid_answer_records_the_partial_text_and_resume_completes(
+    tmp_path: Path,
+) -> None:
+    """A real `skillog run` on a terminal, SIGINT while a slow scripted model streams
+    its answer: the log holds model.interrupted with the text that had arrived, `skillog
+    resume` sends the same request and completes, `log verify` and `replay --redrive`
+    pass."""
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "SKILLOG_CONFIG": str(tmp_path / "config.yaml"),
+    }
+    script = tmp_path / "turns.yaml"
+    script.write_text(f"turns:\n  - text: {json.dumps(FULL)}\n    stream_delay_ms: 50\n")
+    db = tmp_path / "log.db"
+    cli = [sys.executable, "-m", "orchestrator.cli"]
+    model = ["--model", f"scripted:{script}", "--db", str(db)]
+    primary, secondary = pty.openpty()  # stderr a terminal: the answer streams
+    proc = subprocess.Popen(
+        [*cli, "run", "say it", *model, "--project", str(tmp_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=secondary,
+        cwd=tmp_path,
+        env=env,
+    )
+    os.close(secondary)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"piece 03" not in seen:  # a few pieces have arrived on the terminal
+            assert time.monotonic() < deadline, seen
+            ready, _, _ = select.select([primary], [], [], 1)
+            if ready:
+                seen += os.read(primary, 4096)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        with contextlib.suppress(OSError):  # the rest of stderr (EIO once it closed)
+            while select.select([primary], [], [], 0.2)[0]:
+                seen += os.read(primary, 4096)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(primary)
+    assert proc.returncode == 130, seen
+    assert b"interrupted" in seen and b"Traceback" not in seen, seen
+
+    session, interrupted, blob = trio.run(_interruption, db)
+    text = blob.decode()
+    assert 0 < len(text) < len(FULL) and FULL.startswith(text), text
+    assert interrupted.text_size == len(blob) and interrupted.turn == 1
+
+    done = subprocess.run(
+        [*cli, "resume", session, *model], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "completed after 1 turn" in done.stdout, done.stdout
+    for check in (["log", "verify"], ["replay", session, "--redrive"]):
+        out = subprocess.run(
+            [*cli, *check, "--db", str(db)], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+    assert "every request reproduced byte for byte" in out.stdout
+
+
+async def _interruption(db: Path) -> tuple[str, ModelInterrupted, bytes]:
+    """The session in ``db``, its model.interrupted and the partial text's blob."""
+    from eventlog import open_sqlite_store
+    from orchestrator._streams import is_session_stream
+
+    from .conftest import bodies as read_bodies
+
+    async with open_sqlite_store(db) as store:
+        [session] = [s.stream for s in await store.streams() if is_session_stream(s.stream)]
+        bodies = await read_bodies(store, session)
+        [interrupted] = [b for b in bodies if isinstance(b, ModelInterrupted)]
+        assert isinstance(bodies[-1], ModelInterrupted)  # nothing after it
+        return session, interrupted, await store.get_blob(interrupted.text_digest)
