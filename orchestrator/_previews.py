@@ -1,5 +1,6 @@
-"""Live previews: a model's streamed deltas on their way to whoever watches a session
-(the service's SSE followers and console, ``skillog submit --follow``, live telemetry).
+"""Live previews: a model's streamed deltas and MCP calls' progress notifications on
+their way to whoever watches a session (the service's SSE followers and console,
+``skillog submit --follow``, live telemetry).
 
 A preview is never recorded and never hashed: the log's ``model.responded`` is the
 answer, the same bytes streamed or not (docs/adapters.md). Previews are therefore
@@ -9,8 +10,9 @@ missed some text is made whole by the recorded response that follows.
 
 Three hops, each bounded:
 
-- :class:`PreviewTap` turns the agent's ``on_delta`` into :class:`Preview` s that name
-  the session and the turn (learnt from ``prompt.rendered`` as it is recorded);
+- :class:`PreviewTap` turns the agent's ``on_delta`` and ``on_progress`` into
+  :class:`Preview` s that name the session and the turn (learnt from
+  ``prompt.rendered`` as it is recorded);
 - in one process, a :class:`PreviewBoard` fans them out to followers, each with a
   queue of :data:`FOLLOWER_QUEUE` previews (a full queue drops the newest);
 - across processes (``skillog worker`` beside ``skillog serve`` on one SQLite file),
@@ -38,6 +40,7 @@ import trio
 from eventlog import Event as StoredEvent
 from eventlog import EventStore, SkillogError, SqliteStore, create_private
 
+from ._effects import McpProgress
 from ._model import Delta
 
 log = logging.getLogger("skillog.previews")
@@ -54,18 +57,24 @@ BUSY_MS = 50
 
 class Preview(msgspec.Struct, frozen=True, kw_only=True):
     """One delta of session ``session``'s answer to turn ``turn`` (see :class:`Delta`
-    for ``kind``, ``index``, ``text``, ``call_id``, ``name``). ``n`` counts the
-    session's previews from 1 in the process that streamed them: a follower that sees
-    a gap knows it missed some (the recorded response fills it)."""
+    for ``kind``, ``index``, ``text``, ``call_id``, ``name``), or (``kind``
+    ``progress``) one progress notification of the MCP call ``call_id`` of turn
+    ``turn`` to server ``name``: ``progress`` and ``total`` the server's numbers as
+    decimal text (``total`` None: unknown), ``text`` its message (see
+    :class:`McpProgress`). ``n`` counts the session's previews from 1 in the process
+    that streamed them: a follower that sees a gap knows it missed some (the recorded
+    response, or the call's notes, fill it)."""
 
     session: str
     turn: int
     n: int
-    kind: Literal["text", "tool_call"]
+    kind: Literal["text", "tool_call", "progress"]
     index: int
     text: str = ""
     call_id: str = ""
     name: str = ""
+    progress: str | None = None
+    total: str | None = None
 
 
 T = TypeVar("T")
@@ -83,8 +92,9 @@ def encode_preview(preview: Preview) -> bytes:
 
 
 class PreviewTap:
-    """Binds an agent's deltas to one session: pass :meth:`delta` as ``Agent.on_delta``
-    and :meth:`event` among its observers."""
+    """Binds an agent's deltas and MCP progress to one session: pass :meth:`delta` as
+    ``Agent.on_delta``, :meth:`progress` as ``Agent.on_progress`` and :meth:`event`
+    among its observers."""
 
     def __init__(self, session: str, sink: PreviewSink) -> None:
         self.session, self.sink = session, sink
@@ -107,6 +117,25 @@ class PreviewTap:
                 text=delta.text,
                 call_id=delta.call_id,
                 name=delta.name,
+            )
+        )
+
+    def progress(self, progress: McpProgress) -> None:
+        if progress.session_id != self.session:
+            return  # a tap is one session's
+        self.n += 1
+        self.sink(
+            Preview(
+                session=self.session,
+                turn=self.turn,
+                n=self.n,
+                kind="progress",
+                index=0,
+                text=progress.message or "",
+                call_id=progress.call_id,
+                name=progress.server,
+                progress=progress.progress,
+                total=progress.total,
             )
         )
 

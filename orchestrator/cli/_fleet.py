@@ -25,6 +25,7 @@ from ._session import (
     add_catalog_options,
     add_db,
     agent_for,
+    progress_line,
     session_policy,
 )
 from ._session import _report as report
@@ -102,8 +103,9 @@ async def _submit(args: argparse.Namespace) -> int:
 
 async def follow_session(store: EventStore, session_id: str, out: TextIO) -> None:
     """Print to ``out`` what is recorded of ``session_id`` from now on, one line per
-    event, and the text of its answers as they stream (previews from the workers, through
-    the log's side file or NOTIFY; never recorded), until the session ends or suspends. Previews are
+    event, the text of its answers as they stream and its MCP calls' progress, a line
+    each (previews from the workers, through the log's side file or NOTIFY; never
+    recorded), until the session ends or suspends. Previews are
     lossy: when a ``model.responded`` lands, the rest of its recorded text is printed
     if what streamed was the start of it. Everything printed goes through ``visible``."""
     board = PreviewBoard()
@@ -123,6 +125,11 @@ async def follow_session(store: EventStore, session_id: str, out: TextIO) -> Non
                     if preview.kind == "text" and preview.turn > answered:
                         out.write(visible(preview.text, lines=True))
                         shown += preview.text
+                    elif preview.kind == "progress":
+                        line = progress_line(
+                            preview.name, preview.progress or "", preview.total, preview.text
+                        )
+                        out.write(("\n" if shown else "") + line + "\n")
                 async with closing(store.read(session_id, from_seq=next_seq)) as events:
                     async for event in events:
                         next_seq = event.seq + 1
