@@ -1,0 +1,105 @@
+"""MCP progress to observers in other processes (issue 24, item 10): a session's MCP
+call sends progress notifications slowly; a follower of the session's SSE
+(``?previews=1``) sees them as ``event: progress`` messages (no id) while the call runs,
+before its outcome is recorded — from serve's own worker, and through the log's side
+file from a ``skillog worker`` process. Nothing of it is in the log: the events sent
+are the stored ones, and a session nobody followed recorded the same events."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from orchestrator._events import CODEC, McpResult, ToolCompleted
+
+from .conftest import running_service
+from .test_api import submit, wait_for
+from .test_previews import Message, watch
+
+SERVER = Path(__file__).parents[1] / "orchestrator" / "mcp" / "mcp_server.py"
+STEPS = """\
+turns:
+  - tool_calls: [{name: mcp__modern__steps, arguments: {count: 3, delay_ms: 300}}]
+  - text: "Done."
+"""
+
+
+def with_server(config: Path) -> None:
+    """The test MCP server ``modern`` in the configuration file, for every session."""
+    server = {"command": sys.executable, "args": [str(SERVER), "modern"]}
+    with config.open("a") as file:
+        file.write("mcp:\n  servers:\n    modern: " + json.dumps(server) + "\n")
+
+
+def check_progress(seen: list[Message], stored_hashes: list[str]) -> None:
+    events = [data for kind, data, _ in seen if kind == "message"]
+    assert [e["hash"] for e in events] == stored_hashes  # the log, no preview among it
+    ticks = [(i, data, ident) for i, (kind, data, ident) in enumerate(seen) if kind == "progress"]
+    assert ticks, [kind for kind, _, _ in seen]
+    assert all(ident is None for _, _, ident in ticks)
+    called = next(i for i, m in enumerate(seen) if m[1].get("type") == "tool.called")
+    completed = next(i for i, m in enumerate(seen) if m[1].get("type") == "tool.completed")
+    # While the call ran: after its intent, the first one before its outcome.
+    assert called < ticks[0][0] < completed
+    call_id = seen[called][1]["body"]["call_id"]  # type: ignore[index]
+    for _, data, _ in ticks:
+        assert data["kind"] == "progress" and data["name"] == "modern"
+        assert data["call_id"] == call_id and data["total"] == "3.0"
+    steps = [(d["progress"], d["text"]) for _, d, _ in ticks]
+    # Lossy across processes (the last may come after the end), never out of order.
+    assert steps == [("1.0", "step 1"), ("2.0", "step 2"), ("3.0", "step 3")][: len(steps)]
+
+
+@pytest.mark.parametrize("driver", ["serve", "worker"])
+async def test_a_follower_sees_mcp_progress_before_the_outcome(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]], driver: str
+) -> None:
+    config, tokens = service_env
+    with_server(config)
+    extra = ("--workers", "0") if driver == "worker" else ()
+    async with running_service(tmp_path, config, tokens, *extra, turns=STEPS) as service:
+        worker = None
+        if driver == "worker":
+            worker = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "orchestrator.cli", "worker", "--db", str(service.db),
+                 "--poll-ms", "50", "--project", str(tmp_path)],
+                env={**os.environ, "SKILLOG_CONFIG": str(config)},
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )  # fmt: skip
+        try:
+            async with service.client("victor") as client:
+                followed = await submit(service, task="take steps")
+                seen = await watch(client, followed)
+                # The same task with nobody following.
+                alone = await submit(service, task="take steps")
+                await wait_for(service, alone, "ended")
+            stored = [e.hash async for e in service.store.read(followed)]
+            logs = [
+                [CODEC.decode(e) async for e in service.store.read(s)] for s in (followed, alone)
+            ]
+            notes = []
+            for bodies in logs:
+                (result,) = [b for b in bodies if isinstance(b, McpResult)]
+                assert result.notes is not None
+                notes.append(await service.store.get_blob(result.notes))
+        finally:
+            if worker is not None:
+                worker.send_signal(signal.SIGTERM)
+                assert worker.stderr is not None
+                err = b"".join([chunk async for chunk in worker.stderr])
+                assert await worker.wait() == 0, err.decode()
+    check_progress(seen, stored)
+    # Followed or not, the same events were recorded: the ticks are kept once, in the
+    # call's notes, byte for byte the same.
+    assert [b.event_type for b in logs[0]] == [b.event_type for b in logs[1]]
+    assert notes[0] == notes[1]
+    assert len(json.loads(notes[0])["progress"]) == 3
+    completed = [[b.content for b in bodies if isinstance(b, ToolCompleted)] for bodies in logs]
+    assert completed[0] == completed[1]
