@@ -57,16 +57,22 @@ def check_progress(seen: list[Message], stored_hashes: list[str]) -> None:
     assert steps == [("1.0", "step 1"), ("2.0", "step 2"), ("3.0", "step 3")][: len(steps)]
 
 
-@pytest.mark.parametrize("driver", ["serve", "worker"])
+@pytest.mark.parametrize("driver", ["serve", "worker", "worker-postgres"])
 async def test_a_follower_sees_mcp_progress_before_the_outcome(
-    tmp_path: Path, service_env: tuple[Path, dict[str, str]], driver: str
+    tmp_path: Path,
+    service_env: tuple[Path, dict[str, str]],
+    driver: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """From serve's own worker; from a ``skillog worker`` process through the side
+    file (SQLite) or NOTIFY (PostgreSQL)."""
     config, tokens = service_env
     with_server(config)
-    extra = ("--workers", "0") if driver == "worker" else ()
-    async with running_service(tmp_path, config, tokens, *extra, turns=STEPS) as service:
+    extra = ("--workers", "0") if driver != "serve" else ()
+    db = request.getfixturevalue("pg_dsn") if driver == "worker-postgres" else None
+    async with running_service(tmp_path, config, tokens, *extra, turns=STEPS, db=db) as service:
         worker = None
-        if driver == "worker":
+        if driver != "serve":
             worker = await trio.lowlevel.open_process(
                 [sys.executable, "-m", "orchestrator.cli", "worker", "--db", str(service.db),
                  "--poll-ms", "50", "--project", str(tmp_path)],
