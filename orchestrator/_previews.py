@@ -106,36 +106,44 @@ class PreviewTap:
             self.turn = msgspec.json.decode(event.body, type=_Turn).turn
 
     def delta(self, delta: Delta) -> None:
-        self.n += 1
-        self.sink(
-            Preview(
-                session=self.session,
-                turn=self.turn,
-                n=self.n,
-                kind=delta.kind,
-                index=delta.index,
-                text=delta.text,
-                call_id=delta.call_id,
-                name=delta.name,
-            )
-        )
+        self._send(delta.kind, delta.index, delta.text, delta.call_id, delta.name)
 
     def progress(self, progress: McpProgress) -> None:
-        if progress.session_id != self.session:
-            return  # a tap is one session's
+        if progress.session_id == self.session:  # a tap is one session's
+            self._send(
+                "progress",
+                0,
+                progress.message or "",
+                progress.call_id,
+                progress.server,
+                progress=progress.progress,
+                total=progress.total,
+            )
+
+    def _send(
+        self,
+        kind: Literal["text", "tool_call", "progress"],
+        index: int,
+        text: str,
+        call_id: str,
+        name: str,
+        *,
+        progress: str | None = None,
+        total: str | None = None,
+    ) -> None:
         self.n += 1
         self.sink(
             Preview(
                 session=self.session,
                 turn=self.turn,
                 n=self.n,
-                kind="progress",
-                index=0,
-                text=progress.message or "",
-                call_id=progress.call_id,
-                name=progress.server,
-                progress=progress.progress,
-                total=progress.total,
+                kind=kind,
+                index=index,
+                text=text,
+                call_id=call_id,
+                name=name,
+                progress=progress,
+                total=total,
             )
         )
 

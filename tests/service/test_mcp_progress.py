@@ -114,13 +114,14 @@ async def test_a_follower_sees_mcp_progress_before_the_outcome(
 def test_console_shows_progress_under_the_running_call_in_chromium(tmp_path: Path) -> None:
     """The session page shows the latest progress of an MCP call on a line under the
     running call, before its outcome is recorded; the line goes when it is."""
-    from chromium import ARGS, CHROMIUM, need_chromium
-    from playwright.sync_api import expect, sync_playwright
+    from chromium import need_chromium
+    from playwright.sync_api import expect
 
     from orchestrator.service import new_token
     from orchestrator.skills._config import add_service_token
 
     from .conftest import write_skill
+    from .test_browser import logged_in
     from .test_cli_serve import start, stop
 
     need_chromium()
@@ -128,31 +129,20 @@ def test_console_shows_progress_under_the_running_call_in_chromium(tmp_path: Pat
     token, entry = new_token("ada", ("admin",))
     add_service_token(str(config), entry)
     with_server(config)
-    skill = write_skill(tmp_path)
     (tmp_path / "turns.yaml").write_text(STEPS.replace("300", "1500"))
     env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home")}
-    proc, url = start(
-        tmp_path, env, "--model", f"scripted:{tmp_path / 'turns.yaml'}", "--skills", str(skill),
-        "--poll-ms", "100",
-    )  # fmt: skip
+    model = f"scripted:{tmp_path / 'turns.yaml'}"
+    proc, url = start(tmp_path, env, "--model", model, "--skills", str(write_skill(tmp_path)))
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(url + "/console/login")
-                page.fill("#token", token)
-                page.click("#login button")
-                page.fill("#task", "take steps")
-                page.click("#submit button")
-                page.wait_for_url(url + "/console/sessions/*")
-                completed = page.locator('#events li[data-type="tool.completed"]')
-                line = page.locator("#trace .node[data-call] > summary > .progress")
-                expect(line).to_contain_text("modern: 1.0/3.0 step 1", timeout=30_000)
-                assert completed.count() == 0
-                expect(completed).to_have_count(1, timeout=30_000)
-                expect(line).to_have_count(0)
-            finally:
-                browser.close()
+        with logged_in(url, token) as page:
+            page.fill("#task", "take steps")
+            page.click("#submit button")
+            page.wait_for_url(url + "/console/sessions/*")
+            completed = page.locator('#events li[data-type="tool.completed"]')
+            line = page.locator("#trace .node[data-call] > summary > .progress")
+            expect(line).to_contain_text("modern: 1.0/3.0 step 1", timeout=30_000)
+            assert completed.count() == 0
+            expect(completed).to_have_count(1, timeout=30_000)
+            expect(line).to_have_count(0)
     finally:
         stop(proc)
