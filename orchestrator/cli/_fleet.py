@@ -15,7 +15,15 @@ from eventlog import EventStore, SkillogError, closing, visible
 from eventlog._terminal import log_to_stderr
 
 from .._catalog import open_log
-from .._events import CODEC, ModelResponded, SessionEnded, SessionStarted, SessionSuspended
+from .._events import (
+    CODEC,
+    ModelResponded,
+    SessionEnded,
+    SessionStarted,
+    SessionSuspended,
+    ToolCompleted,
+    ToolInterrupted,
+)
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
 from .._previews import PreviewBoard, preview_reader, preview_writer
@@ -112,6 +120,7 @@ async def follow_session(store: EventStore, session_id: str, out: TextIO) -> Non
     reader = preview_reader(store, board)
     next_seq = 0
     shown, answered = "", 0  # the text previewed of the answer being streamed
+    finished: set[str] = set()  # calls whose outcome is recorded: their progress is over
     with board.following(session_id) as previews:
         async with trio.open_nursery() as nursery:
             if reader is not None:
@@ -125,7 +134,7 @@ async def follow_session(store: EventStore, session_id: str, out: TextIO) -> Non
                     if preview.kind == "text" and preview.turn > answered:
                         out.write(visible(preview.text, lines=True))
                         shown += preview.text
-                    elif preview.kind == "progress":
+                    elif preview.kind == "progress" and preview.call_id not in finished:
                         line = progress_line(
                             preview.name, preview.progress or "", preview.total, preview.text
                         )
@@ -134,6 +143,8 @@ async def follow_session(store: EventStore, session_id: str, out: TextIO) -> Non
                     async for event in events:
                         next_seq = event.seq + 1
                         body = CODEC.decode(event)
+                        if isinstance(body, ToolCompleted | ToolInterrupted):
+                            finished.add(body.call_id)
                         if isinstance(body, ModelResponded):
                             answered = body.turn
                             said = body.response.text
