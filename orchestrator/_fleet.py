@@ -396,7 +396,8 @@ class LeaseLostError(SkillogError):
 class Worker:
     """Claims runnable sessions of ``store`` and drives them with agents from
     ``make_agent``, ``concurrency`` at a time. See the module docstring. With
-    ``previews``, the models stream and their deltas go there (``_previews``)."""
+    ``previews``, the models stream and their deltas go there, as do MCP calls'
+    progress notifications (``_previews``)."""
 
     store: EventStore
     make_agent: AgentFactory
@@ -538,6 +539,11 @@ class Worker:
             tap = PreviewTap(session_id, self.previews)
             agent.on_delta = (
                 tap.delta if agent.on_delta is None else fan_out(agent.on_delta, tap.delta)
+            )
+            agent.on_progress = (
+                tap.progress
+                if agent.on_progress is None
+                else fan_out(agent.on_progress, tap.progress)
             )
             agent.observers = [*agent.observers, tap.event]
         outcome = "suspended"

@@ -1,5 +1,6 @@
-"""Live previews: a model's streamed deltas on their way to whoever watches a session
-(the service's SSE followers and console, ``skillog submit --follow``, live telemetry).
+"""Live previews: a model's streamed deltas and MCP calls' progress notifications on
+their way to whoever watches a session (the service's SSE followers and console,
+``skillog submit --follow``, live telemetry).
 
 A preview is never recorded and never hashed: the log's ``model.responded`` is the
 answer, the same bytes streamed or not (docs/adapters.md). Previews are therefore
@@ -9,8 +10,9 @@ missed some text is made whole by the recorded response that follows.
 
 Three hops, each bounded:
 
-- :class:`PreviewTap` turns the agent's ``on_delta`` into :class:`Preview` s that name
-  the session and the turn (learnt from ``prompt.rendered`` as it is recorded);
+- :class:`PreviewTap` turns the agent's ``on_delta`` and ``on_progress`` into
+  :class:`Preview` s that name the session and the turn (learnt from
+  ``prompt.rendered`` as it is recorded);
 - in one process, a :class:`PreviewBoard` fans them out to followers, each with a
   queue of :data:`FOLLOWER_QUEUE` previews (a full queue drops the newest);
 - across processes (``skillog worker`` beside ``skillog serve`` on one SQLite file),
@@ -38,6 +40,7 @@ import trio
 from eventlog import Event as StoredEvent
 from eventlog import EventStore, SkillogError, SqliteStore, create_private
 
+from ._effects import McpProgress
 from ._model import Delta
 
 log = logging.getLogger("skillog.previews")
@@ -54,18 +57,24 @@ BUSY_MS = 50
 
 class Preview(msgspec.Struct, frozen=True, kw_only=True):
     """One delta of session ``session``'s answer to turn ``turn`` (see :class:`Delta`
-    for ``kind``, ``index``, ``text``, ``call_id``, ``name``). ``n`` counts the
-    session's previews from 1 in the process that streamed them: a follower that sees
-    a gap knows it missed some (the recorded response fills it)."""
+    for ``kind``, ``index``, ``text``, ``call_id``, ``name``), or (``kind``
+    ``progress``) one progress notification of the MCP call ``call_id`` of turn
+    ``turn`` to server ``name``: ``progress`` and ``total`` the server's numbers as
+    decimal text (``total`` None: unknown), ``text`` its message (see
+    :class:`McpProgress`). ``n`` counts the session's previews from 1 in the process
+    that streamed them: a follower that sees a gap knows it missed some (the recorded
+    response, or the call's notes, fill it)."""
 
     session: str
     turn: int
     n: int
-    kind: Literal["text", "tool_call"]
+    kind: Literal["text", "tool_call", "progress"]
     index: int
     text: str = ""
     call_id: str = ""
     name: str = ""
+    progress: str | None = None
+    total: str | None = None
 
 
 T = TypeVar("T")
@@ -83,8 +92,9 @@ def encode_preview(preview: Preview) -> bytes:
 
 
 class PreviewTap:
-    """Binds an agent's deltas to one session: pass :meth:`delta` as ``Agent.on_delta``
-    and :meth:`event` among its observers."""
+    """Binds an agent's deltas and MCP progress to one session: pass :meth:`delta` as
+    ``Agent.on_delta``, :meth:`progress` as ``Agent.on_progress`` and :meth:`event`
+    among its observers."""
 
     def __init__(self, session: str, sink: PreviewSink) -> None:
         self.session, self.sink = session, sink
@@ -96,17 +106,44 @@ class PreviewTap:
             self.turn = msgspec.json.decode(event.body, type=_Turn).turn
 
     def delta(self, delta: Delta) -> None:
+        self._send(delta.kind, delta.index, delta.text, delta.call_id, delta.name)
+
+    def progress(self, progress: McpProgress) -> None:
+        if progress.session_id == self.session:  # a tap is one session's
+            self._send(
+                "progress",
+                0,
+                progress.message or "",
+                progress.call_id,
+                progress.server,
+                progress=progress.progress,
+                total=progress.total,
+            )
+
+    def _send(
+        self,
+        kind: Literal["text", "tool_call", "progress"],
+        index: int,
+        text: str,
+        call_id: str,
+        name: str,
+        *,
+        progress: str | None = None,
+        total: str | None = None,
+    ) -> None:
         self.n += 1
         self.sink(
             Preview(
                 session=self.session,
                 turn=self.turn,
                 n=self.n,
-                kind=delta.kind,
-                index=delta.index,
-                text=delta.text,
-                call_id=delta.call_id,
-                name=delta.name,
+                kind=kind,
+                index=index,
+                text=text,
+                call_id=call_id,
+                name=name,
+                progress=progress,
+                total=total,
             )
         )
 

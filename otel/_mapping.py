@@ -57,6 +57,8 @@ BlobLookup = Callable[[str], "bytes | None"]
 
 #: error.type of spans still open when their session ends (or a newer one supersedes).
 UNFINISHED = "skillog.unfinished"
+MAX_PROGRESS_EVENTS = 100
+"""Progress span events kept per tool span (the call's notes keep the last 100 too)."""
 
 
 class _Open:
@@ -545,6 +547,36 @@ class SessionMapper:
             event.recorded_at,
             attrs,
         )
+
+    def progress(
+        self,
+        call_id: str,
+        time_ns: int,
+        *,
+        server: str,
+        progress: str,
+        total: str | None,
+        message: str,
+    ) -> bool:
+        """Live only: an MCP progress notification as a ``skillog.mcp.progress`` span
+        event on the open span of tool call ``call_id`` (at most
+        :data:`MAX_PROGRESS_EVENTS` per span; the message only with ``content``). The
+        log holds no progress tick, so an offline export has none. False when the call
+        is not open (ended, or not seen yet)."""
+        span = self._tools.get(call_id)
+        if span is None:
+            return False
+        if sum(e.name == "skillog.mcp.progress" for e in span.events) >= MAX_PROGRESS_EVENTS:
+            return False
+        attrs: Attributes = {"skillog.mcp.server": server, "skillog.mcp.progress": progress}
+        if total is not None:
+            attrs["skillog.mcp.total"] = total
+        if message and self.content:
+            attrs["skillog.mcp.message"] = message
+        span.events.append(
+            SpanEventData(name="skillog.mcp.progress", time_ns=time_ns, attributes=attrs)
+        )
+        return True
 
     def _tool_completed(self, body: ToolCompleted, event: Event) -> None:
         error = _error_type(body.error_type) if body.is_error else None

@@ -76,7 +76,9 @@ class OtelObserver:
     ``gen_ai.response.time_to_first_chunk``, with the
     ``gen_ai.client.operation.time_to_first_chunk`` histogram: measured live, from when
     the request's ``prompt.rendered`` was reported to the first delta, so only live
-    export has them (the log holds no preview).
+    export has them (the log holds no preview). Pass the tap's ``progress`` as
+    ``Agent.on_progress`` too and each MCP progress notification becomes a
+    ``skillog.mcp.progress`` span event of its ``execute_tool`` span (live only too).
 
     The observer never raises into the runtime: a failure is logged to the
     ``skillog.otel`` logger and counted in :attr:`errors`.
@@ -136,11 +138,34 @@ class OtelObserver:
         return len(self._pending)
 
     def preview(self, preview: Preview) -> None:
-        """A preview sink (see the class docstring): times the first chunk of a turn."""
+        """A preview sink (see the class docstring): times the first chunk of a turn;
+        an MCP call's progress becomes a span event of its tool span."""
+        if preview.kind == "progress":
+            self._progress(preview)
+            return
         start = self._requested.pop((preview.session, preview.turn), None)
         if start is not None:
             elapsed = (time.monotonic_ns() - start) / 1e9
             self._first_chunk[(preview.session, preview.turn)] = elapsed
+
+    def _progress(self, preview: Preview) -> None:
+        try:
+            # Deferred, the call's tool.called may still be queued: map what is queued
+            # first (rare: progress comes only while an MCP call runs).
+            self._drain()
+            entry = self._sessions.get(preview.session)
+            if entry is not None:
+                entry[0].progress(
+                    preview.call_id,
+                    time.time_ns(),  # live only, never hashed: the log has no tick
+                    server=preview.name,
+                    progress=preview.progress or "",
+                    total=preview.total,
+                    message=preview.text,
+                )
+        except Exception:
+            self.errors += 1
+            _log.exception("telemetry of a progress notification of %r failed", preview.session)
 
     def __call__(self, event: Event) -> None:
         """Map one committed event and export whatever it finished; deferred, queue it."""

@@ -15,7 +15,15 @@ from eventlog import EventStore, SkillogError, closing, visible
 from eventlog._terminal import log_to_stderr
 
 from .._catalog import open_log
-from .._events import CODEC, ModelResponded, SessionEnded, SessionStarted, SessionSuspended
+from .._events import (
+    CODEC,
+    ModelResponded,
+    SessionEnded,
+    SessionStarted,
+    SessionSuspended,
+    ToolCompleted,
+    ToolInterrupted,
+)
 from .._fleet import AgentFactory, Worker, describe, queue_session
 from .._loop import Agent
 from .._previews import PreviewBoard, preview_reader, preview_writer
@@ -25,6 +33,7 @@ from ._session import (
     add_catalog_options,
     add_db,
     agent_for,
+    progress_line,
     session_policy,
 )
 from ._session import _report as report
@@ -102,14 +111,16 @@ async def _submit(args: argparse.Namespace) -> int:
 
 async def follow_session(store: EventStore, session_id: str, out: TextIO) -> None:
     """Print to ``out`` what is recorded of ``session_id`` from now on, one line per
-    event, and the text of its answers as they stream (previews from the workers, through
-    the log's side file or NOTIFY; never recorded), until the session ends or suspends. Previews are
+    event, the text of its answers as they stream and its MCP calls' progress, a line
+    each (previews from the workers, through the log's side file or NOTIFY; never
+    recorded), until the session ends or suspends. Previews are
     lossy: when a ``model.responded`` lands, the rest of its recorded text is printed
     if what streamed was the start of it. Everything printed goes through ``visible``."""
     board = PreviewBoard()
     reader = preview_reader(store, board)
     next_seq = 0
     shown, answered = "", 0  # the text previewed of the answer being streamed
+    finished: set[str] = set()  # calls whose outcome is recorded: their progress is over
     with board.following(session_id) as previews:
         async with trio.open_nursery() as nursery:
             if reader is not None:
@@ -123,10 +134,17 @@ async def follow_session(store: EventStore, session_id: str, out: TextIO) -> Non
                     if preview.kind == "text" and preview.turn > answered:
                         out.write(visible(preview.text, lines=True))
                         shown += preview.text
+                    elif preview.kind == "progress" and preview.call_id not in finished:
+                        line = progress_line(
+                            preview.name, preview.progress or "", preview.total, preview.text
+                        )
+                        out.write(("\n" if shown else "") + line + "\n")
                 async with closing(store.read(session_id, from_seq=next_seq)) as events:
                     async for event in events:
                         next_seq = event.seq + 1
                         body = CODEC.decode(event)
+                        if isinstance(body, ToolCompleted | ToolInterrupted):
+                            finished.add(body.call_id)
                         if isinstance(body, ModelResponded):
                             answered = body.turn
                             said = body.response.text

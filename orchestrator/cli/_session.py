@@ -238,6 +238,16 @@ def run(args: argparse.Namespace) -> int:
     return trio.run(command, args)
 
 
+def progress_line(server: str, progress: str, total: str | None, message: str | None) -> str:
+    """An MCP call's progress notification as the terminal shows it (``skillog run``,
+    ``skillog submit --follow``), made inert: ``[server: 2.0/4.0 message]``."""
+    of = f"/{total}" if total is not None else ""
+    text = f"{server}: {progress}{of}"
+    if message:
+        text += f" {message}"
+    return visible(f"[{text}]")
+
+
 class LiveText:
     """What ``skillog run`` shows while the model answers, on a terminal: its text as
     it arrives (made inert like everything printed), each answer ended by a line break
@@ -256,11 +266,8 @@ class LiveText:
 
     def progress(self, progress: McpProgress) -> None:
         # An MCP call's progress as it arrives, on a line of its own.
-        of = f"/{progress.total}" if progress.total is not None else ""
-        text = f"{progress.server}: {progress.progress}{of}"
-        if progress.message:
-            text += f" {progress.message}"
-        self.out.write(("\n" if self.open else "") + visible(f"[{text}]") + "\n")
+        line = progress_line(progress.server, progress.progress, progress.total, progress.message)
+        self.out.write(("\n" if self.open else "") + line + "\n")
         self.out.flush()
         self.open = False
 

@@ -240,9 +240,9 @@ async def session_events(request: Request) -> Response:
 
 async def stream_events(request: Request) -> Response:
     """Server-Sent Events: ``id`` is the seq; reconnecting with ``Last-Event-ID`` (or
-    ``?from_seq=``) resumes right after it. With ``?previews=1``, streamed answers are
-    previewed too, as ``event: delta`` messages (no ``id``, never recorded:
-    ``_previews``)."""
+    ``?from_seq=``) resumes right after it. With ``?previews=1``, streamed answers and
+    MCP calls' progress are previewed too, as ``event: delta`` and ``event: progress``
+    messages (no ``id``, never recorded: ``_previews``)."""
     require(request, "viewer")
     sid = session_id(request)
     store = context(request).store

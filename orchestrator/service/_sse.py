@@ -15,9 +15,9 @@ a live stream that is caught up takes the new ones from there, so one commit cos
 read of the log (the tail's), not one per follower; a stream that is behind (a
 reconnection, a slow client, the first read) reads the store by seq as before.
 
-Asked for (``?previews=1``), previews of streamed answers are interleaved as
-``event: delta`` messages with no id: never recorded, dropped rather than waited for
-(``orchestrator._previews``).
+Asked for (``?previews=1``), previews of streamed answers and MCP calls' progress are
+interleaved as ``event: delta`` and ``event: progress`` messages with no id: never
+recorded, dropped rather than waited for (``orchestrator._previews``).
 """
 
 from __future__ import annotations
@@ -107,10 +107,12 @@ def is_end(event: Event) -> bool:
     return event.type.split("@")[0] == ENDED
 
 
-def delta_frame(preview: Preview) -> bytes:
-    """One preview as an SSE message of type ``delta``, with no ``id:`` (the client's
-    Last-Event-ID stays the seq of the last recorded event it has)."""
-    return b"event: delta\ndata: %s\n\n" % encode_preview(preview)
+def preview_frame(preview: Preview) -> bytes:
+    """One preview as an SSE message of type ``delta`` (a streamed answer's) or
+    ``progress`` (an MCP call's), with no ``id:`` (the client's Last-Event-ID stays the
+    seq of the last recorded event it has)."""
+    kind = b"progress" if preview.kind == "progress" else b"delta"
+    return b"event: %s\ndata: %s\n\n" % (kind, encode_preview(preview))
 
 
 def sse_frame(event: Event, hidden: str | None = None) -> bytes:
@@ -290,7 +292,7 @@ class EventStreamResponse:
         with board.following(self.stream) as previews:
             async for preview in previews:
                 with contextlib.suppress(trio.WouldBlock):
-                    frames.send_nowait(delta_frame(preview))
+                    frames.send_nowait(preview_frame(preview))
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -259,3 +260,45 @@ async def test_a_streamed_response_carries_its_time_to_first_chunk() -> None:
     a = [e.type for e in [e async for e in store.read("streamed")]]
     b = [e.type for e in [e async for e in store.read("plain")]]
     assert a == b
+
+
+async def test_mcp_progress_is_a_span_event_of_its_tool_span_live_only() -> None:
+    """Live only: each MCP progress notification of a call is a skillog.mcp.progress
+    span event of its execute_tool span (its message with content only); the offline
+    export of the same log has none (the log holds no tick)."""
+    import sys
+
+    from orchestrator import PreviewTap
+    from orchestrator._loop import Agent
+    from orchestrator.adapters import ScriptedModel
+    from orchestrator.mcp import McpServerConfig
+
+    server = Path(__file__).parents[1] / "orchestrator" / "mcp" / "mcp_server.py"
+    steps = {"tool_calls": [{"name": "mcp__modern__steps", "arguments": {"count": 3}}]}
+    spans = InMemorySpanExporter()
+    observer = OtelObserver(_provider(spans), MeterProvider())
+    tap = PreviewTap("steps", observer.preview)
+    agent = Agent(
+        model=ScriptedModel([steps, {"text": "done"}]), model_name="m",
+        mcp_servers=[McpServerConfig(name="modern", command=sys.executable,
+                                     args=(str(server), "modern"))],
+        observers=[observer, tap.event], on_progress=tap.progress,
+    )  # fmt: skip
+    store = MemoryStore()
+    try:
+        await agent.run(store, "take steps", session_id="steps")
+    finally:
+        agent.close()
+    (tool,) = [s for s in spans.get_finished_spans() if s.name == "execute_tool mcp__modern__steps"]
+    ticks = [e for e in tool.events if e.name == "skillog.mcp.progress"]
+    assert [dict(e.attributes or {}) for e in ticks] == [
+        {"skillog.mcp.server": "modern", "skillog.mcp.progress": f"{n}.0",
+         "skillog.mcp.total": "3.0"}
+        for n in (1, 2, 3)
+    ]  # fmt: skip
+    assert all(tool.start_time <= e.timestamp for e in ticks)  # type: ignore[operator]
+    assert observer.errors == 0
+    offline = InMemorySpanExporter()
+    await export_sessions(store, offline, resource=Resource({"service.name": "skillog"}))
+    (again,) = [s for s in offline.get_finished_spans() if s.name == tool.name]
+    assert not [e for e in again.events if e.name == "skillog.mcp.progress"]

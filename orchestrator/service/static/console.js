@@ -392,6 +392,7 @@ function setupLive() {
   const source = new EventSource(base + "/stream?previews=1");
   const preview = makePreview(document.getElementById("trace"));
   source.addEventListener("delta", (message) => preview.add(JSON.parse(message.data)));
+  source.addEventListener("progress", (message) => preview.progress(JSON.parse(message.data)));
   source.onopen = () => { live.textContent = "live"; live.className = "live on"; };
   source.onerror = () => {
     // Closed for good: the session ended (the server answers 204 past session.ended).
@@ -441,6 +442,8 @@ function setupLive() {
 
 // A streamed answer as it arrives (event: delta, never recorded), below the trace; the
 // recorded model.responded of its turn replaces it (the trace shows what was said).
+// An MCP call's progress (event: progress, never recorded) is a line under the running
+// call, the latest notification; gone when the call's outcome is recorded.
 function makePreview(trace) {
   const box = document.createElement("p");
   box.id = "preview";
@@ -457,8 +460,26 @@ function makePreview(trace) {
       else if (delta.name) box.textContent += (box.textContent ? "\n" : "") + "→ " + delta.name;
       box.hidden = !box.textContent;
     },
+    progress(tick) {
+      const call = Array.from(trace.querySelectorAll(".node[data-call]")).find((b) => b.dataset.call === tick.call_id);
+      if (!call || call.dataset.outcome) return;  // not shown yet, or over: lossy
+      const summary = call.querySelector(":scope > summary");  // shown even when closed
+      let line = summary.querySelector(".progress");
+      if (!line) {
+        line = document.createElement("span");
+        line.className = "progress";
+        summary.append(line);
+      }
+      line.textContent = tick.name + ": " + tick.progress + (tick.total == null ? "" : "/" + tick.total) +
+        (tick.text ? " " + tick.text : "");
+    },
     recorded(event) {
       const tag = event.type.split("@")[0];
+      if ((tag === "tool.completed" || tag === "tool.interrupted") && event.body) {
+        const call = Array.from(trace.querySelectorAll(".node[data-call]")).find((b) => b.dataset.call === event.body.call_id);
+        const line = call && call.querySelector(":scope > summary > .progress");
+        if (line) line.remove();
+      }
       if (tag === "model.responded") answered = Math.max(answered, event.body.turn);
       if (tag === "model.responded" || tag === "model.failed") { box.textContent = ""; box.hidden = true; }
     },

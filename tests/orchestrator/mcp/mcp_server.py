@@ -15,7 +15,8 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
   list changed while the client connects; ``whoami`` (the client's ``clientInfo``),
   ``job`` (callable only as a task, ``seconds`` long: tasks/get, tasks/result and
   tasks/cancel; the ledger has each task created and cancelled), ``chart`` (an
-  image), ``steps`` (progress notifications and log messages before it answers);
+  image), ``steps`` (progress notifications and log messages before it answers, ``delay_ms``
+  apart);
   ``write`` (idempotentHint);
   ``ask`` (asks the client to sample ``question`` ``times`` times, answers with what
   came back, errors included), ``ask_image`` (asks to sample an image), ``roots``
@@ -89,7 +90,15 @@ MODERN = [
         execution=types.ToolExecution(task_support="required"),
     ),
     _tool("chart", OBJECT, read_only_hint=True),
-    _tool("steps", _schema(count={"type": "integer"}), read_only_hint=True),
+    _tool(
+        "steps",
+        {
+            "type": "object",
+            "properties": {"count": {"type": "integer"}, "delay_ms": {"type": "integer"}},
+            "required": ["count"],
+        },
+        read_only_hint=True,
+    ),
     _tool("write", _schema(text={"type": "string"}), idempotent_hint=True),
     _tool("ask", _schema(question={"type": "string"}, times={"type": "integer"})),
     _tool("ask_image", OBJECT),
@@ -225,6 +234,7 @@ def build(kind: str) -> Server[Any]:
             token = meta.get("progress_token")
             count = int(args.get("count", 3))
             for step in range(count):
+                await anyio.sleep(int(args.get("delay_ms", 0)) / 1000)
                 if token is not None:
                     await ctx.session.send_progress_notification(
                         token, step + 1, count, f"step {step + 1}"
