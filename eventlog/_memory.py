@@ -92,8 +92,9 @@ class MemoryStore:
                 if row is not None:
                     self._catalog[key] = row
 
-    async def catalog_built(self) -> bool:
-        return self.projection is not None
+    async def catalog_built(self, version: str | None = None) -> bool:
+        """Whether the catalog is kept (by a projection of ``version``, if given)."""
+        return self.projection is not None and version in (None, self.projection.version)
 
     async def list_catalog(self, listing: Listing) -> list[CatalogRow]:
         await trio.lowlevel.checkpoint()

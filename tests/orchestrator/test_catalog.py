@@ -299,11 +299,11 @@ async def test_a_log_without_a_catalog_lists_the_rows_reindex_would_build(tmp_pa
         folded = [await session_rows(store, listing) for listing in listings]
     note = await trio.run_process([*CLI, "sessions", "--db", str(db)], capture_stdout=True,
                                   capture_stderr=True)  # fmt: skip
-    assert b"no session catalog" in note.stderr, note.stderr
+    assert b"no current session catalog" in note.stderr, note.stderr
     async with open_log(db) as store:  # read-write: the catalog is built at open
         indexed = [await session_rows(store, listing) for listing in listings]
     assert folded == indexed
     assert [len(folded[0]), len(folded[1]), len(folded[3])] == [4, 2, 1]
     out = await trio.run_process([*CLI, "sessions", "--db", str(db)], capture_stdout=True,
                                  capture_stderr=True)  # fmt: skip
-    assert b"no session catalog" not in out.stderr
+    assert b"no current session catalog" not in out.stderr
