@@ -111,6 +111,15 @@ class MemoryStore:
         await trio.lowlevel.checkpoint()
         return sorted(self._catalog.values(), key=lambda r: r.key)
 
+    async def catalog_snapshot(
+        self, key: str, streams: Sequence[str]
+    ) -> tuple[CatalogRow | None, list[Event]]:
+        """The row ``key`` and the events of ``streams``, at one moment (no await
+        between the reads)."""
+        await trio.lowlevel.checkpoint()
+        events = [e for s in streams for e in self._streams.get(s, [])]
+        return self._catalog.get(key), events
+
     async def claim(self, claim: Claim) -> list[Event]:
         """Claim free claimable rows (one task at a time holds the loop: atomic)."""
         free_rows = await self.list_catalog(Listing(limit=claim.limit, free_at=claim.now))

@@ -16,7 +16,7 @@ import trio
 
 from eventlog import EventStore, MemoryStore, import_jsonl, open_sqlite_store, open_store, verify
 from eventlog._catalog import Claim, CursorError, Listing, decode_cursor, fold_store
-from eventlog._verify import CatalogFold
+from eventlog._verify import CatalogFold, settle
 from orchestrator import Agent
 from orchestrator._catalog import SESSIONS, entry_of, open_log
 from orchestrator._events import CODEC, LeaseAcquired
@@ -338,3 +338,14 @@ async def test_a_catalog_built_by_an_older_version_is_not_trusted(tmp_path: Path
         await assert_equals_fold(store)
     out = await sessions("--status", "ended")
     assert b"no current session catalog" not in out.stderr and out.stdout.count(b"task ") == 3
+
+
+async def test_a_row_and_its_streams_read_at_one_moment(store: EventStore) -> None:
+    """What verify re-reads a differing row with (every store): the row and all the
+    events of its streams, which fold to it."""
+    await agent().run(store, "one", session_id="a")
+    row, events = await store.catalog_snapshot("a", SESSIONS.streams("a"))  # type: ignore[attr-defined]
+    want = [e for s in ("a", lease_stream("a")) async for e in store.read(s)]
+    assert events == want and row == await store.catalog_row("a")  # type: ignore[attr-defined]
+    assert await settle(store, SESSIONS, "a", "differs") is None
+    assert await store.catalog_snapshot("none", SESSIONS.streams("none")) == (None, [])  # type: ignore[attr-defined]

@@ -9,12 +9,15 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import trio
 
 from eventlog import EventStore, open_store, verify
+from eventlog._open import is_postgres_url
 from orchestrator._catalog import SESSIONS
 from orchestrator._grammar import session_grammar
 
@@ -29,10 +32,16 @@ async def catalog_faults(store: EventStore) -> list[str]:
     return [f.detail for f in report.faults]
 
 
-@pytest.fixture
-def live_writer(tmp_path: Path) -> object:
-    db, stop = tmp_path / "live.db", tmp_path / "stop"
-    proc = subprocess.Popen([sys.executable, str(WRITER), str(db), str(stop)],
+@pytest.fixture(params=["sqlite", "postgres"])
+def live_writer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The log (a SQLite file or a PostgreSQL URL) a worker process keeps appending to."""
+    db = (
+        str(tmp_path / "live.db")
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_dsn")
+    )
+    stop = tmp_path / "stop"
+    proc = subprocess.Popen([sys.executable, str(WRITER), db, str(stop)],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
@@ -43,11 +52,20 @@ def live_writer(tmp_path: Path) -> object:
         assert proc.returncode == 0
 
 
+def edit_by_hand(db: str, sql: str) -> None:
+    if is_postgres_url(db):
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(sql.encode())
+    else:
+        with sqlite3.connect(db, timeout=30) as conn:
+            conn.execute(sql)
+
+
 async def sessions(store: EventStore) -> int:
     return len(await store.read_catalog())  # type: ignore[attr-defined]
 
 
-def test_no_false_catalog_fault_beside_a_live_worker(live_writer: Path) -> None:
+def test_no_false_catalog_fault_beside_a_live_worker(live_writer: str) -> None:
     async def run() -> list[list[str]]:
         async with open_store(live_writer, readonly=True) as store:
             found = []
@@ -61,9 +79,8 @@ def test_no_false_catalog_fault_beside_a_live_worker(live_writer: Path) -> None:
     assert found == [[]] * len(found)
 
 
-def test_a_row_edited_by_hand_is_found_beside_a_live_worker(live_writer: Path) -> None:
-    with sqlite3.connect(live_writer, timeout=30) as conn:
-        conn.execute("UPDATE eventlog_catalog SET text = 'edited' WHERE key = 'live0'")
+def test_a_row_edited_by_hand_is_found_beside_a_live_worker(live_writer: str) -> None:
+    edit_by_hand(live_writer, "UPDATE eventlog_catalog SET text = 'edited' WHERE key = 'live0'")
 
     async def run() -> list[list[str]]:
         async with open_store(live_writer, readonly=True) as store:
