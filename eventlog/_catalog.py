@@ -63,7 +63,8 @@ class Projection(Protocol):
         ...
 
     # Optional: ``streams(key) -> list[str]``, every stream the row ``key`` gathers
-    # (``log archive`` archives them together or not at all).
+    # (``log archive`` archives them together or not at all; ``log verify`` re-reads a
+    # differing row with them in one snapshot before it calls the difference a fault).
 
     def apply(self, row: CatalogRow | None, key: str, events: Sequence[Event]) -> CatalogRow | None:
         """``row`` with ``events`` (committed, of one stream, in seq order) folded in;
