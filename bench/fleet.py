@@ -16,7 +16,7 @@ throwaway PostgreSQL cluster (tests/pgcluster.py) when its binaries exist:
 
     .venv/bin/python bench/fleet.py [--sessions 200] [--lease-ms 1000]
         [--catalog-sizes 1000,10000,100000] [--idle-sessions 1000] [--idle-seconds 60]
-        [--only catalog|idle|fleet] [--store sqlite|postgres]
+        [--only catalog|idle|fleet] [--store sqlite|postgres] [--writer-cache-kib 65536]
 """
 
 from __future__ import annotations
@@ -272,10 +272,16 @@ def _median(samples: list[float]) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
-async def measure(url: str, repeat: int) -> tuple[list[float], list[float]]:
-    """ms of ``repeat`` claims (each of a fresh queued session) and default listings."""
+async def measure(
+    url: str, repeat: int, cache_kib: int | None = None
+) -> tuple[list[float], list[float]]:
+    """ms of ``repeat`` claims (each of a fresh queued session) and default listings;
+    with ``cache_kib`` (SQLite) the writer's page cache is set to that size first."""
     claims, listings = [], []
     async with open_log(url) as store:
+        if cache_kib is not None:
+            pragma = f"PRAGMA cache_size = -{cache_kib}"
+            await store.call_in_writer(lambda conn: conn.execute(pragma))  # type: ignore[attr-defined]
         for i in range(repeat):
             sid = f"fresh{time.time_ns()}{i}"
             await queue_session(store, agent(), "fresh", session_id=sid)
@@ -316,10 +322,14 @@ def claim_plan(url: str) -> str:
     return "; ".join(str(r[-1]) for r in rows)
 
 
-def catalog_figures(label: str, url_of: Any, sizes: list[int], rounds: int = 6) -> None:
+def catalog_figures(
+    label: str, url_of: Any, sizes: list[int], caches: list[int | None], rounds: int = 6
+) -> None:
     """One log per size, filled in bulk; then the claim and the listing measured on
     each in turn, round after round (the first round is warm-up), so every size sees
-    the same machine load: the ratios hold on a shared machine."""
+    the same machine load: the ratios hold on a shared machine. With several writer
+    page ``caches`` (KiB, SQLite; None: the default), each is measured on every log in
+    the same rounds."""
     urls = []
     for size in sizes:
         url = url_of()
@@ -328,21 +338,26 @@ def catalog_figures(label: str, url_of: Any, sizes: list[int], rounds: int = 6) 
         urls.append(url)
         print(f"{label}: {size:>9,} sessions filled in {time.perf_counter() - t:.0f} s", flush=True)
     print(f"{label}: claim plan at {sizes[-1]:,}: {claim_plan(urls[-1])}", flush=True)
-    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in sizes]
+    runs = [(url, cache) for cache in caches for url in urls]
+    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in runs]
     for round_ in range(rounds):
-        for url, (claims, listings) in zip(urls, samples, strict=True):
-            c, listed = trio.run(measure, url, 5)
+        for (url, cache), (claims, listings) in zip(runs, samples, strict=True):
+            c, listed = trio.run(measure, url, 5, cache)
             if round_:
                 claims += c
                 listings += listed
-    first = (_median(samples[0][0]), _median(samples[0][1]))
-    for size, (claims, listings) in zip(sizes, samples, strict=True):
-        claim_ms, list_ms = _median(claims), _median(listings)
-        print(
-            f"{label}: {size:>9,} sessions: claim {claim_ms:.2f} ms ({claim_ms / first[0]:.2f}x), "
-            f"sessions listing {list_ms:.2f} ms ({list_ms / first[1]:.2f}x)",
-            flush=True,
-        )
+    for i, cache in enumerate(caches):
+        name = label if cache is None else f"{label} (writer cache {cache:,} KiB)"
+        mine = samples[i * len(sizes) : (i + 1) * len(sizes)]
+        first = (_median(mine[0][0]), _median(mine[0][1]))
+        for size, (claims, listings) in zip(sizes, mine, strict=True):
+            claim_ms, list_ms = _median(claims), _median(listings)
+            print(
+                f"{name}: {size:>9,} sessions: claim {claim_ms:.2f} ms "
+                f"({claim_ms / first[0]:.2f}x), sessions listing {list_ms:.2f} ms "
+                f"({list_ms / first[1]:.2f}x)",
+                flush=True,
+            )
 
 
 def idle_growth(label: str, url_of: Any, sessions: int, seconds: float, workers: int) -> None:
@@ -427,6 +442,11 @@ def main() -> None:
     ap.add_argument("--idle-sessions", type=int, default=1000)
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--store", choices=["sqlite", "postgres"], help="only this store")
+    ap.add_argument(
+        "--writer-cache-kib", default="",
+        help="SQLite: also measure the catalog with the writer's page cache at these sizes "
+        "(KiB, comma-separated; the default is SQLite's 2,000)",
+    )  # fmt: skip
     args = ap.parse_args()
     sizes = [int(x) for x in args.catalog_sizes.split(",")]
     print(
@@ -446,7 +466,10 @@ def main() -> None:
         try:
             for label, url_of in stores:
                 if args.only in (None, "catalog"):
-                    catalog_figures(label, url_of, sizes)
+                    caches: list[int | None] = [None]
+                    if label == "SQLite" and args.writer_cache_kib:
+                        caches += [int(x) for x in args.writer_cache_kib.split(",")]
+                    catalog_figures(label, url_of, sizes, caches)
                 if args.only in (None, "idle"):
                     idle_growth(label, url_of, args.idle_sessions, args.idle_seconds, 2)
                 if args.only in ("catalog", "idle"):

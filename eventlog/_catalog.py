@@ -63,7 +63,8 @@ class Projection(Protocol):
         ...
 
     # Optional: ``streams(key) -> list[str]``, every stream the row ``key`` gathers
-    # (``log archive`` archives them together or not at all).
+    # (``log archive`` archives them together or not at all; ``log verify`` re-reads a
+    # differing row with them in one snapshot before it calls the difference a fault).
 
     def apply(self, row: CatalogRow | None, key: str, events: Sequence[Event]) -> CatalogRow | None:
         """``row`` with ``events`` (committed, of one stream, in seq order) folded in;
@@ -248,24 +249,28 @@ async def fold_store(store: EventStore, projection: Projection) -> dict[str, Cat
     return {k: v for k, v in rows.items() if v is not None}
 
 
-def compare(stored: Iterable[CatalogRow], folded: dict[str, CatalogRow]) -> list[str]:
-    """How the stored catalog differs from the fold (empty: they agree)."""
-    found: list[str] = []
+def differences(
+    stored: Iterable[CatalogRow], folded: dict[str, CatalogRow]
+) -> list[tuple[str, str]]:
+    """How the stored catalog differs from the fold: (key, what differs) for each row
+    that does (empty: they agree)."""
+    found: list[tuple[str, str]] = []
     seen: set[str] = set()
     for row in stored:
         seen.add(row.key)
         want = folded.get(row.key)
         if want is None:
-            found.append(f"catalog row {row.key!r} has no stream in the log")
+            found.append((row.key, f"catalog row {row.key!r} has no stream in the log"))
         elif row.folded() != want.folded():
             fields = [
                 f for f in row.__struct_fields__
                 if f != "lease_until" and getattr(row, f) != getattr(want, f)
             ]  # fmt: skip
-            found.append(
-                f"catalog row {row.key!r} differs from what the log folds to ({', '.join(fields)})"
-            )
+            found.append((row.key, f"catalog row {row.key!r} differs from what the log folds "
+                          f"to ({', '.join(fields)})"))  # fmt: skip
     found.extend(
-        f"catalog has no row for {key!r}, which the log holds" for key in folded if key not in seen
+        (key, f"catalog has no row for {key!r}, which the log holds")
+        for key in folded
+        if key not in seen
     )
     return found

@@ -92,8 +92,9 @@ class MemoryStore:
                 if row is not None:
                     self._catalog[key] = row
 
-    async def catalog_built(self) -> bool:
-        return self.projection is not None
+    async def catalog_built(self, version: str | None = None) -> bool:
+        """Whether the catalog is kept (by a projection of ``version``, if given)."""
+        return self.projection is not None and version in (None, self.projection.version)
 
     async def list_catalog(self, listing: Listing) -> list[CatalogRow]:
         await trio.lowlevel.checkpoint()
@@ -109,6 +110,15 @@ class MemoryStore:
     async def read_catalog(self) -> list[CatalogRow]:
         await trio.lowlevel.checkpoint()
         return sorted(self._catalog.values(), key=lambda r: r.key)
+
+    async def catalog_snapshot(
+        self, key: str, streams: Sequence[str]
+    ) -> tuple[CatalogRow | None, list[Event]]:
+        """The row ``key`` and the events of ``streams``, at one moment (no await
+        between the reads)."""
+        await trio.lowlevel.checkpoint()
+        events = [e for s in streams for e in self._streams.get(s, [])]
+        return self._catalog.get(key), events
 
     async def claim(self, claim: Claim) -> list[Event]:
         """Claim free claimable rows (one task at a time holds the loop: atomic)."""

@@ -625,14 +625,14 @@ class PostgresStore:
 
     # -- the catalog (eventlog/_catalog.py) ---------------------------------------
 
-    async def catalog_built(self) -> bool:
-        """Whether the catalog is current (built by a projection, kept since)."""
+    async def catalog_built(self, version: str | None = None) -> bool:
+        """Whether the catalog is current: built by a projection of ``version``
+        (default: this store's projection's; with neither, any) and kept since."""
+        want = version or (self.projection.version if self.projection else None)
 
         def check(conn: Conn) -> bool:
-            version = catalog.built(conn)
-            return version is not None and (
-                self.projection is None or version == self.projection.version
-            )
+            built = catalog.built(conn)
+            return built is not None and want in (None, built)
 
         return await self._read(check, "reading the catalog")
 
@@ -653,6 +653,28 @@ class PostgresStore:
             return [catalog.to_row(r) for r in conn.execute(sql.encode()).fetchall()]
 
         return await self._read(every, "reading the catalog")
+
+    async def catalog_snapshot(
+        self, key: str, streams: Sequence[str]
+    ) -> tuple[CatalogRow | None, list[Event]]:
+        """The catalog row ``key`` and the events of ``streams`` (each in seq order),
+        read in one REPEATABLE READ transaction: one snapshot of the log, whatever
+        writers commit meanwhile (what verify re-checks a differing row against)."""
+        row_sql = f"SELECT {catalog.COLUMNS} FROM eventlog_catalog WHERE key = %s".encode()
+        sql = f"SELECT {_COLS} FROM events WHERE stream = %s AND seq >= 0 ORDER BY seq"
+
+        def read(conn: Conn) -> tuple[CatalogRow | None, list[Event]]:
+            conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                found = conn.execute(row_sql, (key,)).fetchone()
+                rows = [r for s in streams if in_log(s, 0)
+                        for r in _fetch_binary(conn, sql, (s,))]  # fmt: skip
+            finally:
+                if not conn.broken:
+                    conn.execute(b"ROLLBACK")
+            return (None if found is None else catalog.to_row(found)), _events(rows)
+
+        return await self._read(read, f"reading the catalog row {key!r} with its streams")
 
     async def claim(self, claim: Claim) -> list[Event]:
         """Claim free claimable rows (``FOR UPDATE SKIP LOCKED``, see :class:`Claim`)."""

@@ -527,14 +527,14 @@ class SqliteStore:
 
     # -- the catalog (eventlog/_catalog.py) ---------------------------------------
 
-    async def catalog_built(self) -> bool:
-        """Whether the catalog is current (built by a projection, kept since)."""
+    async def catalog_built(self, version: str | None = None) -> bool:
+        """Whether the catalog is current: built by a projection of ``version``
+        (default: this store's projection's; with neither, any) and kept since."""
+        want = version or (self.projection.version if self.projection else None)
 
         def check(conn: sqlite3.Connection) -> bool:
-            version = catalog.built(conn)
-            return version is not None and (
-                self.projection is None or version == self.projection.version
-            )
+            built = catalog.built(conn)
+            return built is not None and want in (None, built)
 
         return await self._read(check, "reading the catalog")
 
@@ -555,6 +555,25 @@ class SqliteStore:
             return [catalog.to_row(r) for r in rows.fetchall()]
 
         return await self._read(every, "reading the catalog")
+
+    async def catalog_snapshot(
+        self, key: str, streams: Sequence[str]
+    ) -> tuple[CatalogRow | None, list[Event]]:
+        """The catalog row ``key`` and the events of ``streams`` (each in seq order),
+        read in one read transaction: one moment of the log, whatever writers commit
+        meanwhile (what verify re-checks a differing row against)."""
+        sql = f"SELECT {_COLS} FROM events WHERE stream = ? AND {SEQ_IN_LOG} ORDER BY seq"
+
+        def read(conn: sqlite3.Connection) -> tuple[CatalogRow | None, list[Event]]:
+            conn.execute("BEGIN")  # WAL: the first read fixes the snapshot for the rest
+            try:
+                row = catalog.load(conn, key)
+                rows = [r for s in streams if in_log(s, 0) for r in conn.execute(sql, (s,))]
+            finally:
+                conn.execute("ROLLBACK")
+            return row, _events(rows)
+
+        return await self._read(read, f"reading the catalog row {key!r} with its streams")
 
     async def claim(self, claim: Claim) -> list[Event]:
         """Claim free claimable rows in one immediate transaction (see :class:`Claim`);

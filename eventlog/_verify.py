@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ._catalog import CatalogRow, Projection, compare, fold_store
+from ._catalog import CatalogRow, Projection, differences, fold_into, fold_store
 from ._checkpoint import Checkpoint, check_chain
 from ._errors import BlobNotFoundError
 from ._hashchain import GENESIS_HASH, MAX_NAME_CHARS, _is_name, is_digest
@@ -471,10 +471,12 @@ async def verify_strays(
     return listed, more
 
 
-async def catalog_kept(store: EventStore) -> bool:
-    """Whether ``store``'s catalog claims to be current (else there is nothing to check)."""
+async def catalog_kept(store: EventStore, projection: Projection) -> bool:
+    """Whether ``store``'s catalog claims to be current for ``projection`` (built by
+    its version and kept since; else there is nothing to check: no reader trusts it,
+    and the next read-write open rebuilds it)."""
     built = getattr(store, "catalog_built", None)
-    return built is not None and bool(await built())
+    return built is not None and bool(await built(projection.version))
 
 
 async def verify_catalog(
@@ -482,20 +484,47 @@ async def verify_catalog(
 ) -> list[Fault]:
     """A ``catalog`` fault for each row that differs from the fold (only for a store
     whose catalog claims to be current: a log without one has nothing to check). With
-    a complete ``fold`` (made by verify's chain pass), the log is not read again."""
-    if not await catalog_kept(store):
+    a complete ``fold`` (made by verify's chain pass), the log is not read again.
+
+    The fold and the table are read at different moments, so with a writer appending
+    meanwhile a row can differ only because one read saw appends the other did not. A
+    differing row is therefore read again with its streams in one snapshot
+    (:func:`settle`): only a difference that holds there is a finding."""
+    if not await catalog_kept(store, projection):
         return []
     stored = await store.read_catalog()  # type: ignore[attr-defined]
     if fold is not None and fold.complete:
         folded = fold.folded()
     else:
         folded = await fold_store(store, projection)
-    differences = compare(stored, folded)
-    return [
-        Fault(kind="catalog", stream=None, seq=None, detail=f"{d}: {KINDS['catalog']}; "
-              "`skillog log reindex` rebuilds it from the log")
-        for d in differences
-    ]  # fmt: skip
+    faults: list[Fault] = []
+    for key, difference in differences(stored, folded):
+        held = await settle(store, projection, key, difference)
+        if held is not None:
+            faults.append(
+                Fault(kind="catalog", stream=None, seq=None, detail=f"{held}: "
+                      f"{KINDS['catalog']}; `skillog log reindex` rebuilds it from the log")
+            )  # fmt: skip
+    return faults
+
+
+async def settle(
+    store: EventStore, projection: Projection, key: str, difference: str
+) -> str | None:
+    """Whether the row ``key`` still differs from the fold of its streams when both are
+    read in one snapshot (the store's ``catalog_snapshot``); how, or None (they agree:
+    the first reads straddled a writer's commit). A store or projection that cannot
+    say which streams a row gathers keeps ``difference`` as it was found."""
+    snapshot = getattr(store, "catalog_snapshot", None)
+    streams_of = getattr(projection, "streams", None)
+    if snapshot is None or streams_of is None:
+        return difference
+    row, events = await snapshot(key, streams_of(key))
+    rows: dict[str, CatalogRow | None] = {}
+    fold_into(projection, rows, lambda k: None, events)
+    folded = {k: v for k, v in rows.items() if v is not None}
+    found = differences([] if row is None else [row], folded)
+    return found[0][1] if found else None
 
 
 async def _tombstones(store: EventStore, streams: Collection[str] | None) -> dict[str, Tombstone]:
@@ -622,7 +651,7 @@ async def verify(
     unlisted = 0
     referenced: dict[str, tuple[str, int]] = {}
     fold = None
-    if projection is not None and streams is None and await catalog_kept(store):
+    if projection is not None and streams is None and await catalog_kept(store, projection):
         fold = CatalogFold(projection)
     names = sorted(present | set(signed))
     for start in range(0, len(names), CHAINS_PER_CALL):

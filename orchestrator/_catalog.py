@@ -247,7 +247,8 @@ def catalogued(store: EventStore) -> bool:
 
 
 async def catalog_current(store: EventStore) -> bool:
-    """Whether ``store``'s catalog is kept current by this projection (so listings may
-    come from it)."""
+    """Whether ``store``'s catalog is kept current by this projection, of this version
+    (so listings may come from it). A catalog an older version built (a log opened
+    read-only since an upgrade) is not trusted: the next read-write open rebuilds it."""
     built = getattr(store, "catalog_built", None)
-    return built is not None and bool(await built())
+    return built is not None and bool(await built(SESSIONS.version))

@@ -356,9 +356,10 @@ async def _sessions(args: argparse.Namespace) -> int:
         rows = await session_rows(store, listing)
         if not await catalog_current(store):
             print(
-                f"(no session catalog in {describe_db(args.db)}, which is from before it or "
-                "was written without it: listed by reading the whole log; `skillog log "
-                "reindex` builds it once, then listings read the index)",
+                f"(no current session catalog in {describe_db(args.db)}, which is from "
+                "before it, was written without it or by another version of skillog: "
+                "listed by reading the whole log; `skillog log reindex` (or any run or "
+                "worker) builds it once, then listings read the index)",
                 file=sys.stderr,
             )
     more = limit is not None and len(rows) > limit
