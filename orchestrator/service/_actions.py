@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 import trio
@@ -17,9 +17,9 @@ from starlette.responses import Response
 from eventlog import EventStore, closing
 
 from .._approvals import ApprovalError, decide_approval
-from .._cancel import CancelError, cancel_session
+from .._cancel import CancelError, cancel_session, record_cancel
 from .._catalog import catalog_current
-from .._events import CODEC, LeaseReleased
+from .._events import CODEC, LeaseReleased, SessionEnded
 from .._fleet import LeaseHeldError, Worker, holder, session_config
 from .._session import SessionNotFoundError
 from .._session_list import status_text
@@ -47,13 +47,13 @@ def _workers(request: Request) -> Sequence[Worker]:
     return workers
 
 
-def _stop_local_driver(request: Request, sid: str) -> bool:
-    """Stop this server's worker driving ``sid`` (its turn is cancelled; the lease is
-    handed back, recorded); True while one is."""
+async def _stop_local_driver(
+    request: Request, sid: str, finish: Callable[[], Awaitable[object]]
+) -> bool:
+    """Have this server's worker driving ``sid`` cut its turn and run ``finish`` under
+    its lease before handing it back (``Worker.stop``); False when none drives it."""
     for worker in _workers(request):
-        scope = worker.running.get(sid)
-        if scope is not None:
-            scope.cancel()
+        if await worker.stop(sid, finish):
             return True
     return False
 
@@ -61,30 +61,35 @@ def _stop_local_driver(request: Request, sid: str) -> bool:
 async def cancel(request: Request) -> Response:
     """Cancel the session: recorded as ``session.ended`` (``cancelled``) after each open
     call is resolved by its effect class (``orchestrator._cancel``). A session this
-    server's worker drives is stopped first (and again, should the worker claim it back
-    before the cancel takes the lease); one another process drives is 409."""
+    server's worker drives is cut mid-turn and the cancel recorded under that worker's
+    lease (so it cannot claim the session back in between); one another process drives
+    is 409."""
     who = require(request, "submitter")
     sid = session_id(request)
     req = await body(request, CancelRequest)
     store = context(request).store
+    ended: list[SessionEnded] = []
+
+    async def finish() -> None:
+        ended.append(await record_cancel(store, sid, by=who.name, reason=req.reason))
+
     with trio.move_on_after(STOP_WAIT_S):
         while True:
-            local = _stop_local_driver(request, sid)
             try:
-                ended = await cancel_session(store, sid, by=who.name, reason=req.reason)
+                if not await _stop_local_driver(request, sid, finish):
+                    ended.append(await cancel_session(store, sid, by=who.name, reason=req.reason))
             except CancelError as e:
                 if await session_config(store, sid) is None:
                     raise SessionNotFoundError(str(e)) from e
                 raise ApiError(409, str(e)) from e
             except LeaseHeldError as e:
-                if not local:
-                    raise ApiError(
-                        409,
-                        f"{e}; stop that driver (or wait for its lease to expire) and cancel again",
-                    ) from e
-                await trio.sleep(0.05)  # our worker is letting go: its release is recorded
+                if e.holder not in {w.name for w in _workers(request)}:
+                    raise ApiError(409, f"{e}, then cancel again") from e
+                await trio.sleep(0.05)  # ours, between a claim and its start: stop it
                 continue
-            return json(Cancelled(session_id=sid, reason=ended.error or "", cancelled_by=who.name))
+            return json(
+                Cancelled(session_id=sid, reason=ended[0].error or "", cancelled_by=who.name)
+            )
     raise ApiError(503, f"the worker driving {sid} did not let go within {STOP_WAIT_S:g} s")
 
 
