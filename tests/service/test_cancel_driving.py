@@ -6,6 +6,8 @@ the cancel is recorded: open calls resolved by effect class, ``session.ended``
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,17 @@ async def bodies(service: Service, session: str) -> list[Any]:
         return [CODEC.decode(e) async for e in events]
 
 
+def log_verifies(service: Service) -> None:
+    """``skillog log verify`` over the whole database (chains, grammar, catalog)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "log", "verify", "--db", str(service.db)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 async def wait_for_event(service: Service, session: str, kind: type) -> list[Any]:
     with trio.fail_after(30):
         while True:
@@ -72,6 +85,7 @@ async def test_cancel_while_the_model_streams(
         assert names.index("ModelInterrupted") < names.index("SessionEnded")
         await trio.sleep(1.0)  # the worker does not claim it back or act after the end
         assert await bodies(service, session) == recorded
+    log_verifies(service)
 
 
 TOKEN = "cancel-marker-7f3a"
@@ -139,3 +153,4 @@ async def test_cancel_while_a_script_runs(
         assert isinstance(ended, SessionEnded) and ended.reason == "cancelled"
         await trio.sleep(1.0)
         assert await bodies(service, session) == recorded
+    log_verifies(service)
