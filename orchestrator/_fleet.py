@@ -464,7 +464,11 @@ class Worker:
         scope = self.running.get(session_id)
         if scope is None:
             return False
-        stopping = self._stopping.setdefault(session_id, _Stop(finish))
+        earlier = self._stopping.get(session_id)
+        if earlier is not None:  # someone else's stop: once it is done, not driving
+            await earlier.done.wait()
+            return False
+        stopping = self._stopping[session_id] = _Stop(finish)
         scope.cancel()
         await stopping.done.wait()
         if stopping.error is not None:

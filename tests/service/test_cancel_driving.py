@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import trio
 
 from eventlog import closing
@@ -71,8 +72,19 @@ async def test_cancel_while_the_model_streams(
         await wait_for_event(service, session, PromptRendered)
         await trio.sleep(1.0)  # the worker is streaming: a piece every 400 ms
         async with service.client("sam") as client:
-            done = await client.post(f"/api/sessions/{session}/cancel", json={"reason": "stop"})
+            # Two cancels at once: one records it, the other finds it ended.
+            answers: list[httpx.Response] = []
+
+            async def cancel() -> None:
+                url = f"/api/sessions/{session}/cancel"
+                answers.append(await client.post(url, json={"reason": "stop"}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel)
+                nursery.start_soon(cancel)
+            done, other = sorted(answers, key=lambda r: r.status_code)
             assert done.status_code == 200, done.text
+            assert other.status_code == 409 and "ended" in other.json()["error"], other.text
             view = (await client.get(f"/api/sessions/{session}")).json()
             assert view["status"] == "ended" and view["ended_reason"] == "cancelled"
             verdict = (await client.get(f"/api/sessions/{session}/verify")).json()
