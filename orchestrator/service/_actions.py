@@ -51,6 +51,11 @@ def _workers(request: Request) -> Sequence[Worker]:
     return workers
 
 
+def _ours(request: Request, driver: str) -> bool:
+    """Whether ``driver`` (a lease holder) is one of this server's workers."""
+    return any(w.name == driver for w in _workers(request))
+
+
 async def _stop_local_driver(
     request: Request, sid: str, finish: Callable[[], Awaitable[object]]
 ) -> bool:
@@ -87,7 +92,7 @@ async def cancel(request: Request) -> Response:
                     raise SessionNotFoundError(str(e)) from e
                 raise ApiError(409, str(e)) from e
             except LeaseHeldError as e:
-                if e.holder not in {w.name for w in _workers(request)}:
+                if not _ours(request, e.holder):
                     raise ApiError(409, f"{e}, then cancel again") from e
                 await trio.sleep(0.05)  # ours, between a claim and its start: stop it
                 continue
@@ -109,10 +114,10 @@ async def resume(request: Request) -> Response:
     """Hand a suspended (approvals decided) session back to the workers (202; also
     when this server's worker has taken it up already: it is going on). A session
     that ended on a model error goes on in a new session forked right before the
-    failing call (``continued_in``): its own log stays ended, as nothing may follow
-    ``session.ended``. 409 when it ended otherwise (fork it), still awaits a decision,
-    is driven by another process, or was never queued for the fleet (its own program
-    drives it: ``skillog resume``)."""
+    failing turn's prompt (``continued_in``): its own log stays ended, as nothing may
+    follow ``session.ended``. 409 when it ended otherwise (fork it), still awaits a
+    decision, is driven by another process, or was never queued for the fleet (its
+    own program drives it: ``skillog resume``)."""
     who = require(request, "submitter")
     sid = session_id(request)
     store = context(request).store
@@ -132,7 +137,7 @@ async def resume(request: Request) -> Response:
             f"service's workers; continue it there (skillog resume {sid})",
         )
     held = await holder(store, sid, time.time_ns())
-    if held is not None and held[0] not in {w.name for w in _workers(request)}:
+    if held is not None and not _ours(request, held[0]):
         raise ApiError(409, f"session {sid} is being driven by {held[0]}")
     return json(Resumed(session_id=sid, status=status_text(state), queued=True), 202)
 
