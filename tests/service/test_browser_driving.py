@@ -20,30 +20,9 @@ from orchestrator.skills._config import add_service_token
 from .conftest import HOSTILE, write_skill
 from .test_browser import logged_in
 from .test_browser_actions import _submit, _view, _wait_status
+from .test_cancel_driving import SLOW_MODEL
 from .test_cli_serve import start, stop
-
-SLOW = """\
-turns:
-  - text: "This answer streams slowly, sixteen characters at a time, so it can be cut."
-    stream_delay_ms: 400
-"""
-FAILING = """\
-turns:
-  - error: {kind: http, status: 401, message: "the key was revoked", retryable: false}
-"""
-ANSWERING = """\
-turns:
-  - text: "Back again, all done."
-"""
-APPROVE_THEN_SLOW = """\
-turns:
-  - text: "Loading the skill."
-    tool_calls: [{name: skills.load, arguments: {names: [greet]}}]
-  - text: "Running its script."
-    tool_calls: [{name: skills.run_script, arguments: {path: scripts/hi.py, args: []}}]
-  - text: "Done, and said so slowly enough to be seen going on."
-    stream_delay_ms: 300
-"""
+from .test_resume import ANSWERING, FAILING, SLOW_END
 
 
 @pytest.fixture
@@ -56,7 +35,7 @@ def driving(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     add_service_token(str(config), entry)
     skill = write_skill(tmp_path, HOSTILE)
     turns = tmp_path / "turns.yaml"
-    turns.write_text(SLOW)
+    turns.write_text(SLOW_MODEL)
     env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home")}
     proc, url = start(
         tmp_path, env,
@@ -126,7 +105,7 @@ def test_cancel_and_resume_while_driven_in_chromium(driving: tuple[str, str, Pat
         assert went_on != failed and _verifies(url, token, went_on)
 
         # Approved in the page, then resumed: it goes on under the worker and ends.
-        turns.write_text(APPROVE_THEN_SLOW)
+        turns.write_text(SLOW_END)
         waiting = _submit(url, token, "approve, then resume")
         page.goto(f"{url}/console/sessions/{waiting}")
         request = page.locator("article.approval")

@@ -30,7 +30,7 @@ turns:
   - text: "Running its script."
     tool_calls: [{name: skills.run_script, arguments: {path: scripts/hi.py, args: []}}]
   - text: "Done, and said so slowly enough to be seen going on."
-    stream_delay_ms: 150
+    stream_delay_ms: 300
 """
 ANSWERING = """\
 turns:
