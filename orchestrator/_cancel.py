@@ -109,18 +109,34 @@ async def cancel_session(
     if state.status == "ended":
         raise CancelError(f"session {session_id} has already ended; nothing to cancel")
     async with leased(store, session_id, driver_name("cancel"), clock=clock, wait=wait) as lease:
-        state = await _fold(store, session_id)  # as it stands now that no one else acts
-        if state.status == "ended":
+        try:
+            ended = await record_cancel(store, session_id, by=by, reason=reason, clock=clock)
+        except CancelError:
             lease.outcome = "already ended"
-            raise CancelError(f"session {session_id} ended meanwhile; nothing to cancel")
-        bodies = closing_events(state, by, reason)
-        now = clock()
-        await store.append(
-            session_id,
-            [CODEC.encode(b, recorded_at=now) for b in bodies],
-            expected_seq=state.seq + 1,
-        )
+            raise
         lease.outcome = "ended"
+    return ended
+
+
+async def record_cancel(
+    store: EventStore,
+    session_id: str,
+    *,
+    by: str,
+    reason: str = "",
+    clock: Callable[[], int] = time.time_ns,
+) -> SessionEnded:
+    """Record the cancel of ``session_id`` as it stands now; the caller holds its
+    lease (:func:`cancel_session`, or the worker that was driving it:
+    ``Worker.stop``). :class:`CancelError` when it has ended meanwhile."""
+    state = await _fold(store, session_id)  # as it stands now that no one else acts
+    if state.status == "ended":
+        raise CancelError(f"session {session_id} ended meanwhile; nothing to cancel")
+    bodies = closing_events(state, by, reason)
+    now = clock()
+    await store.append(
+        session_id, [CODEC.encode(b, recorded_at=now) for b in bodies], expected_seq=state.seq + 1
+    )
     ended = bodies[-1]
     assert isinstance(ended, SessionEnded)
     return ended

@@ -411,6 +411,7 @@ class Worker:
     def __post_init__(self) -> None:
         self.name = self.name or worker_name()
         self.running: dict[str, trio.CancelScope] = {}
+        self._stopping: dict[str, _Stop] = {}
         self.finished: list[tuple[str, str]] = []
         self._settled = trio.Event()  # set whenever a session stops running
         self._wakeup: Callable[[], Awaitable[bool]] | None = None
@@ -454,6 +455,26 @@ class Worker:
                     await self._settled.wait()
             for scope in self.running.values():
                 scope.cancel()
+
+    async def stop(self, session_id: str, finish: Callable[[], Awaitable[object]]) -> bool:
+        """Cut this worker's turn on ``session_id`` (a model call cut mid-stream is
+        recorded as ``model.interrupted``) and run ``finish`` while still holding the
+        lease, before handing it back: no driver, this worker included, acts on the
+        session in between (a cancel records the session's end there). False when this
+        worker is not driving it; ``finish``'s error is raised here."""
+        scope = self.running.get(session_id)
+        if scope is None:
+            return False
+        earlier = self._stopping.get(session_id)
+        if earlier is not None:  # someone else's stop: once it is done, not driving
+            await earlier.done.wait()
+            return False
+        stopping = self._stopping[session_id] = _Stop(finish)
+        scope.cancel()
+        await stopping.done.wait()
+        if stopping.error is not None:
+            raise stopping.error
+        return True
 
     async def _idle(self, stop: trio.Event, *, full: bool) -> None:
         """Wait ``poll_ms`` before looking for work again, or less: until ``stop``;
@@ -512,6 +533,7 @@ class Worker:
             lost = True
         finally:
             del self.running[lease.session]
+            stopping = self._stopping.pop(lease.session, None)
             self._settled.set()
             if lost:
                 lease.outcome = "lost"
@@ -520,8 +542,12 @@ class Worker:
                     self.name,
                     lease.session,
                 )
+                if stopping is not None:
+                    stopping.fail(LeaseLostError(f"session {lease.session} moved on elsewhere"))
             else:
                 with trio.CancelScope(shield=True):
+                    if stopping is not None:
+                        await stopping.run(lease)
                     await release(self.store, lease, lease.outcome, self.clock())
             self.finished.append((lease.session, lease.outcome))
 
@@ -558,6 +584,29 @@ class Worker:
         finally:
             agent.close()
         return outcome
+
+
+class _Stop:
+    """A request to stop driving a session and finish it under the lease
+    (:meth:`Worker.stop`); ``done`` is set once ``finish`` ran or cannot."""
+
+    def __init__(self, finish: Callable[[], Awaitable[object]]) -> None:
+        self.finish = finish
+        self.done = trio.Event()
+        self.error: Exception | None = None
+
+    async def run(self, lease: Lease) -> None:
+        try:
+            await self.finish()
+            lease.outcome = "ended"
+        except Exception as e:  # handed to the caller of stop(), who reports it
+            self.error = e
+        finally:
+            self.done.set()
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+        self.done.set()
 
 
 def describe(finished: Sequence[tuple[str, str]]) -> str:

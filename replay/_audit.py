@@ -25,7 +25,7 @@ from ._fork import check_fork_link
 from ._prove import ReplayReport, replay_session
 from ._recording import Recording, load_recording
 from ._redrive import redrive
-from ._request import RecordedRequests, request_diff
+from ._request import STEP, RecordedRequests, request_diff
 from ._reuse import PrefixReuse, prefix_reuse
 from ._skills import Drift, drift
 from ._timeline import TimelineEntry, timeline
@@ -49,9 +49,9 @@ class RecordedPrompt(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded request, stored as a delta: its bytes are
     ``lines[start:start + message_count]`` of :class:`Audit` followed by ``tails[tail]``
     (``start`` moves on after a compaction rewrote the history). ``tail_diff`` is the
-    diff of its tail against the previous request's (empty when the tail is the same);
-    ``proven`` says whether the current composer re-rendered it byte for byte (None:
-    not checked)."""
+    diff of its tail against the previous request's, labelled so (``STEP``; empty when
+    the tail is the same); ``proven`` says whether the current composer re-rendered it
+    byte for byte (None: not checked)."""
 
     turn: int
     seq: int
@@ -262,7 +262,7 @@ def _prompts(
                 new_messages=body.message_count - before,
                 tail=tail_index[body.tail_digest],
                 size=history + len(tail),
-                tail_diff="" if tail == previous else request_diff(previous, tail),
+                tail_diff="" if tail == previous else request_diff(previous, tail, labels=STEP),
                 proven=proven.get(event.seq),
             )
         )

@@ -96,12 +96,22 @@ class RecordedRequests:
         return b"".join(self.lines[self.start :]) + tail
 
 
-def request_diff(recorded: bytes, rerendered: bytes, *, context: int = 3) -> str:
+MISMATCH = ("recorded (blob store)", "re-rendered (current code)")
+"""The labels of a replay mismatch: what the log holds, what the code renders now."""
+STEP = ("the previous request", "this request")
+"""The labels of a request's diff against the one before it (audit report, trace)."""
+
+
+def request_diff(
+    recorded: bytes, rerendered: bytes, *, context: int = 3, labels: tuple[str, str] = MISMATCH
+) -> str:
     """A unified diff of two canonical requests, each JSON line pretty-printed (strings
     with line breaks shown as indented blocks) under a ``# message N`` / ``# tail``
     header; each hunk header names the part of the request it is in (as git names the
     function), so a reader sees at once which message or the tail changed. When the
-    two differ only in how the same JSON values are written, the raw lines are diffed."""
+    two differ only in how the same JSON values are written, the raw lines are diffed.
+    ``labels`` name the two sides: a replay mismatch by default, :data:`STEP` for a
+    request against the previous one."""
     before, after = readable(recorded), readable(rerendered)
     if before == after:
         # Same values, different bytes (an escape, a key order): show the raw lines.
@@ -116,8 +126,8 @@ def request_diff(recorded: bytes, rerendered: bytes, *, context: int = 3) -> str
     for line in difflib.unified_diff(
         before,
         after,
-        fromfile="recorded (blob store)",
-        tofile="re-rendered (current code)",
+        fromfile=labels[0],
+        tofile=labels[1],
         n=context,
         lineterm="",
     ):

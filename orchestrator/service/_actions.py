@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -17,9 +18,9 @@ from starlette.responses import Response
 from eventlog import EventStore, closing
 
 from .._approvals import ApprovalError, decide_approval
-from .._cancel import CancelError, cancel_session
+from .._cancel import CancelError, cancel_session, record_cancel
 from .._catalog import catalog_current
-from .._events import CODEC, LeaseReleased
+from .._events import CODEC, LeaseReleased, ModelFailed, PromptRendered, SessionEnded
 from .._fleet import LeaseHeldError, Worker, holder, session_config
 from .._session import SessionNotFoundError
 from .._session_list import status_text
@@ -38,6 +39,9 @@ from ._schemas import (
     Resumed,
 )
 
+if TYPE_CHECKING:
+    from replay import Recording
+
 STOP_WAIT_S = 10.0
 """How long a cancel waits for this server's own worker to let go of the session."""
 
@@ -47,13 +51,18 @@ def _workers(request: Request) -> Sequence[Worker]:
     return workers
 
 
-def _stop_local_driver(request: Request, sid: str) -> bool:
-    """Stop this server's worker driving ``sid`` (its turn is cancelled; the lease is
-    handed back, recorded); True while one is."""
+def _ours(request: Request, driver: str) -> bool:
+    """Whether ``driver`` (a lease holder) is one of this server's workers."""
+    return any(w.name == driver for w in _workers(request))
+
+
+async def _stop_local_driver(
+    request: Request, sid: str, finish: Callable[[], Awaitable[object]]
+) -> bool:
+    """Have this server's worker driving ``sid`` cut its turn and run ``finish`` under
+    its lease before handing it back (``Worker.stop``); False when none drives it."""
     for worker in _workers(request):
-        scope = worker.running.get(sid)
-        if scope is not None:
-            scope.cancel()
+        if await worker.stop(sid, finish):
             return True
     return False
 
@@ -61,30 +70,35 @@ def _stop_local_driver(request: Request, sid: str) -> bool:
 async def cancel(request: Request) -> Response:
     """Cancel the session: recorded as ``session.ended`` (``cancelled``) after each open
     call is resolved by its effect class (``orchestrator._cancel``). A session this
-    server's worker drives is stopped first (and again, should the worker claim it back
-    before the cancel takes the lease); one another process drives is 409."""
+    server's worker drives is cut mid-turn and the cancel recorded under that worker's
+    lease (so it cannot claim the session back in between); one another process drives
+    is 409."""
     who = require(request, "submitter")
     sid = session_id(request)
     req = await body(request, CancelRequest)
     store = context(request).store
+    ended: list[SessionEnded] = []
+
+    async def finish() -> None:
+        ended.append(await record_cancel(store, sid, by=who.name, reason=req.reason))
+
     with trio.move_on_after(STOP_WAIT_S):
         while True:
-            local = _stop_local_driver(request, sid)
             try:
-                ended = await cancel_session(store, sid, by=who.name, reason=req.reason)
+                if not await _stop_local_driver(request, sid, finish):
+                    ended.append(await cancel_session(store, sid, by=who.name, reason=req.reason))
             except CancelError as e:
                 if await session_config(store, sid) is None:
                     raise SessionNotFoundError(str(e)) from e
                 raise ApiError(409, str(e)) from e
             except LeaseHeldError as e:
-                if not local:
-                    raise ApiError(
-                        409,
-                        f"{e}; stop that driver (or wait for its lease to expire) and cancel again",
-                    ) from e
-                await trio.sleep(0.05)  # our worker is letting go: its release is recorded
+                if not _ours(request, e.holder):
+                    raise ApiError(409, f"{e}, then cancel again") from e
+                await trio.sleep(0.05)  # ours, between a claim and its start: stop it
                 continue
-            return json(Cancelled(session_id=sid, reason=ended.error or "", cancelled_by=who.name))
+            return json(
+                Cancelled(session_id=sid, reason=ended[0].error or "", cancelled_by=who.name)
+            )
     raise ApiError(503, f"the worker driving {sid} did not let go within {STOP_WAIT_S:g} s")
 
 
@@ -97,57 +111,90 @@ async def _queued(store: EventStore, sid: str) -> bool:
 
 
 async def resume(request: Request) -> Response:
-    """Hand a suspended (approvals decided) or failed session back to the workers. 409
-    when it has ended (fork it instead), still awaits a decision, is being driven, or
-    was never queued for the fleet (its own program drives it: ``skillog resume``)."""
-    require(request, "submitter")
+    """Hand a suspended (approvals decided) session back to the workers (202; also
+    when this server's worker has taken it up already: it is going on). A session
+    that ended on a model error goes on in a new session forked right before the
+    failing turn's prompt (``continued_in``): its own log stays ended, as nothing may
+    follow ``session.ended``. 409 when it ended otherwise (fork it), still awaits a
+    decision, is driven by another process, or was never queued for the fleet (its
+    own program drives it: ``skillog resume``)."""
+    who = require(request, "submitter")
     sid = session_id(request)
     store = context(request).store
     state = await fold(request, sid)
     if state.status == "ended":
-        raise ApiError(409, f"session {sid} has ended; fork it from an event to go on")
+        if state.ended is None or state.ended.reason != "error":
+            raise ApiError(409, f"session {sid} has ended; fork it from an event to go on")
+        new_id = await _fork_queued(store, sid, who.name, _before_failure)
+        return json(Resumed(session_id=sid, status=status_text(state), queued=True,
+                            continued_in=new_id), 202)  # fmt: skip
     if state.status == "awaiting_approval":
         raise ApiError(409, f"session {sid} awaits {len(state.pending_approvals)} decision(s)")
-    held = await holder(store, sid, time.time_ns())
-    if held is not None:
-        raise ApiError(409, f"session {sid} is being driven by {held[0]}")
     if not await _queued(store, sid):
         raise ApiError(
             409,
             f"session {sid} is driven by the program that started it, not by this "
             f"service's workers; continue it there (skillog resume {sid})",
         )
+    held = await holder(store, sid, time.time_ns())
+    if held is not None and not _ours(request, held[0]):
+        raise ApiError(409, f"session {sid} is being driven by {held[0]}")
     return json(Resumed(session_id=sid, status=status_text(state), queued=True), 202)
+
+
+def _before_failure(recording: Recording) -> int:
+    """The seq right before the failing turn's prompt (and the failed attempts and
+    the end after it): the worker renders that prompt again and asks the model."""
+    at = len(recording) - 1
+    tail = (ModelFailed.event_type, SessionEnded.event_type)
+    while at > 0 and recording.events[at].type in tail:
+        at -= 1
+    if at > 0 and recording.events[at].type == PromptRendered.event_type:
+        at -= 1
+    return at
+
+
+async def _fork_queued(
+    store: EventStore, sid: str, submitter: str, at: Callable[[Recording], int]
+) -> str:
+    """A new session from ``sid``'s events 0..``at(recording)``, queued for the workers
+    (under ``submitter``, with the parent's policy); its id."""
+    from replay import BrokenLogError, fork_session, load_recording, verify_recording
+
+    try:
+        await verify_recording(store, sid)
+        recording = await load_recording(store, sid)
+        at_seq = at(recording)
+        new_id = uuid.uuid4().hex
+        queued = LeaseReleased(worker="fork", outcome=QUEUED, submitter=submitter,
+                               policy=await _policy_of(store, sid))  # fmt: skip
+        await store.append(
+            lease_stream(new_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
+        )
+        await fork_session(store, recording, at_seq, session_id=new_id)
+    except BrokenLogError as e:
+        raise ApiError(409, str(e)) from e
+    return new_id
 
 
 async def fork(request: Request) -> Response:
     """A new session from the session's events 0..``at_seq`` (``skillog replay --fork-at``
     does the same), queued for the workers, who continue it."""
-    from replay import BrokenLogError, fork_session, load_recording, verify_recording
-
     who = require(request, "submitter")
     sid = session_id(request)
     req = await body(request, ForkRequest)
     store = context(request).store
-    parent = await session_config(store, sid)
-    if parent is None:
+    if await session_config(store, sid) is None:
         raise SessionNotFoundError(f"no session {sid!r} in this log")
-    try:
-        await verify_recording(store, sid)
-        recording = await load_recording(store, sid)
+
+    def at(recording: Recording) -> int:
         if req.at_seq >= len(recording):
             raise ApiError(
                 422, f"at_seq must be 0..{len(recording) - 1} (the session's seqs)", "$.at_seq"
             )
-        new_id = uuid.uuid4().hex
-        queued = LeaseReleased(worker="fork", outcome=QUEUED, submitter=who.name,
-                               policy=await _policy_of(store, sid))  # fmt: skip
-        await store.append(
-            lease_stream(new_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
-        )
-        await fork_session(store, recording, req.at_seq, session_id=new_id)
-    except BrokenLogError as e:
-        raise ApiError(409, str(e)) from e
+        return req.at_seq
+
+    new_id = await _fork_queued(store, sid, who.name, at)
     return json(Forked(session_id=new_id, forked_from=sid, at_seq=req.at_seq), 201)
 
 

@@ -153,6 +153,7 @@ def _actions(state: SessionState, who: Principal) -> str:
     a submitter; each result stays on the page until dismissed."""
     can = who.may("submitter")
     ended = state.status == "ended"
+    failed = state.ended is not None and state.ended.reason == "error"  # goes on in a fork
 
     def button(action: str, label: str, usable: bool) -> str:
         off = "" if usable else " disabled"
@@ -163,7 +164,7 @@ def _actions(state: SessionState, who: Principal) -> str:
         '<label>Reason <input id="action-reason" maxlength="2000"></label> '
         + button("cancel", "Cancel session", can and not ended)
         + " "
-        + button("resume", "Resume", can and not ended)
+        + button("resume", "Resume", can and (not ended or failed))
         + ' <label>Fork at seq <input id="fork-at" type="number" min="0" '
         f'max="{state.seq}" value="{state.seq}"></label> '
         + button("fork", "Fork", can)

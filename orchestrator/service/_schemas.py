@@ -275,11 +275,14 @@ class Forked(_Out, frozen=True, kw_only=True):
 
 
 class Resumed(_Out, frozen=True, kw_only=True):
-    """Where the session stands: ``queued`` (the workers take it up) with ``status``."""
+    """Where the session stands: ``queued`` (the workers take it up) with ``status``;
+    for a session that ended on a model error, the new session it goes on in
+    (``continued_in``, forked right before the failing call)."""
 
     session_id: str
     status: str
     queued: bool
+    continued_in: str | None = None
 
 
 class BulkItem(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -24,14 +24,6 @@ from ._schemas import PromptDiff, ScriptOutput, TraceOut, TraceRow
 OUTPUT_SHOWN = 16_384
 
 
-def _labelled(diff: str) -> str:
-    """The diff's header as the trace reads it: the previous request, then this one."""
-    lines = diff.split("\n", 2)
-    if len(lines) == 3 and lines[0].startswith("--- ") and lines[1].startswith("+++ "):
-        return f"--- the previous request\n+++ this request\n{lines[2]}"
-    return diff
-
-
 async def trace(request: Request) -> Response:
     """``GET /api/sessions/{id}/trace?from_seq=``: the trace's facts from ``from_seq``
     on (the page asks again for what is new)."""
@@ -58,7 +50,7 @@ async def trace(request: Request) -> Response:
     ]  # fmt: skip
     prompts = [
         PromptDiff(seq=p.seq, turn=p.turn, new_messages=p.new_messages, size=p.size,
-                   diff=shown_text(_labelled(p.tail_diff), hidden))
+                   diff=shown_text(p.tail_diff, hidden))
         for p in audit.prompts
         if p.seq >= start
     ]  # fmt: skip

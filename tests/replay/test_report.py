@@ -242,6 +242,16 @@ async def test_a_divergence_fails_only_the_prompts_row_and_shows_its_diff(
     html = render_html(audit)
     assert "First divergence" in html and "activate it with" in html
     assert html.count("✗ differs") == 5
+    # The mismatch is labelled what the log holds against what the code renders now;
+    # each request's diff against the previous one, as such (the trace's labels).
+    assert audit.divergence is not None
+    assert audit.divergence.startswith(
+        "--- recorded (blob store)\n+++ re-rendered (current code)\n"
+    )
+    steps = [p.tail_diff for p in audit.prompts if p.tail_diff]
+    assert steps and all(
+        d.startswith("--- the previous request\n+++ this request\n") for d in steps
+    )
 
 
 def test_a_checkpoint_row_trusted_by_key_and_failing_for_another_key(

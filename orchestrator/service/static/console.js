@@ -139,10 +139,13 @@ function setupActions() {
     const result = await call("POST", base + "/fork", { at_seq: seq });
     if (!result.ok) { notice("fork: " + failure(result), false); return; }
     const made = result.data.session_id;
-    const text = "forked at seq " + seq + " into " + made + " (the workers continue it)";
-    notice(text, true);
+    notice("forked at seq " + seq + " into " + made + " (the workers continue it)", true);
+    linkLastNotice(made, "forked");
+  }
+  // A link to the new session in the notice just shown.
+  function linkLastNotice(made, className) {
     const link = document.createElement("a");
-    link.className = "forked";
+    link.className = className;
     link.href = "/console/sessions/" + encodeURIComponent(made);
     link.textContent = "open " + made;
     document.querySelector("#notices .notice:last-child span").append(" ", link);
@@ -168,7 +171,11 @@ function setupActions() {
       }
     } else if (action === "resume") {
       const result = await call("POST", base + "/resume", {});
-      notice(result.ok ? "handed back to the workers (" + result.data.status + ")" : "resume: " + failure(result), result.ok);
+      if (!result.ok) { notice("resume: " + failure(result), false); return; }
+      const made = result.data.continued_in;
+      if (!made) { notice("handed back to the workers (" + result.data.status + ")", true); return; }
+      notice("goes on in " + made + ", forked before the failing turn (the workers continue it)", true);
+      linkLastNotice(made, "continued");
     } else if (action === "fork") {
       await fork(Number(document.getElementById("fork-at").value));
     }
@@ -427,7 +434,9 @@ function setupLive() {
     lastSeen = Math.max(lastSeen, event.seq);
     preview.recorded(event);
     if (event.type.split("@")[0] === "session.ended") {
-      document.querySelectorAll('#actions button[data-action="cancel"], #actions button[data-action="resume"]')
+      // A session ended by a model error can still be resumed (into a new session).
+      const over = (event.body || {}).reason === "error" ? '[data-action="cancel"]' : '[data-action="cancel"], #actions button[data-action="resume"]';
+      document.querySelectorAll("#actions button" + over)
         .forEach((b) => { b.disabled = true; delete b.dataset.offline; });
       source.close();  // nothing follows it
       live.textContent = "ended";

@@ -1,0 +1,168 @@
+"""Cancelling a session while this server's own worker is driving it, mid-turn: the
+model streaming its answer, or a script running. The worker's turn is cut (what the
+model had streamed is recorded as ``model.interrupted``), its lease handed back, then
+the cancel is recorded: open calls resolved by effect class, ``session.ended``
+(``cancelled``); the log verifies and nothing with an effect happens after it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import trio
+
+from eventlog import closing
+from orchestrator._events import (
+    CODEC,
+    ModelInterrupted,
+    PromptRendered,
+    ScriptStarted,
+    SessionEnded,
+    ToolCalled,
+    ToolCompleted,
+    ToolInterrupted,
+)
+
+from .conftest import Service, running_service
+from .test_api import submit, wait_for
+
+STOP_WAIT_S = 10
+
+SLOW_MODEL = """\
+turns:
+  - text: "This answer streams slowly, sixteen characters at a time, so it can be cut."
+    stream_delay_ms: 400
+"""
+
+
+async def bodies(service: Service, session: str) -> list[Any]:
+    async with closing(service.store.read(session)) as events:
+        return [CODEC.decode(e) async for e in events]
+
+
+def log_verifies(service: Service) -> None:
+    """``skillog log verify`` over the whole database (chains, grammar, catalog)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "log", "verify", "--db", str(service.db)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def wait_for_event(service: Service, session: str, kind: type) -> list[Any]:
+    with trio.fail_after(30):
+        while True:
+            seen = await bodies(service, session)
+            if any(isinstance(b, kind) for b in seen):
+                return seen
+            await trio.sleep(0.05)
+
+
+async def test_cancel_while_the_model_streams(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> None:
+    config, tokens = service_env
+    async with running_service(tmp_path, config, tokens, turns=SLOW_MODEL) as service:
+        session = await submit(service, task="cut me off")
+        await wait_for_event(service, session, PromptRendered)
+        await trio.sleep(1.0)  # the worker is streaming: a piece every 400 ms
+        async with service.client("sam") as client:
+            # Two cancels at once: one records it, the other finds it ended.
+            answers: list[httpx.Response] = []
+
+            async def cancel() -> None:
+                url = f"/api/sessions/{session}/cancel"
+                answers.append(await client.post(url, json={"reason": "stop"}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel)
+                nursery.start_soon(cancel)
+            done, other = sorted(answers, key=lambda r: r.status_code)
+            assert done.status_code == 200, done.text
+            assert other.status_code == 409 and "ended" in other.json()["error"], other.text
+            view = (await client.get(f"/api/sessions/{session}")).json()
+            assert view["status"] == "ended" and view["ended_reason"] == "cancelled"
+            verdict = (await client.get(f"/api/sessions/{session}/verify")).json()
+            assert verdict["ok"], verdict
+        recorded = await bodies(service, session)
+        names = [type(b).__name__ for b in recorded]
+        cut = [b for b in recorded if isinstance(b, ModelInterrupted)]
+        assert len(cut) == 1 and cut[0].text_size > 0, names
+        assert isinstance(recorded[-1], SessionEnded) and recorded[-1].reason == "cancelled"
+        assert names.index("ModelInterrupted") < names.index("SessionEnded")
+        await trio.sleep(1.0)  # the worker does not claim it back or act after the end
+        assert await bodies(service, session) == recorded
+    log_verifies(service)
+
+
+TOKEN = "cancel-marker-7f3a"
+SLOW_SCRIPT = f"""\
+turns:
+  - text: "Loading the skill."
+    tool_calls: [{{name: skills.load, arguments: {{names: [greet]}}}}]
+  - text: "Running its script."
+    tool_calls: [{{name: skills.run_script, arguments: {{path: scripts/hi.py, args: [{TOKEN}]}}}}]
+  - text: "Done."
+"""
+
+
+def running_scripts() -> list[str]:
+    """Processes whose command line carries the test's marker."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if TOKEN.encode() in cmdline and proc.name.isdigit():
+            found.append(proc.name)
+    return found
+
+
+async def test_cancel_while_a_script_runs(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> None:
+    config, tokens = service_env
+    async with running_service(tmp_path, config, tokens, turns=SLOW_SCRIPT) as service:
+        script = tmp_path / "skills" / "greet" / "scripts" / "hi.py"
+        script.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+        session = await submit(service, task="run something slow")
+        view = await wait_for(service, session, "awaiting_approval")
+        call = view["pending_approvals"][0]["call_id"]  # type: ignore[index]
+        async with service.client("april") as approver:
+            url = f"/api/sessions/{session}/approvals/{call}/approve"
+            assert (await approver.post(url, json={})).status_code == 200
+        await wait_for_event(service, session, ScriptStarted)
+        with trio.fail_after(30):
+            while True:
+                if running_scripts():
+                    break
+                await trio.sleep(0.05)
+        async with service.client("sam") as client:
+            with trio.fail_after(STOP_WAIT_S):
+                done = await client.post(f"/api/sessions/{session}/cancel", json={})
+            assert done.status_code == 200, done.text
+            verdict = (await client.get(f"/api/sessions/{session}/verify")).json()
+            assert verdict["ok"], verdict
+        assert running_scripts() == []  # the script's process group was killed
+        recorded = await bodies(service, session)
+        names = [type(b).__name__ for b in recorded]
+        # The open call is resolved by the effect class its intent recorded: a script
+        # only allowed in the sandbox without network is pure (an error result, not
+        # run again); one that may reach out is at-most-once (``tool.interrupted``).
+        called = next(b for b in recorded if isinstance(b, ToolCalled) and b.call_id == call)
+        *_, closed, ended = recorded
+        assert closed.call_id == call and closed.tool == "skills.run_script", names
+        if called.effect == "at-most-once":
+            assert isinstance(closed, ToolInterrupted)
+        else:
+            assert isinstance(closed, ToolCompleted) and closed.error_type == "cancelled"
+        assert isinstance(ended, SessionEnded) and ended.reason == "cancelled"
+        await trio.sleep(1.0)
+        assert await bodies(service, session) == recorded
+    log_verifies(service)
