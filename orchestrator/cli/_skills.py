@@ -20,6 +20,7 @@ from eventlog._progress import Progress
 
 from ..skills import (
     Catalog,
+    CatalogEntry,
     EnvRecord,
     InstalledSkill,
     NameConflictError,
@@ -31,6 +32,7 @@ from ..skills import (
     SkillValidationError,
     Status,
     Tier,
+    ToolsetError,
     build_catalog,
     build_env,
     check_env,
@@ -46,6 +48,7 @@ from ..skills import (
     materialize,
     parse_requires,
     python_requirements,
+    read_toolset,
     remove,
     save_config,
     search_doc,
@@ -388,6 +391,12 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
             problems=tuple(map(str, e.problems)),
             warnings=tuple(map(str, e.warnings)),
         )
+    try:
+        read_toolset(skill.name, root or ".")
+    except ToolsetError as e:
+        return Validation(
+            path=root, valid=False, problems=(str(e),), warnings=tuple(map(str, skill.warnings))
+        )
     return Validation(
         path=root,
         valid=True,
@@ -400,7 +409,14 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
 def _list(catalog: Catalog, *, as_json: bool) -> int:
     if as_json:
         counts = catalog_tokens(catalog) if catalog.visible() else None
-        _print_json({**msgspec.to_builtins(catalog.record), "catalog_tokens": counts})
+        declared = {e.name: _folder_tools(e) for e in catalog.entries}
+        _print_json(
+            {
+                **msgspec.to_builtins(catalog.record),
+                "catalog_tokens": counts,
+                "tools": {n: t for n, t in declared.items() if t.offered or t.problem},
+            }
+        )
         return 0
     for e in catalog.entries:
         version = e.properties.metadata.get("version")
@@ -411,6 +427,12 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
             print(f"    {e.status}: {visible(e.reason)}")
         for w in e.warnings:
             print(f"    warning: {visible(str(w))}")
+        tools = _folder_tools(e)
+        if tools.problem is not None:
+            print(f"    tools: {visible(tools.problem)}")
+        elif tools.offered:
+            names = ", ".join(t["name"] for t in tools.offered)
+            print(f"    tools while active: {visible(names)}")
     for s in catalog.shadowed:
         print(f"shadowed: {visible(s.name)} from {visible(s.source)} (by {visible(s.by)})")
     for r in catalog.rejected:
@@ -427,6 +449,28 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         shown = len(catalog.visible())
         print(f"catalog tokens by catalog_mode ({shown} visible skills): {tokens}")
     return 0
+
+
+class FolderTools(msgspec.Struct, frozen=True, kw_only=True):
+    """The tools a skill's folder declares (``tools.yaml``), offered once it is active,
+    or why they cannot be."""
+
+    offered: tuple[dict[str, str], ...] = ()
+    problem: str | None = None
+
+
+def _folder_tools(e: CatalogEntry) -> FolderTools:
+    if e.path is None:
+        return FolderTools()  # an inline skill's tools are code
+    try:
+        tools = read_toolset(e.name, e.path)
+    except ToolsetError as err:
+        return FolderTools(problem=f"{err}; `skillog skills validate {e.path}` checks it")
+    return FolderTools(
+        offered=tuple(
+            {"name": t.name, "description": t.description, "script": t.script} for t in tools
+        )
+    )
 
 
 def catalog_tokens(catalog: Catalog) -> dict[str, int]:
@@ -538,7 +582,10 @@ def _show(
         signature = (
             None if check is None else {"signed_by": check.signed_by, "detail": check.detail}
         )
-        _print_json({**msgspec.to_builtins(e), "body": body, "signature": signature})
+        tools = _folder_tools(e)
+        _print_json(
+            {**msgspec.to_builtins(e), "body": body, "signature": signature, "tools": tools}
+        )
         return 0
     reason = f": {visible(e.reason)}" if e.reason else ""
     print(f"{_SYMBOL[e.status]} {visible(e.name)} ({e.status}{reason})")
@@ -563,6 +610,11 @@ def _show(
     for w in e.warnings:
         print(f"warning: {visible(str(w))}")
     print(f"description: {visible(e.description)}")
+    tools = _folder_tools(e)
+    if tools.problem is not None:
+        print(f"tools: {visible(tools.problem)}")
+    for t in tools.offered:
+        print(f"tool (while active): {visible(t['name'])} - {visible(t['description'])}")
     _print_mcp_unlocks(e.properties.allowed_tools, cfg_file)
     print()
     if e.status is Status.ENABLED:
