@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
 from typing import Literal
@@ -26,6 +27,7 @@ from ..skills import (
     NameConflictError,
     Rejected,
     SkillIndex,
+    SkillIndexError,
     SkillNotFoundError,
     SkillsConfig,
     SkillSearch,
@@ -242,7 +244,8 @@ def run(args: argparse.Namespace) -> int:
     if action == "deps":
         return _deps(catalog, args)
     if action == "search":
-        return _search(catalog, " ".join(args.query), args.limit, as_json=args.json)
+        query = " ".join(args.query)
+        return _search(catalog, query, args.limit, _index_file(args), as_json=args.json)
     if action == "show":
         trusted = trusted_signers(config, cfg_file)
         return _show(catalog, args.name, trusted, cfg_file, as_json=args.json)
@@ -256,16 +259,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_file(args: argparse.Namespace) -> str | None:
+    """The SQLite file holding the skills index and search table, None without one."""
+    if args.no_index:
+        return None
+    db = args.db or default_db()
+    # The index is a local cache in the SQLite file; a PostgreSQL log has none.
+    return None if is_postgres_url(db) else sqlite_path(db)
+
+
 def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
     sources = default_sources(config, project=args.project)
     servers = [s.name for s in load_mcp_servers(args.config or config_path())]
-    if args.no_index:
+    path = _index_file(args)
+    if path is None:
         return build_catalog(sources, config=config, mcp_servers=servers)
-    db = args.db or default_db()
-    if is_postgres_url(db):
-        # The index is a local cache in the SQLite file; a PostgreSQL log has none.
-        return build_catalog(sources, config=config, mcp_servers=servers)
-    index = SkillIndex(sqlite_path(db))
+    index = SkillIndex(path)
     try:
         return build_catalog(sources, config=config, index=index, mcp_servers=servers)
     finally:
@@ -542,15 +551,25 @@ def _record_env(name: str, record: EnvRecord, db: str) -> None:
     trio.run(append)
 
 
-def _search(catalog: Catalog, query: str, limit: int, *, as_json: bool) -> int:
+def _search(catalog: Catalog, query: str, limit: int, path: str | None, *, as_json: bool) -> int:
+    """Search as the ``skills.search`` tool does, over the same table: the index file's
+    (rows the table lacks inserted, as a session would), in memory with ``--no-index``."""
     if not 1 <= limit <= 100:
         print(f"skillog skills search: --limit must be 1 to 100, not {limit}", file=sys.stderr)
         return 2
     skills = [catalog.indexed(e.name) for e in catalog.visible()]
-    index = SkillSearch(
-        search_doc(s.name, s.description, s.properties.metadata, s.headings) for s in skills
-    )
-    hits = index.search(query, limit=limit)
+    docs = [search_doc(s.name, s.description, s.properties.metadata, s.headings) for s in skills]
+    try:
+        index = SkillSearch(docs, path=path)
+    except sqlite3.Error as e:
+        raise SkillIndexError(
+            f"{path}: cannot use the skills search table ({e}); pass --no-index to search "
+            "in memory, or point --db at another file"
+        ) from e
+    try:
+        hits = index.search(query, limit=limit, among={s.name for s in skills})
+    finally:
+        index.close()
     rows = [{"name": h.name, "description": h.description} for h in hits]
     lines = [f"{h.rank}. {h.name}\n    {h.description[:100]}" for h in hits]
     _out(as_json, {"query": query, "results": rows}, "\n".join(lines) or "no matching skills")
