@@ -213,6 +213,7 @@ def build_catalog(
     checker: CommandChecker | None = None,
     clock: Callable[[], int] = time.time_ns,
     mcp_servers: Collection[str] | None = None,
+    lazy_install: bool = False,
 ) -> Catalog:
     """Discover, load (or reuse from ``index``) and resolve every skill.
 
@@ -221,6 +222,8 @@ def build_catalog(
     skills, two refs, or an inline skill and a ref with one name raise
     :class:`DuplicateSkillError` naming both; any other collision shadows.
     ``mcp_servers`` are the configured MCP servers' names (``mcp:`` requirements).
+    With ``lazy_install`` (the policy's ``lazy_install: ask``) a skill whose ``python:``
+    environment is not built stays enabled: its first script asks to build it.
     """
     config = config or SkillsConfig()
     strict = not config.lenient
@@ -304,7 +307,10 @@ def build_catalog(
         index.save(changed, keep=seen, now=now)
     winners, shadowed = resolve(candidates)
     entries = tuple(
-        sorted((_status(e, config, checker, mcp_servers) for e in winners), key=lambda e: e.name)
+        sorted(
+            (_status(e, config, checker, mcp_servers, lazy_install) for e in winners),
+            key=lambda e: e.name,
+        )
     )
     record = CatalogRecord(
         entries=entries, rejected=tuple(rejected), shadowed=tuple(shadowed), notes=tuple(notes)
@@ -349,6 +355,7 @@ def _status(
     config: SkillsConfig,
     checker: CommandChecker,
     mcp_servers: Collection[str] | None = None,
+    lazy_install: bool = False,
 ) -> CatalogEntry:
     reason = filter_reason(e.name, config)
     if reason is not None:
@@ -359,7 +366,7 @@ def _status(
         return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason=str(err))
     commands = [n.spec for n in needs if n.kind == "command"]
     missing = checker.missing(commands) if commands else None
-    unmet = missing_needs(needs, name=e.name, mcp_servers=mcp_servers)
+    unmet = missing_needs(needs, name=e.name, mcp_servers=mcp_servers, lazy_install=lazy_install)
     if missing is not None or unmet:
         reasons = [*([missing] if missing else []), *(f"needs {u}" for u in unmet)]
         return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason="; ".join(reasons))
