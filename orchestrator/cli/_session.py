@@ -554,9 +554,10 @@ def discover(
 class DiscoveryCache:
     """The skills of a long-running process (``serve``, ``worker``), indexed when it
     starts and again only when something that decides the catalog changed: the
-    configuration file, or a source's folder (a skill added, removed or renamed changes
-    its mtime), checked by one stat each per session, not a scan. A skill edited in
-    place is still caught when a session loads it (re-read and hashed, ``skill.changed``)."""
+    configuration file, or a folder the sources' search listed (a skill added, removed
+    or renamed changes its folder's mtime, at any depth: ``plugins/*/skills/<name>``),
+    checked by one stat each per session, not a scan. A skill edited in place is still
+    caught when a session loads it (re-read and hashed, ``skill.changed``)."""
 
     def __init__(self, args: argparse.Namespace, *, lazy_install: bool = False) -> None:
         self._args = args
@@ -584,8 +585,10 @@ class DiscoveryCache:
 
     @staticmethod
     def _stamps(found: Discovered) -> tuple[object, ...]:
-        paths = [config_path(), *(s.path for s in found.sources), *found.refs]
-        return tuple(_stat(p) for p in paths)
+        # Every folder the search listed, not only the sources' tops: a skill added in
+        # plugins/*/skills/ changes that folder's mtime. One stat each.
+        paths = [config_path(), *(s.path for s in found.sources), *found.catalog.listed]
+        return tuple(_stat(p) for p in dict.fromkeys([*paths, *found.refs]))
 
 
 def _stat(path: str) -> tuple[int, int, int] | None:

@@ -109,8 +109,12 @@ class Catalog:
         inline: dict[str, InlineSkill],
         strict: bool,
         headings: dict[str, tuple[str, ...]] | None = None,
+        listed: tuple[str, ...] = (),
     ) -> None:
         self.record = record
+        # The folders the sources' search listed (not skills): a skill added, removed or
+        # renamed at any depth it reached changes one's mtime (DiscoveryCache).
+        self.listed = listed
         self._inline = inline
         self._strict = strict
         self._by_name = {e.name: e for e in record.entries}
@@ -278,12 +282,14 @@ def build_catalog(
         _claim(origins, rec.properties.name, f"skill directory {rec.root}")
         candidates.append(_entry(rec, f"ref/{i}", "ref", ref_tier, None))
     installed = {r.name: r for r in config.installed}
+    listed: list[str] = []
     for src in sources:
         dirs, more = find_skill_dirs(
             src.path,
             max_depth=config.max_depth,
             max_dirs=config.max_dirs,
             follow_external=config.follow_external_symlinks,
+            listed=listed,
         )
         notes += [f"{src.label}: {n}" for n in more]
         for d in dirs:
@@ -315,7 +321,7 @@ def build_catalog(
     record = CatalogRecord(
         entries=entries, rejected=tuple(rejected), shadowed=tuple(shadowed), notes=tuple(notes)
     )
-    return Catalog(record, {s.name: s for s in inline}, strict, heads)
+    return Catalog(record, {s.name: s for s in inline}, strict, heads, tuple(listed))
 
 
 async def build_catalog_async(sources: Sequence[SkillSource], **kwargs: object) -> Catalog:
