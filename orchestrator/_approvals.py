@@ -57,6 +57,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     path: str | None = None
     args: tuple[str, ...] = ()
     skill_hash: str | None = None
+    install: tuple[str, ...] = ()  # what a lazy install puts into the skill's environment
 
 
 async def _fold(store: EventStore, session_id: str) -> tuple[SessionState, dict[str, int]]:
@@ -104,6 +105,7 @@ async def pending_approvals(
                     path=request.path,
                     args=request.args,
                     skill_hash=request.skill_hash,
+                    install=request.install,
                 )
             )
     pending.sort(key=lambda p: (p.requested_at, p.session_id, p.call_id))

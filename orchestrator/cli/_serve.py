@@ -214,7 +214,9 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
     if min(args.max_streams) < 1:
         raise SkillogError("--max-streams takes two numbers of 1 or more")
 
-    skills = DiscoveryCache(args)  # indexed once, again only when the sources change
+    # Indexed once, again only when the sources change; a skill whose python: environment
+    # is not built is offered when serve's policy installs it on approval.
+    skills = DiscoveryCache(args, lazy_install=policy.lazy_install == "ask")
 
     def make_agent(spec: str) -> Agent:
         session_args = argparse.Namespace(

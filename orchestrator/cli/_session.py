@@ -460,7 +460,14 @@ def agent_for(
     found = (
         skills.get()
         if skills is not None
-        else discover(args.skills, Tier(args.tier), project=args.project, config=config, db=args.db)
+        else discover(
+            args.skills,
+            Tier(args.tier),
+            project=args.project,
+            config=config,
+            db=args.db,
+            lazy_install=policy is not None and policy.lazy_install == "ask",
+        )
     )
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
@@ -511,10 +518,13 @@ def discover(
     project: str,
     config: SkillsConfig | None = None,
     db: str | None = None,
+    lazy_install: bool = False,
 ) -> Discovered:
     """The configured and conventional sources plus ``dirs``, indexed: with a SQLite
     ``db``, through its persistent skills index, so a warm start stats the skills'
-    files instead of reading and hashing them (a PostgreSQL log keeps no index)."""
+    files instead of reading and hashing them (a PostgreSQL log keeps no index).
+    ``lazy_install``: the sessions' policy builds a missing ``python:`` environment on
+    approval, so a skill lacking one is offered (``build_catalog``)."""
     config = config if config is not None else load_config(config_path())
     refs, folders = split_skill_dirs(dirs, tier)
     sources = [*folders, *default_sources(config, project=project)]
@@ -522,7 +532,13 @@ def discover(
     try:
         servers = [s.name for s in load_mcp_servers(config_path())]
         catalog = build_catalog(
-            sources, config=config, refs=refs, ref_tier=tier, index=index, mcp_servers=servers
+            sources,
+            config=config,
+            refs=refs,
+            ref_tier=tier,
+            index=index,
+            mcp_servers=servers,
+            lazy_install=lazy_install,
         )
     finally:
         if index is not None:
@@ -547,12 +563,14 @@ def discover(
 class DiscoveryCache:
     """The skills of a long-running process (``serve``, ``worker``), indexed when it
     starts and again only when something that decides the catalog changed: the
-    configuration file, or a source's folder (a skill added, removed or renamed changes
-    its mtime), checked by one stat each per session, not a scan. A skill edited in
-    place is still caught when a session loads it (re-read and hashed, ``skill.changed``)."""
+    configuration file, or a folder the sources' search listed (a skill added, removed
+    or renamed changes its folder's mtime, at any depth: ``plugins/*/skills/<name>``),
+    checked by one stat each per session, not a scan. A skill edited in place is still
+    caught when a session loads it (re-read and hashed, ``skill.changed``)."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, *, lazy_install: bool = False) -> None:
         self._args = args
+        self._lazy_install = lazy_install  # discover's
         self._lock = threading.Lock()
         self._found: Discovered | None = None
         self._stamp: tuple[object, ...] = ()
@@ -563,15 +581,23 @@ class DiscoveryCache:
             found = self._found
             if found is None or self._stamps(found) != self._stamp:
                 args = self._args
-                found = discover(args.skills, Tier(args.tier), project=args.project, db=args.db)
+                found = discover(
+                    args.skills,
+                    Tier(args.tier),
+                    project=args.project,
+                    db=args.db,
+                    lazy_install=self._lazy_install,
+                )
                 self._found, self._stamp = found, self._stamps(found)
                 self.scans += 1
             return found
 
     @staticmethod
     def _stamps(found: Discovered) -> tuple[object, ...]:
-        paths = [config_path(), *(s.path for s in found.sources), *found.refs]
-        return tuple(_stat(p) for p in paths)
+        # Every folder the search listed, not only the sources' tops: a skill added in
+        # plugins/*/skills/ changes that folder's mtime. One stat each.
+        paths = [config_path(), *(s.path for s in found.sources), *found.catalog.listed]
+        return tuple(_stat(p) for p in dict.fromkeys([*paths, *found.refs]))
 
 
 def _stat(path: str) -> tuple[int, int, int] | None:

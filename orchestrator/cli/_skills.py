@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
 from typing import Literal
@@ -20,17 +21,20 @@ from eventlog._progress import Progress
 
 from ..skills import (
     Catalog,
+    CatalogEntry,
     EnvRecord,
     InstalledSkill,
     NameConflictError,
     Rejected,
     SkillIndex,
+    SkillIndexError,
     SkillNotFoundError,
     SkillsConfig,
     SkillSearch,
     SkillValidationError,
     Status,
     Tier,
+    ToolsetError,
     build_catalog,
     build_env,
     check_env,
@@ -46,6 +50,7 @@ from ..skills import (
     materialize,
     parse_requires,
     python_requirements,
+    read_toolset,
     remove,
     save_config,
     search_doc,
@@ -239,7 +244,8 @@ def run(args: argparse.Namespace) -> int:
     if action == "deps":
         return _deps(catalog, args)
     if action == "search":
-        return _search(catalog, " ".join(args.query), args.limit, as_json=args.json)
+        query = " ".join(args.query)
+        return _search(catalog, query, args.limit, _index_file(args), as_json=args.json)
     if action == "show":
         trusted = trusted_signers(config, cfg_file)
         return _show(catalog, args.name, trusted, cfg_file, as_json=args.json)
@@ -253,16 +259,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_file(args: argparse.Namespace) -> str | None:
+    """The SQLite file holding the skills index and search table, None without one."""
+    if args.no_index:
+        return None
+    db = args.db or default_db()
+    # The index is a local cache in the SQLite file; a PostgreSQL log has none.
+    return None if is_postgres_url(db) else sqlite_path(db)
+
+
 def _catalog(args: argparse.Namespace, config: SkillsConfig) -> Catalog:
     sources = default_sources(config, project=args.project)
     servers = [s.name for s in load_mcp_servers(args.config or config_path())]
-    if args.no_index:
+    path = _index_file(args)
+    if path is None:
         return build_catalog(sources, config=config, mcp_servers=servers)
-    db = args.db or default_db()
-    if is_postgres_url(db):
-        # The index is a local cache in the SQLite file; a PostgreSQL log has none.
-        return build_catalog(sources, config=config, mcp_servers=servers)
-    index = SkillIndex(sqlite_path(db))
+    index = SkillIndex(path)
     try:
         return build_catalog(sources, config=config, index=index, mcp_servers=servers)
     finally:
@@ -388,6 +400,12 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
             problems=tuple(map(str, e.problems)),
             warnings=tuple(map(str, e.warnings)),
         )
+    try:
+        read_toolset(skill.name, root or ".")
+    except ToolsetError as e:
+        return Validation(
+            path=root, valid=False, problems=(str(e),), warnings=tuple(map(str, skill.warnings))
+        )
     return Validation(
         path=root,
         valid=True,
@@ -400,7 +418,14 @@ def _validate_one(path: str, *, strict: bool) -> Validation:
 def _list(catalog: Catalog, *, as_json: bool) -> int:
     if as_json:
         counts = catalog_tokens(catalog) if catalog.visible() else None
-        _print_json({**msgspec.to_builtins(catalog.record), "catalog_tokens": counts})
+        declared = {e.name: _folder_tools(e) for e in catalog.entries}
+        _print_json(
+            {
+                **msgspec.to_builtins(catalog.record),
+                "catalog_tokens": counts,
+                "tools": {n: t for n, t in declared.items() if t.offered or t.problem},
+            }
+        )
         return 0
     for e in catalog.entries:
         version = e.properties.metadata.get("version")
@@ -411,6 +436,12 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
             print(f"    {e.status}: {visible(e.reason)}")
         for w in e.warnings:
             print(f"    warning: {visible(str(w))}")
+        tools = _folder_tools(e)
+        if tools.problem is not None:
+            print(f"    tools: {visible(tools.problem)}")
+        elif tools.offered:
+            names = ", ".join(t["name"] for t in tools.offered)
+            print(f"    tools while active: {visible(names)}")
     for s in catalog.shadowed:
         print(f"shadowed: {visible(s.name)} from {visible(s.source)} (by {visible(s.by)})")
     for r in catalog.rejected:
@@ -427,6 +458,28 @@ def _list(catalog: Catalog, *, as_json: bool) -> int:
         shown = len(catalog.visible())
         print(f"catalog tokens by catalog_mode ({shown} visible skills): {tokens}")
     return 0
+
+
+class FolderTools(msgspec.Struct, frozen=True, kw_only=True):
+    """The tools a skill's folder declares (``tools.yaml``), offered once it is active,
+    or why they cannot be."""
+
+    offered: tuple[dict[str, str], ...] = ()
+    problem: str | None = None
+
+
+def _folder_tools(e: CatalogEntry) -> FolderTools:
+    if e.path is None:
+        return FolderTools()  # an inline skill's tools are code
+    try:
+        tools = read_toolset(e.name, e.path)
+    except ToolsetError as err:
+        return FolderTools(problem=f"{err}; `skillog skills validate {e.path}` checks it")
+    return FolderTools(
+        offered=tuple(
+            {"name": t.name, "description": t.description, "script": t.script} for t in tools
+        )
+    )
 
 
 def catalog_tokens(catalog: Catalog) -> dict[str, int]:
@@ -498,15 +551,25 @@ def _record_env(name: str, record: EnvRecord, db: str) -> None:
     trio.run(append)
 
 
-def _search(catalog: Catalog, query: str, limit: int, *, as_json: bool) -> int:
+def _search(catalog: Catalog, query: str, limit: int, path: str | None, *, as_json: bool) -> int:
+    """Search as the ``skills.search`` tool does, over the same table: the index file's
+    (rows the table lacks inserted, as a session would), in memory with ``--no-index``."""
     if not 1 <= limit <= 100:
         print(f"skillog skills search: --limit must be 1 to 100, not {limit}", file=sys.stderr)
         return 2
     skills = [catalog.indexed(e.name) for e in catalog.visible()]
-    index = SkillSearch(
-        search_doc(s.name, s.description, s.properties.metadata, s.headings) for s in skills
-    )
-    hits = index.search(query, limit=limit)
+    docs = [search_doc(s.name, s.description, s.properties.metadata, s.headings) for s in skills]
+    try:
+        index = SkillSearch(docs, path=path)
+    except sqlite3.Error as e:
+        raise SkillIndexError(
+            f"{path}: cannot use the skills search table ({e}); pass --no-index to search "
+            "in memory, or point --db at another file"
+        ) from e
+    try:
+        hits = index.search(query, limit=limit, among={s.name for s in skills})
+    finally:
+        index.close()
     rows = [{"name": h.name, "description": h.description} for h in hits]
     lines = [f"{h.rank}. {h.name}\n    {h.description[:100]}" for h in hits]
     _out(as_json, {"query": query, "results": rows}, "\n".join(lines) or "no matching skills")
@@ -538,7 +601,10 @@ def _show(
         signature = (
             None if check is None else {"signed_by": check.signed_by, "detail": check.detail}
         )
-        _print_json({**msgspec.to_builtins(e), "body": body, "signature": signature})
+        tools = _folder_tools(e)
+        _print_json(
+            {**msgspec.to_builtins(e), "body": body, "signature": signature, "tools": tools}
+        )
         return 0
     reason = f": {visible(e.reason)}" if e.reason else ""
     print(f"{_SYMBOL[e.status]} {visible(e.name)} ({e.status}{reason})")
@@ -563,6 +629,11 @@ def _show(
     for w in e.warnings:
         print(f"warning: {visible(str(w))}")
     print(f"description: {visible(e.description)}")
+    tools = _folder_tools(e)
+    if tools.problem is not None:
+        print(f"tools: {visible(tools.problem)}")
+    for t in tools.offered:
+        print(f"tool (while active): {visible(t['name'])} - {visible(t['description'])}")
     _print_mcp_unlocks(e.properties.allowed_tools, cfg_file)
     print()
     if e.status is Status.ENABLED:

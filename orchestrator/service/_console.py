@@ -263,6 +263,13 @@ def _approvals(
             else ""
         )
         expiry = f"<dt>expires</dt><dd>{when(p.expires_at)} UTC</dd>" if p.expires_at else ""
+        installs = (
+            f'<dt>installs</dt><dd class="install">{escape(" ".join(p.install))} into skill '
+            f"{escape(p.skill or '')}'s own environment, from the package index (network "
+            "for the installer only), before the script runs</dd>"
+            if p.install
+            else ""
+        )
         items.append(
             f'<article class="approval" data-session="{escape(p.session_id)}" '
             f'data-call="{escape(p.call_id)}">{pick}<dl>'
@@ -272,7 +279,7 @@ def _approvals(
             f"<dt>skill</dt><dd>{escape(p.skill or 'host tool')}</dd>"
             f"<dt>tier</dt><dd>{escape(p.tier or '-')}</dd>"
             f"<dt>tool</dt><dd>{escape(p.tool)}</dd>"
-            f"<dt>arguments</dt><dd><pre>{escape(p.arguments)}</pre></dd>"
+            f"<dt>arguments</dt><dd><pre>{escape(p.arguments)}</pre></dd>{installs}"
             f"<dt>policy</dt><dd>{escape(p.action)}<br>{escape(said)}</dd>"
             f"<dt>requested</dt><dd>{when(p.requested_at)} UTC</dd>{expiry}</dl>"
             '<label>Reason <input class="reason" maxlength="2000"></label> '

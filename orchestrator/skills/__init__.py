@@ -97,6 +97,7 @@ from ._toolsets import ScriptTool as ScriptTool
 from ._toolsets import ToolsetError as ToolsetError
 from ._toolsets import argument_problem as argument_problem
 from ._toolsets import parse_toolset as parse_toolset
+from ._toolsets import read_toolset as read_toolset
 from ._triggers import TriggerError as TriggerError
 from ._triggers import Triggers as Triggers
 from ._triggers import file_trigger as file_trigger
@@ -189,6 +190,7 @@ __all__ = [
     "parse_triggers",
     "python_requirements",
     "read_manifest_file",
+    "read_toolset",
     "remove",
     "remove_service_tokens",
     "save_config",

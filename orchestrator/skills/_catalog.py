@@ -109,8 +109,12 @@ class Catalog:
         inline: dict[str, InlineSkill],
         strict: bool,
         headings: dict[str, tuple[str, ...]] | None = None,
+        listed: tuple[str, ...] = (),
     ) -> None:
         self.record = record
+        # The folders the sources' search listed (not skills): a skill added, removed or
+        # renamed at any depth it reached changes one's mtime (DiscoveryCache).
+        self.listed = listed
         self._inline = inline
         self._strict = strict
         self._by_name = {e.name: e for e in record.entries}
@@ -213,6 +217,7 @@ def build_catalog(
     checker: CommandChecker | None = None,
     clock: Callable[[], int] = time.time_ns,
     mcp_servers: Collection[str] | None = None,
+    lazy_install: bool = False,
 ) -> Catalog:
     """Discover, load (or reuse from ``index``) and resolve every skill.
 
@@ -221,6 +226,8 @@ def build_catalog(
     skills, two refs, or an inline skill and a ref with one name raise
     :class:`DuplicateSkillError` naming both; any other collision shadows.
     ``mcp_servers`` are the configured MCP servers' names (``mcp:`` requirements).
+    With ``lazy_install`` (the policy's ``lazy_install: ask``) a skill whose ``python:``
+    environment is not built stays enabled: its first script asks to build it.
     """
     config = config or SkillsConfig()
     strict = not config.lenient
@@ -275,12 +282,14 @@ def build_catalog(
         _claim(origins, rec.properties.name, f"skill directory {rec.root}")
         candidates.append(_entry(rec, f"ref/{i}", "ref", ref_tier, None))
     installed = {r.name: r for r in config.installed}
+    listed: list[str] = []
     for src in sources:
         dirs, more = find_skill_dirs(
             src.path,
             max_depth=config.max_depth,
             max_dirs=config.max_dirs,
             follow_external=config.follow_external_symlinks,
+            listed=listed,
         )
         notes += [f"{src.label}: {n}" for n in more]
         for d in dirs:
@@ -304,12 +313,15 @@ def build_catalog(
         index.save(changed, keep=seen, now=now)
     winners, shadowed = resolve(candidates)
     entries = tuple(
-        sorted((_status(e, config, checker, mcp_servers) for e in winners), key=lambda e: e.name)
+        sorted(
+            (_status(e, config, checker, mcp_servers, lazy_install) for e in winners),
+            key=lambda e: e.name,
+        )
     )
     record = CatalogRecord(
         entries=entries, rejected=tuple(rejected), shadowed=tuple(shadowed), notes=tuple(notes)
     )
-    return Catalog(record, {s.name: s for s in inline}, strict, heads)
+    return Catalog(record, {s.name: s for s in inline}, strict, heads, tuple(listed))
 
 
 async def build_catalog_async(sources: Sequence[SkillSource], **kwargs: object) -> Catalog:
@@ -349,6 +361,7 @@ def _status(
     config: SkillsConfig,
     checker: CommandChecker,
     mcp_servers: Collection[str] | None = None,
+    lazy_install: bool = False,
 ) -> CatalogEntry:
     reason = filter_reason(e.name, config)
     if reason is not None:
@@ -359,7 +372,7 @@ def _status(
         return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason=str(err))
     commands = [n.spec for n in needs if n.kind == "command"]
     missing = checker.missing(commands) if commands else None
-    unmet = missing_needs(needs, name=e.name, mcp_servers=mcp_servers)
+    unmet = missing_needs(needs, name=e.name, mcp_servers=mcp_servers, lazy_install=lazy_install)
     if missing is not None or unmet:
         reasons = [*([missing] if missing else []), *(f"needs {u}" for u in unmet)]
         return msgspec.structs.replace(e, status=Status.UNAVAILABLE, reason="; ".join(reasons))

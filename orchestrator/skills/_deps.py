@@ -258,10 +258,16 @@ def _run(argv: list[str], what: str, timeout_s: float) -> str:
 
 
 def missing_needs(
-    needs: Sequence[Need], *, name: str, mcp_servers: Collection[str] | None
+    needs: Sequence[Need],
+    *,
+    name: str,
+    mcp_servers: Collection[str] | None,
+    lazy_install: bool = False,
 ) -> list[str]:
     """The ``python:``, ``python-version:`` and ``mcp:`` needs not met, as the catalog
-    says them (commands are the command checker's)."""
+    says them (commands are the command checker's). With ``lazy_install``
+    (``policy.lazy_install: ask``) a missing or changed environment is not one: the
+    first ``run_script`` asks to build it."""
     out: list[str] = []
     python = tuple(sorted(str(Requirement(n.spec)) for n in needs if n.kind == "python"))
     for n in needs:
@@ -269,7 +275,7 @@ def missing_needs(
             out.append(f"python-version:{n.spec} (this is Python {interpreter_version()})")
         elif n.kind == "mcp" and (mcp_servers is None or n.spec not in mcp_servers):
             out.append(f"mcp:{n.spec} (no MCP server named {n.spec!r} is configured)")
-    if python:
+    if python and not lazy_install:
         state = env_state(python)
         problem = check_env(state) if state.record is not None else None
         if state.record is None:

@@ -134,7 +134,12 @@ def install_dir(config: SkillsConfig, env: Mapping[str, str] | None = None) -> s
 
 
 def find_skill_dirs(
-    root: str, *, max_depth: int, max_dirs: int, follow_external: bool = False
+    root: str,
+    *,
+    max_depth: int,
+    max_dirs: int,
+    follow_external: bool = False,
+    listed: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Skill directories under ``root`` (itself included), and notes on what was cut.
 
@@ -146,7 +151,9 @@ def find_skill_dirs(
     ``follow_external``, wherever they point; a link not followed is noted), down to
     ``max_depth`` levels below ``root`` and across at most ``max_dirs`` directories.
     Returned paths are sorted by their path relative to ``root``, which is the order
-    of precedence within one source.
+    of precedence within one source. ``listed``, when given, receives every directory
+    that was listed (not the skills): a skill added, removed or renamed anywhere the
+    search reached changes one of their mtimes.
     """
     found: list[str] = []
     notes: list[str] = []
@@ -177,6 +184,8 @@ def find_skill_dirs(
             except OSError as err:
                 notes.append(f"{directory}: cannot be listed ({err.strerror}); skipped")
                 continue
+            if listed is not None:
+                listed.append(directory)
             for e in entries:
                 if e.name in SKIP_DIRS or not _is_dir(e):
                     continue

@@ -23,6 +23,7 @@ tools are what the log recorded (``skill.activated.tools``).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 
@@ -33,12 +34,16 @@ import msgspec
 import yaml
 
 from ._errors import SkillError
+from ._tree import read_file, walk_tree
 
 TOOLS_FILE = "tools.yaml"
 MAX_TOOLS = 32
 MAX_TOOLS_FILE_BYTES = 64 * 1024
 MAX_PROBLEM_CHARS = 300
 _NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,31}")
+# Names the runtime gives other tools: MCP servers' tools are ``mcp__<server>__<tool>``,
+# so a skill named ``mcp`` would offer tools that read as a server's.
+RESERVED_PREFIXES = ("mcp__",)
 
 
 class ToolsetError(SkillError):
@@ -92,13 +97,25 @@ def parse_toolset(skill: str, files: Mapping[str, bytes]) -> tuple[ScriptTool, .
     seen: set[str] = set()
     for i, d in enumerate(declared.tools):
         at = f"{where}: tools[{i}]"
-        if not _NAME.fullmatch(d.name) or d.name in seen:
-            raise ToolsetError(
-                f"{at}: name {d.name!r} must be unique, 1-32 lowercase letters, digits or _"
-            )
+        if not _NAME.fullmatch(d.name):
+            raise ToolsetError(f"{at}: name {d.name!r} must be 1-32 lowercase letters, digits or _")
+        if d.name in seen:
+            raise ToolsetError(f"{at}: the name {d.name!r} is declared twice; rename one")
         seen.add(d.name)
+        full = f"{skill}__{d.name}"
+        if full.startswith(RESERVED_PREFIXES):
+            raise ToolsetError(
+                f"{at}: the tool would be offered as {full!r}, a name of the MCP servers' "
+                "tools (mcp__<server>__<tool>); rename the skill"
+            )
         if not 1 <= len(d.description) <= 1024:
             raise ToolsetError(f"{at}: the description must be 1 to 1024 characters")
+        parts = d.script.replace("\\", "/").split("/")
+        if d.script.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+            raise ToolsetError(
+                f"{at}: script {d.script!r} leaves the skill's folder; give a path inside "
+                "it, relative to the skill root (scripts/run.py)"
+            )
         if d.script not in files:
             raise ToolsetError(f"{at}: script {d.script!r} is not a file of the skill")
         schema = d.input_schema
@@ -123,6 +140,28 @@ def parse_toolset(skill: str, files: Mapping[str, bytes]) -> tuple[ScriptTool, .
             )
         )
     return tuple(out)
+
+
+def read_toolset(skill: str, root: str) -> tuple[ScriptTool, ...]:
+    """The tools the skill ``skill`` in the directory ``root`` declares, read from disk
+    (``skills validate``, the catalog before activation); :class:`ToolsetError` says
+    what is wrong. The runtime reads the pinned snapshot instead (:func:`parse_toolset`)."""
+    if not os.path.lexists(os.path.join(root, TOOLS_FILE)):
+        return ()  # most skills: no walk
+    files, _problems = walk_tree(root)  # the skill's own loading reports tree problems
+    by_rel = {f.rel: f for f in files}
+    tools = by_rel.get(TOOLS_FILE)
+    if tools is None:
+        return ()
+    if tools.size > MAX_TOOLS_FILE_BYTES:
+        raise ToolsetError(
+            f"{skill}/{TOOLS_FILE} is {tools.size} bytes; the limit is {MAX_TOOLS_FILE_BYTES}"
+        )
+    try:
+        data = read_file(tools.path)
+    except OSError as e:
+        raise ToolsetError(f"{skill}/{TOOLS_FILE} cannot be read: {e.strerror or e}") from None
+    return parse_toolset(skill, {**dict.fromkeys(by_rel, b""), TOOLS_FILE: data})
 
 
 def argument_problem(schema: str, value: object) -> str | None:

@@ -92,11 +92,13 @@ async def running_service(
     db: Path | None = None,
     webhook: Webhook | None = None,
     turns: str = TURNS,
+    skill: Path | None = None,
 ) -> AsyncIterator[Service]:
     """The service as ``skillog serve`` wires it, with ``extra`` command-line options
     (and ``policies`` as its policy presets, when given), over ``db`` (default: a new
-    ``service.db`` in ``tmp_path``), the scripted model answering with ``turns``."""
-    skill = write_skill(tmp_path, HOSTILE)
+    ``service.db`` in ``tmp_path``), the scripted model answering with ``turns``, its
+    one skill ``skill`` (default: greet, with a hostile description)."""
+    skill = skill or write_skill(tmp_path, HOSTILE)
     script = tmp_path / "turns.yaml"
     script.write_text(turns)
     db = db or tmp_path / "service.db"

@@ -29,7 +29,15 @@ from orchestrator._events import (
 from orchestrator._verdict import verdict
 from orchestrator.adapters import ScriptedModel
 from orchestrator.scripts import sandbox_available
-from orchestrator.skills import Tier, build_env, env_state, load_skill
+from orchestrator.skills import (
+    SkillSource,
+    Status,
+    Tier,
+    build_catalog,
+    build_env,
+    env_state,
+    load_skill,
+)
 from replay import load_recording, redrive, replay_session
 
 REQ = "tabulate==0.9.0"
@@ -207,3 +215,23 @@ async def test_what_the_request_asked_decides_even_if_the_env_appeared_meanwhile
     async with open_sqlite_store(db, readonly=True) as store:
         report = await redrive(store, await load_recording(store, "s"))
         assert report.ok and report.complete, report
+
+
+def test_the_catalog_offers_a_skill_without_its_environment_only_under_lazy_install(
+    tmp_path: Path,
+) -> None:
+    """``run``/``serve`` index with their policy's ``lazy_install``: under ``ask`` the
+    skill is offered (its first script asks to build it), otherwise it is unavailable
+    with the command that installs; a python-version it cannot meet stays unavailable."""
+    write(tmp_path / "skills", "tab")
+    old = write(tmp_path / "skills", "old")
+    text = (old / "SKILL.md").read_text().replace('"python:', '"python-version:<3 python:')
+    (old / "SKILL.md").write_text(text)
+    sources = [SkillSource(path=str(tmp_path / "skills"), tier=Tier.USER, label="t")]
+    off = build_catalog(sources)
+    assert off.entry("tab").status is Status.UNAVAILABLE
+    assert "skillog skills deps tab --install" in str(off.entry("tab").reason)
+    ask = build_catalog(sources, lazy_install=True)
+    assert ask.entry("tab").status is Status.ENABLED and ask.entry("tab").reason is None
+    assert ask.entry("old").status is Status.UNAVAILABLE
+    assert "python-version:<3" in str(ask.entry("old").reason)

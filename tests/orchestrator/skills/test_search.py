@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
+import trio
+
+from orchestrator._effects import LiveEffects
+from orchestrator.cli import main
 from orchestrator.cli._session import discover
 from orchestrator.skills import (
     SearchDoc,
@@ -14,6 +22,7 @@ from orchestrator.skills import (
     SkillSource,
     Tier,
     build_catalog,
+    load_skill,
     search_doc,
 )
 from orchestrator.skills._search import TABLE, headings, query_words
@@ -166,3 +175,26 @@ def test_the_search_table_lives_in_the_index_file_and_a_warm_start_inserts_nothi
     assert rows == 10
     small.close()
     other.close()
+
+
+def test_the_cli_searches_the_index_file_s_table_with_the_tool_s_ranking(
+    project: Path, write_skill: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    topics = ("pdf forms", "csv tables", "charts plots", "invoices", "git history")
+    parent = project / ".claude/skills"
+    for i in range(40):
+        write_skill(parent, f"s{i}", description=f"Works on {topics[i % 5]}, variant {i}.")
+    db = os.environ["SKILLOG_DB"]
+    assert main(["skills", "search", "csv", "tables", "--limit", "5", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0] == 40
+    # The skills.search tool of a session on the same file ranks exactly the same.
+    skills = [load_skill(parent / f"s{i}", tier=Tier.USER, source="t") for i in range(40)]
+    effects = LiveEffects(skills, search_db=db)
+    among = {s.name for s in skills}
+    tool = trio.run(effects.search_skills, "csv tables", 5, among, "c1")
+    effects.close()
+    assert json.loads(tool) == cli and len(cli["results"]) == 5
+    assert main(["skills", "--no-index", "search", "csv", "--json"]) == 0  # in memory
+    assert json.loads(capsys.readouterr().out)["results"][0]["name"] in among
