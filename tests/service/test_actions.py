@@ -52,7 +52,8 @@ async def test_cancel_a_suspended_session(service: Service) -> None:
         # A session another process drives (a live lease not this server's): refused.
         other = await submit(service, task="driven elsewhere")
         await wait_for(service, other, "awaiting_approval")
-        async with leased(service.store, other, "run:elsewhere:1:abc"):
+        # The worker records the suspension, then hands its lease back: wait for that.
+        async with leased(service.store, other, "run:elsewhere:1:abc", wait=True):
             held = await client.post(f"/api/sessions/{other}/cancel", json={})
         assert held.status_code == 409 and "run:elsewhere:1:abc" in held.json()["error"]
         assert "stop that driver" in held.json()["error"]
