@@ -166,8 +166,12 @@ def agent_factory(args: argparse.Namespace, skills: DiscoveryCache | None = None
     """What a worker drives a session with: the model, limits and policy the session
     recorded, the skills of ``args`` (``--skills``, ``--tier``, ``--project``), indexed
     once and again only when they change (``skills``, shared with the service), no
-    approver. (A worker only continues sessions, so it takes no policy options.)"""
-    skills = skills if skills is not None else DiscoveryCache(args)
+    approver. (A worker only continues sessions, so it takes no policy options.) A
+    session whose recorded policy installs ``python:`` environments on approval
+    (``lazy_install: ask``) is offered the skills still missing one, as ``run`` and
+    ``serve`` offer them."""
+    plain = skills if skills is not None else DiscoveryCache(args)
+    installing = DiscoveryCache(args, lazy_install=True)
 
     def make_agent(started: SessionStarted) -> Agent:
         session_args = argparse.Namespace(
@@ -179,6 +183,7 @@ def agent_factory(args: argparse.Namespace, skills: DiscoveryCache | None = None
                 "file_access": started.file_access,
             }
         )
+        skills = installing if started.policy.lazy_install == "ask" else plain
         return agent_for(
             session_args, model_spec=f"{started.provider}:{started.model}", skills=skills
         )

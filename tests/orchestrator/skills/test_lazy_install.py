@@ -235,3 +235,35 @@ def test_the_catalog_offers_a_skill_without_its_environment_only_under_lazy_inst
     assert ask.entry("tab").status is Status.ENABLED and ask.entry("tab").reason is None
     assert ask.entry("old").status is Status.UNAVAILABLE
     assert "python-version:<3" in str(ask.entry("old").reason)
+
+
+def test_a_worker_offers_it_to_the_sessions_whose_recorded_policy_installs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker takes no policy options: which skills it offers a session follows the
+    policy the session recorded, so a queued ``lazy_install: ask`` session sees the skill
+    still missing its environment and an ``off`` one does not."""
+    from orchestrator._events import SessionStarted
+    from orchestrator.cli._fleet import agent_factory
+    from orchestrator.cli._main import _parser
+
+    write(tmp_path / "skills", "tab")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("SKILLOG_CONFIG", str(tmp_path / "none.yaml"))
+    args = _parser("worker")[0].parse_args(
+        ["worker", "--db", str(tmp_path / "log.db"), "--skills", str(tmp_path / "skills")]
+    )
+    make = agent_factory(args)
+    (tmp_path / "turns.yaml").write_text("turns:\n  - text: done\n")
+
+    def offered(lazy: str) -> list[str]:
+        started = SessionStarted(
+            agent="a", provider="scripted", model=str(tmp_path / "turns.yaml"), max_tokens=100,
+            max_turns=2, max_active_skills=1, file_access=False,
+            policy=PolicyConfig(lazy_install=lazy),  # type: ignore[arg-type]
+        )  # fmt: skip
+        return [s.name for s in make(started).skills]
+
+    assert offered("ask") == ["tab"]
+    assert offered("off") == []
