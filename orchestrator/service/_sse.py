@@ -282,8 +282,10 @@ class EventStreamResponse:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
             hidden = hidden_path(await session_config(self.store, self.stream))
-            async for event in session_events(self.store, self.tail, self.stream, self.from_seq):
-                await frames.send(sse_frame(event, hidden))
+            events = session_events(self.store, self.tail, self.stream, self.from_seq)
+            async with closing(events):  # closed here when the client leaves, not by the GC
+                async for event in events:
+                    await frames.send(sse_frame(event, hidden))
             previewing.cancel_scope.cancel()
 
     async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:
