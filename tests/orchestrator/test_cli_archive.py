@@ -340,7 +340,9 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
     had ended, each session is archived once, and the log verifies after every run
     (but for the catalog race noted below) and wholly once the worker is done."""
     (tmp_path / "skills" / "greet" / "scripts" / "hi.py").write_text(
-        "import time\ntime.sleep(0.3)\nprint('hi')\n"  # sessions end one by one
+        # Sessions end one by one, a second apart: slower than one archive-and-verify
+        # round (two CLI processes), so some archive runs while sessions remain.
+        "import time\ntime.sleep(1.0)\nprint('hi')\n"
     )
     ids = []
     for i in range(12):
