@@ -171,7 +171,8 @@ def agent_factory(args: argparse.Namespace, skills: DiscoveryCache | None = None
     (``lazy_install: ask``) is offered the skills still missing one, as ``run`` and
     ``serve`` offer them."""
     plain = skills if skills is not None else DiscoveryCache(args)
-    installing = DiscoveryCache(args, lazy_install=True)
+    # serve's own cache already offers them when its policy installs: index once, not twice
+    installing = plain if plain.lazy_install else DiscoveryCache(args, lazy_install=True)
 
     def make_agent(started: SessionStarted) -> Agent:
         session_args = argparse.Namespace(

@@ -570,7 +570,7 @@ class DiscoveryCache:
 
     def __init__(self, args: argparse.Namespace, *, lazy_install: bool = False) -> None:
         self._args = args
-        self._lazy_install = lazy_install  # discover's
+        self.lazy_install = lazy_install  # discover's: offers skills missing their env
         self._lock = threading.Lock()
         self._found: Discovered | None = None
         self._stamp: tuple[object, ...] = ()
@@ -586,7 +586,7 @@ class DiscoveryCache:
                     Tier(args.tier),
                     project=args.project,
                     db=args.db,
-                    lazy_install=self._lazy_install,
+                    lazy_install=self.lazy_install,
                 )
                 self._found, self._stamp = found, self._stamps(found)
                 self.scans += 1
