@@ -6,13 +6,14 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from eventlog import EventStore, MemoryStore
+from eventlog import EventStore, MemoryStore, open_store
+from orchestrator._catalog import SESSIONS, open_log
 from orchestrator._events import CODEC, Event
 from orchestrator._loop import Agent
 from orchestrator.adapters import ScriptedModel
@@ -81,6 +82,21 @@ def agent(turns: Sequence[Mapping[str, Any]], skills: Sequence[Skill] = (), **kw
 @pytest.fixture
 def store() -> EventStore:
     return MemoryStore()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def catalog_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[EventStore]:
+    """Each store that keeps the session catalog: memory, SQLite, PostgreSQL."""
+    if request.param == "memory":
+        yield MemoryStore(projection=SESSIONS)
+    elif request.param == "sqlite":
+        async with open_log(tmp_path / "log.db") as s:
+            yield s
+    else:
+        async with open_store(request.getfixturevalue("pg_dsn"), projection=SESSIONS) as pg:
+            yield pg
 
 
 async def bodies(store: EventStore, session_id: str) -> list[Event]:

@@ -8,13 +8,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from eventlog import EventStore, MemoryStore, import_jsonl, open_sqlite_store, open_store, verify
+from eventlog import EventStore, import_jsonl, open_sqlite_store, open_store, verify
 from eventlog._catalog import Claim, CursorError, Listing, decode_cursor, fold_store
 from eventlog._verify import CatalogFold, settle
 from orchestrator import Agent
@@ -34,16 +33,10 @@ def agent(turns: list[dict[str, object]] | None = None) -> Agent:
     return Agent(model=ScriptedModel(turns or [{"text": "done"}]), model_name="m")
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
-    if request.param == "memory":
-        yield MemoryStore(projection=SESSIONS)
-    elif request.param == "sqlite":
-        async with open_log(tmp_path / "log.db") as s:
-            yield s
-    else:
-        async with open_store(request.getfixturevalue("pg_dsn"), projection=SESSIONS) as pg:
-            yield pg
+@pytest.fixture
+def store(catalog_store: EventStore) -> EventStore:
+    """This module's tests run on every store that keeps the catalog."""
+    return catalog_store
 
 
 async def assert_equals_fold(store: EventStore) -> None:

@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,34 +22,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from eventlog import (
     MAINTENANCE_STREAM,
     EventStore,
-    MemoryStore,
     archive_streams,
     load_archive,
     open_store,
 )
 from orchestrator import Agent, verdict
-from orchestrator._catalog import SESSIONS, ended_before, open_log
+from orchestrator._catalog import SESSIONS, ended_before
 from orchestrator._fleet import acquire, release
 from orchestrator._grammar import session_grammar
 from orchestrator._streams import is_session_stream
 from orchestrator.adapters import ScriptedModel
 from orchestrator.cli import main
 
-SKILL = """\
----
-name: greet
-description: Greets people.
----
-Run scripts/hi.py.
-"""
-TURNS = """\
-turns:
-  - text: "Loading."
-    tool_calls: [{name: skills.load, arguments: {names: [greet]}}]
-  - text: "Running it."
-    tool_calls: [{name: skills.run_script, arguments: {path: scripts/hi.py, args: [a]}}]
-  - text: "Done."
-"""
+from .test_cli_sessions import SKILL, TURNS
 
 
 class Cli:
@@ -296,23 +280,12 @@ def test_sigkill_mid_archive_leaves_the_file_and_tombstones_both_or_neither(
     assert cli.rows() == [] and cli("log", "verify")[0] == 0
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
-    if request.param == "memory":
-        yield MemoryStore(projection=SESSIONS)
-    elif request.param == "sqlite":
-        async with open_log(tmp_path / "log.db") as s:
-            yield s
-    else:
-        async with open_store(request.getfixturevalue("pg_dsn"), projection=SESSIONS) as pg:
-            yield pg
-
-
 async def test_a_leased_session_is_never_archived_even_once_ended(
-    store: EventStore, tmp_path: Path
+    catalog_store: EventStore, tmp_path: Path
 ) -> None:
     """A driver that has not let go yet (its session ended, its lease still live) keeps
     the session out of the selection, and out of a commit chosen before it took it."""
+    store = catalog_store
     agent = Agent(model=ScriptedModel([{"text": "done"}]), model_name="m")
     for sid in ("free", "held", "raced", "visited"):
         await agent.run(store, "a task", session_id=sid)
