@@ -28,6 +28,7 @@ from ._events import (
     ToolInterrupted,
 )
 from ._fleet import driver_name, leased
+from ._model import ToolCall
 from ._state import SessionState, apply
 
 
@@ -46,27 +47,24 @@ async def _fold(store: EventStore, session_id: str) -> SessionState:
 
 def closing_events(state: SessionState, by: str, reason: str) -> list[Event]:
     """What ends ``state`` as cancelled by ``by``: an outcome for each open call, as its
-    effect class allows, then ``session.ended``. Pure (see the module docstring)."""
+    effect class allows (calls that never started last), then ``session.ended``. Pure
+    (see the module docstring)."""
     why = f"cancelled by {by}" + (f": {reason}" if reason else "")
     bodies: list[Event] = []
     never_started: list[Event] = []
     progress = state.turn_progress
+
+    def cancelled(call: ToolCall, content: str) -> ToolCompleted:
+        return ToolCompleted(call_id=call.id, tool=call.name, is_error=True, content=content,
+                             duration_ms=0, error_type="cancelled")  # fmt: skip
+
     for call in state.pending_calls:
         if call.id in state.pending_results:
             continue
         called = progress.called.get(call.id) if progress is not None else None
         if called is None:
             content = f"the session was {why} before this call started; it never ran and is not run"
-            never_started.append(
-                ToolCompleted(
-                    call_id=call.id,
-                    tool=call.name,
-                    is_error=True,
-                    content=content,
-                    duration_ms=0,
-                    error_type="cancelled",
-                )
-            )
+            never_started.append(cancelled(call, content))
             continue
         if call.id in state.pending_approvals:
             bodies.append(
@@ -84,16 +82,7 @@ def closing_events(state: SessionState, by: str, reason: str) -> list[Event]:
             bodies.append(ToolInterrupted(call_id=call.id, tool=call.name, content=content))
         else:
             content = f"the session was {why}; this call did not finish and is not run again"
-            bodies.append(
-                ToolCompleted(
-                    call_id=call.id,
-                    tool=call.name,
-                    is_error=True,
-                    content=content,
-                    duration_ms=0,
-                    error_type="cancelled",
-                )
-            )
+            bodies.append(cancelled(call, content))
     bodies += never_started
     bodies.append(SessionEnded(reason="cancelled", turns=state.turn, error=why))
     return bodies

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -74,19 +75,35 @@ async def until(done: Callable[[], bool]) -> None:
             await trio.sleep(0.05)
 
 
+@dataclass
+class Hold:
+    """Hold the first request unanswered (its sender may die meanwhile) until
+    ``release``; ``first_in`` is set once it has arrived."""
+
+    first_in: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 @contextmanager
-def receiver(fail_first: int) -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
+def receiver(
+    fail_first: int, hold: Hold | None = None
+) -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
     """A real HTTP server on loopback: answers 503 to the first ``fail_first`` requests,
-    then 204; every request it got, with its headers, in order."""
+    then 204 (with ``hold``, the first only once released); every request it got, with
+    its headers, in order."""
     got: list[tuple[dict[str, str], bytes]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["content-length"]))
             got.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(503 if len(got) <= fail_first else 204)
-            self.send_header("content-length", "0")
-            self.end_headers()
+            if hold is not None and len(got) == 1:
+                hold.first_in.set()
+                hold.release.wait(120)
+            with contextlib.suppress(OSError):  # a held request's sender may be gone
+                self.send_response(503 if len(got) <= fail_first else 204)
+                self.send_header("content-length", "0")
+                self.end_headers()
 
         def log_message(self, format: str, *args: object) -> None:
             pass
@@ -97,6 +114,8 @@ def receiver(fail_first: int) -> Iterator[tuple[str, list[tuple[dict[str, str], 
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/hook", got
     finally:
+        if hold is not None:
+            hold.release.set()
         server.shutdown()
         server.server_close()
         thread.join()
@@ -189,41 +208,6 @@ async def test_a_receiver_that_refuses_is_given_up_on(
         Webhook("file:///etc/passwd", SECRET)
 
 
-@contextmanager
-def holding_receiver() -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]], threading.Event]]:
-    """A real HTTP server on loopback that holds the first request (no answer while
-    the test runs: its sender dies meanwhile) and answers 204 to the others; every
-    request it got, and an event set once the first is in."""
-    got: list[tuple[dict[str, str], bytes]] = []
-    first_in, release = threading.Event(), threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["content-length"]))
-            got.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            if len(got) == 1:
-                first_in.set()
-                release.wait(120)
-            with contextlib.suppress(OSError):  # the held one's sender is gone
-                self.send_response(204)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/hook", got, first_in
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
-
-
 def _webhook_streams(db: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     async def read() -> dict[str, list[tuple[str, dict[str, Any]]]]:
         async with open_store(str(db), readonly=True) as store:
@@ -279,13 +263,14 @@ def test_an_attempt_left_open_by_a_killed_server_is_taken_over(tmp_path: Path) -
     id, body and signature; the log verifies."""
     env, token, args = setup(tmp_path)
     env = {**env, "SKILLOG_WEBHOOK_SECRET": SECRET.decode()}
-    with holding_receiver() as (url, got, first_in):
+    hold = Hold()
+    with receiver(0, hold) as (url, got):
         args = [*args, "--webhook", url, "--webhook-timeout", "1"]
         first, server = start(tmp_path, env, *args)
         try:
             with client(server, token) as c:
                 c.post("/api/sessions", json={"task": "greet"}).raise_for_status()
-            assert first_in.wait(60), "no webhook request came"
+            assert hold.first_in.wait(60), "no webhook request came"
         finally:
             first.send_signal(signal.SIGKILL)  # mid-attempt: no outcome recorded
             first.communicate(timeout=30)
@@ -307,14 +292,15 @@ def test_a_running_server_takes_over_what_a_killed_one_left_open(tmp_path: Path)
     over in its retry loop once it is older than its bound."""
     env, token, args = setup(tmp_path)
     env = {**env, "SKILLOG_WEBHOOK_SECRET": SECRET.decode()}
-    with holding_receiver() as (url, got, first_in):
+    hold = Hold()
+    with receiver(0, hold) as (url, got):
         args = [*args, "--webhook", url, "--webhook-timeout", "1"]
         servers = [start(tmp_path, env, *args) for _ in range(2)]
         survivor = None
         try:
             with client(servers[0][1], token) as c:
                 c.post("/api/sessions", json={"task": "greet"}).raise_for_status()
-            assert first_in.wait(60), "no webhook request came"
+            assert hold.first_in.wait(60), "no webhook request came"
             [(stream, left)] = _webhook_streams(tmp_path / "s.db").items()
             killed = left[0][1]["sender"]
             pid = int(killed.split(":")[2])  # serve:host:pid:random
