@@ -235,6 +235,19 @@ async def test_cancel_between_the_answer_and_a_calls_intent(
                 assert done.status_code == 200, done.text
                 verdict = (await client.get(f"/api/sessions/{session}/verify")).json()
                 assert verdict["ok"], verdict
+                proof = await client.get(f"/api/sessions/{session}/replay")
+                assert proof.status_code == 200 and proof.json()["ok"], proof.text
+                page = await client.get(f"/console/sessions/{session}")  # its trace: below
+                assert page.status_code == 200, page.text[:300]
+                # The trace (what the page renders) and the audit report show the call
+                # that never started.
+                for path in (
+                    f"/api/sessions/{session}/trace",
+                    f"/console/sessions/{session}/audit",
+                ):
+                    page = await client.get(path)
+                    assert page.status_code == 200, (path, page.text[:300])
+                    assert "never ran" in page.text, path
             recorded = await bodies(service, session)
             names = [type(b).__name__ for b in recorded]
             calls = [b for b in recorded if isinstance(b, ToolCalled)]
