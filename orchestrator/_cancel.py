@@ -28,12 +28,13 @@ from ._events import (
     ToolInterrupted,
 )
 from ._fleet import driver_name, leased
+from ._model import ToolCall
 from ._state import SessionState, apply
 
 
 class CancelError(SkillogError):
-    """The session cannot be cancelled (unknown, ended, or in mid-turn with calls that
-    have no recorded intent). Nothing was written."""
+    """The session cannot be cancelled (unknown or already ended). Nothing was
+    written."""
 
 
 async def _fold(store: EventStore, session_id: str) -> SessionState:
@@ -46,20 +47,25 @@ async def _fold(store: EventStore, session_id: str) -> SessionState:
 
 def closing_events(state: SessionState, by: str, reason: str) -> list[Event]:
     """What ends ``state`` as cancelled by ``by``: an outcome for each open call, as its
-    effect class allows, then ``session.ended``. Pure (see the module docstring)."""
+    effect class allows (calls that never started last), then ``session.ended``. Pure
+    (see the module docstring)."""
     why = f"cancelled by {by}" + (f": {reason}" if reason else "")
     bodies: list[Event] = []
+    never_started: list[Event] = []
     progress = state.turn_progress
+
+    def cancelled(call: ToolCall, content: str) -> ToolCompleted:
+        return ToolCompleted(call_id=call.id, tool=call.name, is_error=True, content=content,
+                             duration_ms=0, error_type="cancelled")  # fmt: skip
+
     for call in state.pending_calls:
         if call.id in state.pending_results:
             continue
         called = progress.called.get(call.id) if progress is not None else None
         if called is None:
-            raise CancelError(
-                f"session {state.session_id} is in mid-turn: call {call.id} ({call.name}) "
-                "has no recorded intent yet; let the session go on until it suspends or "
-                "ends, then cancel it"
-            )
+            content = f"the session was {why} before this call started; it never ran and is not run"
+            never_started.append(cancelled(call, content))
+            continue
         if call.id in state.pending_approvals:
             bodies.append(
                 ApprovalResolved(call_id=call.id, approved=False, decided_by=by, reason=why)
@@ -76,16 +82,8 @@ def closing_events(state: SessionState, by: str, reason: str) -> list[Event]:
             bodies.append(ToolInterrupted(call_id=call.id, tool=call.name, content=content))
         else:
             content = f"the session was {why}; this call did not finish and is not run again"
-            bodies.append(
-                ToolCompleted(
-                    call_id=call.id,
-                    tool=call.name,
-                    is_error=True,
-                    content=content,
-                    duration_ms=0,
-                    error_type="cancelled",
-                )
-            )
+            bodies.append(cancelled(call, content))
+    bodies += never_started
     bodies.append(SessionEnded(reason="cancelled", turns=state.turn, error=why))
     return bodies
 

@@ -934,7 +934,9 @@ class WebhookSending(Event, frozen=True, kw_only=True):
 class WebhookSent(Event, frozen=True, kw_only=True):
     """The outcome of the attempt just announced: ``status`` the receiver's HTTP status
     (0 when none came), ``error`` why it failed, ``outcome`` ``delivered``, ``retrying``
-    (another attempt follows) or ``failed`` (the last one)."""
+    (another attempt follows) or ``failed`` (the last one). ``taken_over_by``: another
+    server closed the attempt, open past its bound (its sender stopped mid-attempt):
+    its outcome is unknown, and that server makes the next attempt."""
 
     event_type: ClassVar[str] = "webhook.sent"
     delivery: str
@@ -942,6 +944,7 @@ class WebhookSent(Event, frozen=True, kw_only=True):
     outcome: Literal["delivered", "retrying", "failed"]
     status: int = 0
     error: str | None = None
+    taken_over_by: str | None = None
 
 
 EVENT_TYPES: tuple[type[Event], ...] = (

@@ -89,6 +89,8 @@ RULES: dict[str, str] = {
     ),
     "summary_unanswered": "prompt.rendered or context.compacted while a summary awaits its answer",
     "answer_without_summary": "context.summary_answered with no summary call waiting for it",
+    "cancel_not_ending": "after a call closed as cancelled before its tool.called, anything "
+    "but other such calls and session.ended (cancelled)",
     "end_with_open_calls": "session.ended while tool calls of the last response are open",
     "end_reason": "session.ended with a reason the session's state contradicts",
     "lease_start": "a lease stream that begins with neither lease.acquired nor the queued release",
@@ -139,6 +141,7 @@ class _Called(msgspec.Struct):
 class _Completed(msgspec.Struct):
     call_id: str
     is_error: bool
+    error_type: str | None = None
 
 
 class _Resolved(msgspec.Struct):
@@ -275,7 +278,7 @@ class GrammarCheck:
     The hot path: ``fast`` maps the envelope types the stream's current phase expects
     to steps that take the body alone and never change the phase (a session's turns);
     anything else goes through :meth:`step`, which knows every rule of the phase and is
-    the only place ``fast`` changes."""
+    the only place ``fast`` is replaced (a session's cancel narrows its dict in place)."""
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
@@ -315,7 +318,7 @@ class SessionGrammar(GrammarCheck):
     turns (prompt, model outcome, tool calls through the pipeline), at most one
     ``session.ended`` and nothing after it."""
 
-    HEADER, STARTED, RUNNING, ENDED = range(4)
+    HEADER, STARTED, RUNNING, CANCELLING, ENDED = range(5)
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
@@ -357,6 +360,9 @@ class SessionGrammar(GrammarCheck):
             if tag == "session.ended":
                 self._ended(body)
                 return
+        if phase == self.CANCELLING:
+            self._cancelling(tag, body)
+            return
         if self.unchecked:
             return
         if tag not in KNOWN_TAGS:
@@ -513,7 +519,41 @@ class SessionGrammar(GrammarCheck):
 
     def _completed(self, body: bytes) -> None:
         completed = _COMPLETED(body)
+        if self._never_started(completed):
+            # A cancel closed a call the model asked for before its intent: it never
+            # ran (orchestrator._cancel). Only the cancel's other such results and its
+            # session.ended may follow.
+            self.calls[completed.call_id] = DONE
+            self.open_calls -= 1
+            # In place: ``feed`` holds this dict's lookup for the rest of its batch.
+            self.running.clear()
+            self.running["tool.completed"] = self._cancelled_completed
+            self.phase = self.CANCELLING
+            return
         self._resolve("tool.completed", completed.call_id, error=completed.is_error)
+
+    def _never_started(self, completed: _Completed) -> bool:
+        return (
+            completed.is_error
+            and completed.error_type == "cancelled"
+            and self.calls.get(completed.call_id) == REQUESTED
+        )
+
+    def _cancelled_completed(self, body: bytes) -> None:
+        completed = _COMPLETED(body)
+        if not self._never_started(completed):
+            raise _Broken("cancel_not_ending", f"an outcome of call {completed.call_id!r}")
+        self.calls[completed.call_id] = DONE
+        self.open_calls -= 1
+
+    def _cancelling(self, tag: str, body: bytes) -> None:
+        if tag == "tool.completed":
+            self._cancelled_completed(body)
+            return
+        if tag == "session.ended" and _ENDED(body).reason == "cancelled":
+            self._ended(body)
+            return
+        raise _Broken("cancel_not_ending", f"{tag} after a call was closed as never started")
 
     def _interrupted(self, body: bytes) -> None:
         self._resolve("tool.interrupted", _CALL(body).call_id, error=False)

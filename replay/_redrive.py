@@ -51,6 +51,8 @@ from orchestrator import (
     SummaryAnswered,
     TextPart,
     ToolCall,
+    ToolCompleted,
+    ToolInterrupted,
     UserMessage,
     drive,
 )
@@ -169,9 +171,13 @@ class _Cursor:
     def __init__(self, recording: Recording) -> None:
         self.next = 0
         self._times = [e.recorded_at for e in recording.events]
+        self.stop_at = _cancel_start(recording)
+        self.cut = trio.CancelScope()
 
     def observe(self, event: StoredEvent) -> None:
         self.next = event.seq + 1
+        if self.stop_at is not None and self.next >= self.stop_at:
+            self.cut.cancel()  # the rest is a cancel's: no driver wrote it
 
     def clock(self) -> int:
         return self._times[min(self.next, len(self._times) - 1)]
@@ -236,22 +242,10 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
                 await live.add_user_message(body.text)
         policy = _retry_policy(bodies[start:])
         ending = _unanswered_ending(bodies)
-        live = await _drive(live, calls, policy, ending, reopen)
-        while live.state.status == "awaiting_approval":
-            # The recording suspended here too; its next events are the decisions some
-            # process recorded while the session waited. They are not the runtime's to
-            # reproduce: copy them, then resume as Agent.resume would.
-            end = cursor.next
-            while end < len(bodies) and isinstance(
-                bodies[end], ApprovalResolved | ApprovalRemembered
-            ):
-                end += 1
-            if end == cursor.next:
-                break
-            await _copy(store, target, recording, cursor.next, end)
-            cursor.next = end
-            live = await reopen()
-            live = await _drive(live, calls, policy, ending, reopen)
+        with cursor.cut:
+            await _drive_all(live, calls, policy, ending, reopen, recording, store, target, cursor)
+        if cursor.stop_at is not None and cursor.next == cursor.stop_at:
+            await _copy(store, target, recording, cursor.stop_at, len(recording))
     except BaseExceptionGroup as group:  # a nursery of run_tools wraps errors
         first = _first_error(group)
         if first is None:
@@ -269,6 +263,59 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
         complete=complete,
         divergence=divergence,
     )
+
+
+async def _drive_all(
+    live: Session,
+    calls: _Calls,
+    policy: RetryPolicy,
+    ending: SessionEnded | None,
+    reopen: Callable[[], Awaitable[Session]],
+    recording: Recording,
+    store: EventStore,
+    target: EventStore,
+    cursor: _Cursor,
+) -> None:
+    """Drive as the recording did, through its suspensions and the decisions recorded
+    while it waited."""
+    bodies = recording.bodies
+    live = await _drive(live, calls, policy, ending, reopen)
+    while live.state.status == "awaiting_approval":
+        # The recording suspended here too; its next events are the decisions some
+        # process recorded while the session waited. They are not the runtime's to
+        # reproduce: copy them, then resume as Agent.resume would.
+        end = cursor.next
+        limit = len(bodies) if cursor.stop_at is None else cursor.stop_at  # not a cancel's
+        while end < limit and isinstance(bodies[end], ApprovalResolved | ApprovalRemembered):
+            end += 1
+        if end == cursor.next:
+            break
+        await _copy(store, target, recording, cursor.next, end)
+        cursor.next = end
+        live = await reopen()
+        live = await _drive(live, calls, policy, ending, reopen)
+
+
+def _cancel_start(recording: Recording) -> int | None:
+    """Where a cancel's events begin (``orchestrator._cancel``: the outcomes it gave the
+    open calls, the denials of pending approvals, then ``session.ended`` cancelled, all
+    in one transaction, stamped alike), when the recording ends with one that no
+    driver wrote; None otherwise. A cancel that cut a model call is re-driven as an
+    unanswered ending instead (:func:`_unanswered_ending`)."""
+    bodies, events = recording.bodies, recording.events
+    last = bodies[-1]
+    if not isinstance(last, SessionEnded) or last.reason != "cancelled":
+        return None
+    if _unanswered_ending(bodies) is not None:
+        return None
+    at, stamp = len(bodies) - 1, events[-1].recorded_at
+    while (
+        at > 1
+        and events[at - 1].recorded_at == stamp
+        and isinstance(bodies[at - 1], ToolCompleted | ToolInterrupted | ApprovalResolved)
+    ):
+        at -= 1
+    return at
 
 
 def _unanswered_ending(bodies: tuple[Body, ...]) -> SessionEnded | None:

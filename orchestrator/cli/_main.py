@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("orchestrator.cli._session", "run a real session against a model provider"),
     "sessions": ("orchestrator.cli._session", "list the sessions in a database with their status"),
     "resume": ("orchestrator.cli._session", "resume a session from its log where it stopped"),
+    "cancel": (
+        "orchestrator.cli._cancel",
+        "end a session as cancelled, its open calls resolved by their effect class",
+    ),
     "submit": ("orchestrator.cli._fleet", "queue a session for the workers of a database"),
     "worker": ("orchestrator.cli._fleet", "claim and drive queued or orphaned sessions"),
     "serve": (

@@ -85,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with HMAC-SHA256 of the secret in $SKILLOG_WEBHOOK_SECRET (docs/service.md)",
     )  # fmt: skip
     parser.add_argument(
+        "--webhook-timeout", type=float, default=5.0, metavar="SECONDS",
+        help="how long one webhook request may take (default: 5); an attempt another "
+        "server left open for twice that and a second is taken over",
+    )  # fmt: skip
+    parser.add_argument(
         "--add-token", metavar="NAME",
         help="create a token named NAME with --roles, print it once, store its sha256 in the "
         "configuration file, and exit (remove its entry from the file to revoke it)",
@@ -233,7 +238,9 @@ def build(store: EventStore, args: argparse.Namespace) -> tuple[ServiceContext, 
         otel_endpoint=args.otel_endpoint,
         proxying=proxying,
         stream_limits=StreamLimits(*args.max_streams),
-        webhook=None if args.webhook is None else Webhook(args.webhook, _webhook_secret()),
+        webhook=None
+        if args.webhook is None
+        else Webhook(args.webhook, _webhook_secret(), timeout_s=args.webhook_timeout),
     )
     workers = [
         Worker(

@@ -5,6 +5,7 @@ events; nothing is kept here."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,12 +16,19 @@ import trio
 from starlette.requests import Request
 from starlette.responses import Response
 
-from eventlog import EventStore, closing
+from eventlog import ConcurrencyError, EventStore, closing
 
 from .._approvals import ApprovalError, decide_approval
 from .._cancel import CancelError, cancel_session, record_cancel
 from .._catalog import catalog_current
-from .._events import CODEC, LeaseReleased, ModelFailed, PromptRendered, SessionEnded
+from .._events import (
+    CODEC,
+    LeaseReleased,
+    ModelFailed,
+    PromptRendered,
+    SessionEnded,
+    SessionForked,
+)
 from .._fleet import LeaseHeldError, Worker, holder, session_config
 from .._session import SessionNotFoundError
 from .._session_list import status_text
@@ -125,9 +133,9 @@ async def resume(request: Request) -> Response:
     if state.status == "ended":
         if state.ended is None or state.ended.reason != "error":
             raise ApiError(409, f"session {sid} has ended; fork it from an event to go on")
-        new_id = await _fork_queued(store, sid, who.name, _before_failure)
+        new_id, created = await _continue(store, sid, who.name)
         return json(Resumed(session_id=sid, status=status_text(state), queued=True,
-                            continued_in=new_id), 202)  # fmt: skip
+                            continued_in=new_id), 202 if created else 200)  # fmt: skip
     if state.status == "awaiting_approval":
         raise ApiError(409, f"session {sid} awaits {len(state.pending_approvals)} decision(s)")
     if not await _queued(store, sid):
@@ -140,6 +148,45 @@ async def resume(request: Request) -> Response:
     if held is not None and not _ours(request, held[0]):
         raise ApiError(409, f"session {sid} is being driven by {held[0]}")
     return json(Resumed(session_id=sid, status=status_text(state), queued=True), 202)
+
+
+_CONTINUATIONS = uuid.UUID("8d7b1f0e-4a52-5c3e-9f61-2b0c7e9a4d13")
+
+
+def continuation_id(sid: str) -> str:
+    """The id of the one session a failed ``sid`` goes on in: derived, never random,
+    so a second resume (or two at once) finds the first one's instead of making
+    another."""
+    return uuid.uuid5(_CONTINUATIONS, sid).hex
+
+
+async def _continue(store: EventStore, sid: str, submitter: str) -> tuple[str, bool]:
+    """The session ``sid`` (ended on a model error) goes on in, and whether this call
+    created it. Decided from the log: the session at :func:`continuation_id` whose
+    ``session.forked`` names ``sid`` is that continuation; a request that loses the
+    race to create it (the fork's append finds its log begun) answers with the
+    winner's."""
+    new_id = continuation_id(sid)
+    if await _parent_of(store, new_id) == sid:
+        return new_id, False
+    try:
+        await _fork_queued(store, sid, submitter, _before_failure, new_id)
+        created = True
+    except ConcurrencyError:
+        created = False
+    parent = await _parent_of(store, new_id)
+    if parent != sid:  # pragma: no cover - only a forged or colliding stream
+        raise ApiError(409, f"session {new_id} should continue {sid}, its log says {parent!r}")
+    return new_id, created
+
+
+async def _parent_of(store: EventStore, sid: str) -> str | None:
+    """The session ``sid`` was forked from, as its first event records (None if none)."""
+    async with closing(store.read(sid, to_seq=1)) as events:
+        async for event in events:
+            first = CODEC.decode(event)
+            return first.from_session if isinstance(first, SessionForked) else None
+    return None
 
 
 def _before_failure(recording: Recording) -> int:
@@ -155,26 +202,29 @@ def _before_failure(recording: Recording) -> int:
 
 
 async def _fork_queued(
-    store: EventStore, sid: str, submitter: str, at: Callable[[Recording], int]
-) -> str:
-    """A new session from ``sid``'s events 0..``at(recording)``, queued for the workers
-    (under ``submitter``, with the parent's policy); its id."""
+    store: EventStore, sid: str, submitter: str, at: Callable[[Recording], int], new_id: str
+) -> None:
+    """A new session ``new_id`` from ``sid``'s events 0..``at(recording)``, queued for
+    the workers (under ``submitter``, with the parent's policy). A queue entry already
+    there (another request's, or one that stopped before forking) is kept; a log
+    already begun raises ``ConcurrencyError``."""
     from replay import BrokenLogError, fork_session, load_recording, verify_recording
 
     try:
         await verify_recording(store, sid)
         recording = await load_recording(store, sid)
         at_seq = at(recording)
-        new_id = uuid.uuid4().hex
         queued = LeaseReleased(worker="fork", outcome=QUEUED, submitter=submitter,
                                policy=await _policy_of(store, sid))  # fmt: skip
-        await store.append(
-            lease_stream(new_id), [CODEC.encode(queued, recorded_at=time.time_ns())], expected_seq=0
-        )
+        with contextlib.suppress(ConcurrencyError):  # queued by another request already
+            await store.append(
+                lease_stream(new_id),
+                [CODEC.encode(queued, recorded_at=time.time_ns())],
+                expected_seq=0,
+            )
         await fork_session(store, recording, at_seq, session_id=new_id)
     except BrokenLogError as e:
         raise ApiError(409, str(e)) from e
-    return new_id
 
 
 async def fork(request: Request) -> Response:
@@ -194,7 +244,8 @@ async def fork(request: Request) -> Response:
             )
         return req.at_seq
 
-    new_id = await _fork_queued(store, sid, who.name, at)
+    new_id = uuid.uuid4().hex
+    await _fork_queued(store, sid, who.name, at, new_id)
     return json(Forked(session_id=new_id, forked_from=sid, at_seq=req.at_seq), 201)
 
 

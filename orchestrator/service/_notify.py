@@ -17,6 +17,16 @@ written ahead as ``webhook.sending``, its outcome as ``webhook.sent`` (status, e
 ``delivered``/``retrying``/``failed``), checked by the webhook grammar in ``log
 verify``. The first attempt's record claims the delivery, so with several servers on
 one log, one of them notifies each event.
+
+A server that stops between an attempt's ``webhook.sending`` and its ``webhook.sent``
+(SIGKILL, a crash) leaves the attempt open. Every server watches the open attempts of
+others (those open when it starts, found from the streams' lengths, and those it sees
+begin while it follows the log); one still open past :attr:`Webhook.stale_s` is taken
+over: closed as ``retrying`` with its outcome unknown (``taken_over_by``, the reason in
+``error``), then retried by this server with the same delivery id and body (the same
+signature), so a receiver that did get the first request drops the second. Two servers
+taking over the same attempt race on the stream's expected seq: one wins, and an old
+sender that was only slow finds its outcome's seq taken and stops.
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from eventlog._terminal import visible
 
 from .._events import CODEC, WebhookSending, WebhookSent
 from .._fleet import driver_name
-from .._streams import webhook_stream
+from .._streams import WEBHOOK_PREFIX, webhook_stream
 
 log = logging.getLogger("skillog.webhook")
 
@@ -67,6 +77,15 @@ class Webhook:
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
             raise WebhookError(f"webhook URL {self.url!r}: give an http:// or https:// URL")
+        if not self.timeout_s > 0:
+            raise WebhookError(f"webhook timeout {self.timeout_s!r}: give a positive number")
+
+    @property
+    def stale_s(self) -> float:
+        """How long an attempt may stay open before another server takes it over: its
+        sender waits at most ``timeout_s`` to connect and ``timeout_s`` for each read,
+        then records the outcome; twice that and a second means the sender stopped."""
+        return 2 * self.timeout_s + 1
 
 
 class _Payload(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,15 +181,20 @@ async def deliver(
     store: EventStore,
     sender: str,
     clock: Callable[[], int] = time.time_ns,
+    first_attempt: int = 1,
+    seq: int = 0,
 ) -> tuple[bool, int, str]:
     """Deliver the notification of ``event`` with retries, each attempt written ahead
     (``webhook.sending``) and its outcome after (``webhook.sent``) in the stream
     ``webhook/<event hash>``: (delivered, attempts, last outcome). The first attempt's
     record claims the delivery: when another server's is there first,
-    :class:`DeliveryTakenError` (nothing was sent)."""
+    :class:`DeliveryTakenError` (nothing was sent); also when another server took an
+    attempt of this one over (:func:`take_over`: from ``first_attempt`` at ``seq``, at
+    least that one attempt)."""
     delivery, stream = event.hash, webhook_stream(event.hash)
-    seq, why = 0, ""
-    for attempt in range(1, hook.attempts + 1):
+    why = ""
+    last = max(hook.attempts, first_attempt)
+    for attempt in range(first_attempt, last + 1):
         sending = WebhookSending(
             delivery=delivery,
             attempt=attempt,
@@ -184,12 +208,12 @@ async def deliver(
                 stream, [CODEC.encode(sending, recorded_at=clock())], expected_seq=seq
             )
         except ConcurrencyError as e:
-            if attempt == 1:
+            if attempt == first_attempt:
                 raise DeliveryTakenError(f"delivery {delivery} is another server's") from e
             raise
         status, error = await _attempt(hook, kind, delivery, body)
         why = f"HTTP {status}" if error is None else f"error: {error}"
-        outcome = _outcome(status, attempt, hook.attempts)
+        outcome = _outcome(status, attempt, last)
         sent = WebhookSent(
             delivery=delivery,
             attempt=attempt,
@@ -198,9 +222,14 @@ async def deliver(
             error=error,
         )
         with trio.CancelScope(shield=True):  # the outcome of what was sent is not lost
-            await store.append(
-                stream, [CODEC.encode(sent, recorded_at=clock())], expected_seq=seq + 1
-            )
+            try:
+                await store.append(
+                    stream, [CODEC.encode(sent, recorded_at=clock())], expected_seq=seq + 1
+                )
+            except ConcurrencyError as e:  # we were too slow: another server took it over
+                raise DeliveryTakenError(
+                    f"attempt {attempt} of delivery {delivery} was taken over ({why})"
+                ) from e
         seq += 2
         if outcome != "retrying":
             return outcome == "delivered", attempt, why
@@ -208,36 +237,149 @@ async def deliver(
     return False, hook.attempts, why  # pragma: no cover - the last attempt is final
 
 
+async def take_over(
+    hook: Webhook,
+    store: EventStore,
+    open_attempt: Event,
+    *,
+    sender: str,
+    clock: Callable[[], int] = time.time_ns,
+) -> tuple[str, Event, bool, int, str] | None:
+    """Close ``open_attempt`` (a ``webhook.sending`` another server left without an
+    outcome) as unknown, and deliver again from the next attempt: (kind, the notified
+    event, delivered, attempts, last outcome); None when it was closed meanwhile (by its
+    sender or another server) or the notified event is no longer in the log."""
+    sending = CODEC.decode(open_attempt)
+    assert isinstance(sending, WebhookSending)
+    notified = await _event(store, sending.session, sending.seq)
+    found = None if notified is None else payload(notified)
+    if notified is None or found is None or notified.hash != sending.delivery:
+        return None
+    kind, body = found
+    waited = (clock() - open_attempt.recorded_at) / 1e9
+    closed = WebhookSent(
+        delivery=sending.delivery,
+        attempt=sending.attempt,
+        outcome="retrying",
+        error=f"outcome unknown: {sending.sender} recorded none {waited:.1f} s after sending "
+        f"(over {hook.stale_s:g} s: it stopped mid-attempt); {sender} takes the delivery over",
+        taken_over_by=sender,
+    )
+    try:
+        await store.append(
+            str(open_attempt.stream),
+            [CODEC.encode(closed, recorded_at=clock())],
+            expected_seq=open_attempt.seq + 1,
+        )
+    except ConcurrencyError:
+        return None
+    ok, attempts, why = await deliver(
+        hook, kind, notified, body, store=store, sender=sender, clock=clock,
+        first_attempt=sending.attempt + 1, seq=open_attempt.seq + 2,
+    )  # fmt: skip
+    return kind, notified, ok, attempts, why
+
+
+async def _event(store: EventStore, stream: str, seq: int) -> Event | None:
+    async with closing(store.read(stream, from_seq=seq, to_seq=seq + 1)) as events:
+        async for event in events:
+            return event
+    return None
+
+
 class Notifier:
     """Follows the log and notifies ``hook`` (see the module docstring)."""
 
-    def __init__(self, store: EventStore, hook: Webhook, sender: str = "") -> None:
-        self.store, self.hook = store, hook
+    def __init__(
+        self,
+        store: EventStore,
+        hook: Webhook,
+        sender: str = "",
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.store, self.hook, self.clock = store, hook, clock
         self.sender = sender or driver_name("serve")
         self.outcomes: list[tuple[str, bool, int, str]] = []  # (delivery, ok, attempts, why)
+        self.watched: dict[str, Event] = {}  # webhook stream -> another server's open attempt
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)
         start = int(await last()) + 1 if last is not None else 0
+        await self._open_attempts()
         in_flight = trio.Semaphore(MAX_IN_FLIGHT)
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._sweep, nursery, in_flight)
             task_status.started()
             async with closing(self.store.follow(from_position=start)) as events:
                 async for event in events:
+                    self._watch(event)
                     found = payload(event)
                     if found is not None:
                         await in_flight.acquire()  # a slow receiver slows this, not the log
                         nursery.start_soon(self._one, event, *found, in_flight)
 
+    async def _open_attempts(self) -> None:
+        """The attempts left open when this server starts: a webhook stream of odd
+        length ends with a ``webhook.sending``. (One pass over the stream list, at
+        start only.)"""
+        for info in await self.store.streams():
+            if info.stream.startswith(WEBHOOK_PREFIX) and info.length % 2 == 1:
+                event = await _event(self.store, info.stream, info.length - 1)
+                if event is not None:
+                    self._watch(event)
+
+    def _watch(self, event: Event) -> None:
+        """Keep another server's open attempts in view; forget them once closed."""
+        tag = event.type.split("@")[0]
+        if tag == WebhookSent.event_type:
+            self.watched.pop(str(event.stream), None)
+        elif tag == WebhookSending.event_type:
+            sending = CODEC.decode(event)
+            if isinstance(sending, WebhookSending) and sending.sender != self.sender:
+                self.watched[str(event.stream)] = event
+
+    async def _sweep(self, nursery: trio.Nursery, in_flight: trio.Semaphore) -> None:
+        """Take over, as the retry loop goes, each watched attempt open past its bound."""
+        bound_ns = int(self.hook.stale_s * 1e9)
+        while True:
+            now = self.clock()
+            for stream, event in list(self.watched.items()):
+                if now - event.recorded_at > bound_ns:
+                    del self.watched[stream]
+                    await in_flight.acquire()
+                    nursery.start_soon(self._take_over, event, in_flight)
+            await trio.sleep(min(1.0, self.hook.stale_s / 4))
+
+    async def _take_over(self, event: Event, in_flight: trio.Semaphore) -> None:
+        try:
+            taken = await take_over(
+                self.hook, self.store, event, sender=self.sender, clock=self.clock
+            )
+        except DeliveryTakenError:
+            return
+        finally:
+            in_flight.release()
+        if taken is not None:
+            kind, notified, ok, attempts, why = taken
+            log.warning(
+                "webhook: took over delivery %s from a server that stopped mid-attempt",
+                notified.hash,
+            )
+            self._report(notified, kind, ok, attempts, why)
+
     async def _one(self, event: Event, kind: str, body: bytes, in_flight: trio.Semaphore) -> None:
         try:
             ok, attempts, why = await deliver(
-                self.hook, kind, event, body, store=self.store, sender=self.sender
-            )
+                self.hook, kind, event, body, store=self.store, sender=self.sender,
+                clock=self.clock,
+            )  # fmt: skip
         except DeliveryTakenError:
             return  # another server of this log notifies it
         finally:
             in_flight.release()
+        self._report(event, kind, ok, attempts, why)
+
+    def _report(self, event: Event, kind: str, ok: bool, attempts: int, why: str) -> None:
         self.outcomes.append((event.hash, ok, attempts, why))
         del self.outcomes[:-1000]
         where = f"{kind} of session {visible(str(event.stream))} (seq {event.seq})"

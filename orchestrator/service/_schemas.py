@@ -277,7 +277,7 @@ class Forked(_Out, frozen=True, kw_only=True):
 class Resumed(_Out, frozen=True, kw_only=True):
     """Where the session stands: ``queued`` (the workers take it up) with ``status``;
     for a session that ended on a model error, the new session it goes on in
-    (``continued_in``, forked right before the failing call)."""
+    (``continued_in``, forked right before the failing call; one per failed session)."""
 
     session_id: str
     status: str

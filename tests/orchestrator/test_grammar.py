@@ -33,6 +33,7 @@ from orchestrator._events import (
     ContextCompacted,
     Event,
     LeaseAcquired,
+    SessionEnded,
     SummaryAnswered,
     SummaryRequested,
     ToolCompleted,
@@ -213,6 +214,12 @@ SUMMARY_ASKED = encoded(
 )
 SUMMARY_ANSWERED = encoded(SummaryAnswered(error="boom"))
 
+NEVER_STARTED = encoded(
+    ToolCompleted(call_id="call_0_0", tool="skills.load", is_error=True, content="cancelled",
+                  duration_ms=0, error_type="cancelled")
+)  # fmt: skip
+CANCEL_END = encoded(SessionEnded(reason="cancelled", turns=1, error="cancelled by sam"))
+
 
 def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
     """One mutation of a golden session per rule: rule -> (stream, events)."""
@@ -262,6 +269,7 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "summary_misplaced": ("s", [*a[:3], SUMMARY_ASKED, SUMMARY_ASKED]),
         "summary_unanswered": ("s", [*a[:3], SUMMARY_ASKED, a[3]]),
         "answer_without_summary": ("s", [*a[:3], SUMMARY_ANSWERED]),
+        "cancel_not_ending": ("s", [*a[:5], NEVER_STARTED, a[5]]),
         "end_with_open_calls": ("s", [*demo[:6], demo[-1]]),
         "end_reason": ("s", without(demo, len(demo) - 2)),
         "lease_start": ("lease/x", [encoded_release("done")]),
@@ -293,6 +301,24 @@ def test_a_webhook_stream_that_retried_and_one_cut_short_pass() -> None:
     assert list(check_stream("webhook/d", enumerate_rows(retried[:3]))) == []  # a prefix
     in_session = list(check_stream("s", enumerate_rows([sending(1)])))
     assert in_session and in_session[0].rule in ("wrong_stream", "not_started")
+
+
+def test_a_cancel_closes_calls_that_never_started_then_ends() -> None:
+    """A cancel between a model answer and a call's intent (orchestrator._cancel)
+    closes the call as a ``cancelled`` error result with no tool.called; the session
+    then ends. The same result for a call that was not asked for, or anything else
+    after it, is found."""
+    a = _golden("golden-approvals")
+    assert tag(a[4]) == "model.responded" and b"call_0_0" in a[4][1]
+    cancelled = [*a[:5], NEVER_STARTED, CANCEL_END]
+    assert violations("s", cancelled) == []
+    assert violations("s", cancelled[:-1]) == []  # a prefix
+    assert violations("s", [*a[:5], NEVER_STARTED, NEVER_STARTED]) == ["cancel_not_ending"]
+    ended = encoded(SessionEnded(reason="completed", turns=1))
+    assert violations("s", [*a[:5], NEVER_STARTED, ended]) == ["cancel_not_ending"]
+    # Not a cancel's: an error that is not ``cancelled`` names a call never called.
+    other = NEVER_STARTED[0], NEVER_STARTED[1].replace(b'"cancelled"', b'"timeout"')
+    assert violations("s", [*a[:5], other]) == ["event_before_call"]
 
 
 def enumerate_rows(events: list[tuple[str, bytes]]) -> list[tuple[int, str, bytes]]:

@@ -12,6 +12,7 @@ from orchestrator._fleet import leased
 
 from .conftest import Service
 from .test_api import submit, wait_for
+from .test_cancel_driving import redrives
 
 
 async def bodies(service: Service, session: str) -> list[Any]:
@@ -60,6 +61,7 @@ async def test_cancel_a_suspended_session(service: Service) -> None:
         assert missing.status_code == 404
         resumed = await client.post(f"/api/sessions/{session}/resume", json={})
         assert resumed.status_code == 409 and "fork it" in resumed.json()["error"]
+    redrives(service, session)  # the cancel's events are copied, not re-driven
 
 
 async def test_fork_from_an_event_runs_on(service: Service) -> None:

@@ -6,8 +6,10 @@ the cancel is recorded: open calls resolved by effect class, ``session.ended``
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from orchestrator._events import (
     ToolCompleted,
     ToolInterrupted,
 )
+from orchestrator._session import Session
 
 from .conftest import Service, running_service
 from .test_api import submit, wait_for
@@ -98,6 +101,7 @@ async def test_cancel_while_the_model_streams(
         await trio.sleep(1.0)  # the worker does not claim it back or act after the end
         assert await bodies(service, session) == recorded
     log_verifies(service)
+    redrives(service, session)
 
 
 TOKEN = "cancel-marker-7f3a"
@@ -166,3 +170,98 @@ async def test_cancel_while_a_script_runs(
         await trio.sleep(1.0)
         assert await bodies(service, session) == recorded
     log_verifies(service)
+    redrives(service, session)
+
+
+MARKER_SCRIPT = """\
+turns:
+  - text: "Loading the skill and running its script."
+    tool_calls:
+      - {name: skills.load, arguments: {names: [greet]}}
+      - {name: skills.run_script, arguments: {path: scripts/hi.py}}
+  - text: "Done."
+"""
+
+
+@contextlib.contextmanager
+def held_after_the_answer() -> Iterator[trio.Event]:
+    """Hold every driver in this process right after it recorded a model answer that
+    asks for tools, before the pipeline records any further intent (the answer's first
+    call, a load, has its intent in the answer's transaction; the script call after it
+    has none yet); the event is set once one is held there."""
+    held = trio.Event()
+    original = Session.run_tools
+
+    async def hold(self: Session) -> list[str]:
+        held.set()
+        await trio.sleep_forever()
+        return await original(self)  # pragma: no cover - cut by the cancel
+
+    Session.run_tools = hold  # type: ignore[method-assign]
+    try:
+        yield held
+    finally:
+        Session.run_tools = original  # type: ignore[method-assign]
+
+
+def redrives(service: Service, session: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "replay", session, "--redrive",
+         "--db", str(service.db)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_cancel_between_the_answer_and_a_calls_intent(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> None:
+    """The model asked for a load and a script; the cancel lands before the script
+    call's intent: that call is closed as never started, the worker (cut) never starts
+    it, the script's marker file is never written."""
+    config, tokens = service_env
+    marker = tmp_path / "script-ran"
+    with held_after_the_answer() as held:
+        async with running_service(tmp_path, config, tokens, turns=MARKER_SCRIPT) as service:
+            script = tmp_path / "skills" / "greet" / "scripts" / "hi.py"
+            script.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+            session = await submit(service, task="load and run")
+            with trio.fail_after(30):
+                await held.wait()
+            async with service.client("sam") as client:
+                with trio.fail_after(STOP_WAIT_S):
+                    url = f"/api/sessions/{session}/cancel"
+                    done = await client.post(url, json={"reason": "changed my mind"})
+                assert done.status_code == 200, done.text
+                verdict = (await client.get(f"/api/sessions/{session}/verify")).json()
+                assert verdict["ok"], verdict
+                proof = await client.get(f"/api/sessions/{session}/replay")
+                assert proof.status_code == 200 and proof.json()["ok"], proof.text
+                page = await client.get(f"/console/sessions/{session}")  # its trace: below
+                assert page.status_code == 200, page.text[:300]
+                # The trace (what the page renders) and the audit report show the call
+                # that never started.
+                for path in (
+                    f"/api/sessions/{session}/trace",
+                    f"/console/sessions/{session}/audit",
+                ):
+                    page = await client.get(path)
+                    assert page.status_code == 200, (path, page.text[:300])
+                    assert "never ran" in page.text, path
+            recorded = await bodies(service, session)
+            names = [type(b).__name__ for b in recorded]
+            calls = [b for b in recorded if isinstance(b, ToolCalled)]
+            assert [c.tool for c in calls] == ["skills.load"], names
+            assert not any(isinstance(b, ScriptStarted) for b in recorded), names
+            *_, load, script_call, ended = recorded
+            assert isinstance(load, ToolCompleted) and load.tool == "skills.load", names
+            assert isinstance(script_call, ToolCompleted), names
+            assert script_call.tool == "skills.run_script"
+            assert script_call.error_type == "cancelled" and script_call.is_error
+            assert "never ran" in script_call.content
+            assert isinstance(ended, SessionEnded) and ended.reason == "cancelled"
+            await trio.sleep(1.0)  # the worker does not claim it back or act after the end
+            assert await bodies(service, session) == recorded
+    assert not marker.exists()  # (sandboxed, it could not have: see tests/orchestrator/test_cancel)
+    log_verifies(service)
+    redrives(service, session)

@@ -4,13 +4,17 @@ the delivery id is the event's hash, and each outcome is logged."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,7 @@ from typing import Any
 import pytest
 import trio
 
-from eventlog import EventStore, closing, verify_stream
+from eventlog import EventStore, closing, open_store, verify_stream
 from orchestrator._grammar import check_stream
 from orchestrator.cli import main
 from orchestrator.service import Webhook
@@ -26,7 +30,9 @@ from orchestrator.service._notify import DeliveryTakenError, WebhookError, deliv
 
 from .conftest import running_service
 from .test_api import submit, wait_for
+from .test_cli_serve import start, stop
 from .test_deploy import approve
+from .test_faults import client, setup
 
 SECRET = b"a secret of sixteen or more"
 
@@ -69,19 +75,35 @@ async def until(done: Callable[[], bool]) -> None:
             await trio.sleep(0.05)
 
 
+@dataclass
+class Hold:
+    """Hold the first request unanswered (its sender may die meanwhile) until
+    ``release``; ``first_in`` is set once it has arrived."""
+
+    first_in: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
 @contextmanager
-def receiver(fail_first: int) -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
+def receiver(
+    fail_first: int, hold: Hold | None = None
+) -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
     """A real HTTP server on loopback: answers 503 to the first ``fail_first`` requests,
-    then 204; every request it got, with its headers, in order."""
+    then 204 (with ``hold``, the first only once released); every request it got, with
+    its headers, in order."""
     got: list[tuple[dict[str, str], bytes]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["content-length"]))
             got.append(({k.lower(): v for k, v in self.headers.items()}, body))
-            self.send_response(503 if len(got) <= fail_first else 204)
-            self.send_header("content-length", "0")
-            self.end_headers()
+            if hold is not None and len(got) == 1:
+                hold.first_in.set()
+                hold.release.wait(120)
+            with contextlib.suppress(OSError):  # a held request's sender may be gone
+                self.send_response(503 if len(got) <= fail_first else 204)
+                self.send_header("content-length", "0")
+                self.end_headers()
 
         def log_message(self, format: str, *args: object) -> None:
             pass
@@ -92,6 +114,8 @@ def receiver(fail_first: int) -> Iterator[tuple[str, list[tuple[dict[str, str], 
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/hook", got
     finally:
+        if hold is not None:
+            hold.release.set()
         server.shutdown()
         server.server_close()
         thread.join()
@@ -182,3 +206,115 @@ async def test_a_receiver_that_refuses_is_given_up_on(
     assert "after 3 attempt(s): HTTP 503" in line
     with pytest.raises(WebhookError):
         Webhook("file:///etc/passwd", SECRET)
+
+
+def _webhook_streams(db: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    async def read() -> dict[str, list[tuple[str, dict[str, Any]]]]:
+        async with open_store(str(db), readonly=True) as store:
+            out = {}
+            for info in await store.streams():
+                if info.stream.startswith("webhook/"):
+                    async with closing(store.read(info.stream)) as events:
+                        out[info.stream] = [
+                            (e.type.split("@")[0], json.loads(e.body)) async for e in events
+                        ]
+            return out
+
+    return trio.run(read)
+
+
+def _taken_over(
+    got: list[tuple[dict[str, str], bytes]], recorded: list[tuple[str, dict[str, Any]]], killed: str
+) -> None:
+    """The receiver got the request twice, the same both times; the log says the first
+    attempt's outcome is unknown, closed by the server that made the second."""
+    assert len(got) == 2, [h for h, _ in got]
+    (held, body), (again, body_again) = got
+    assert body_again == body
+    for name in ("x-skillog-delivery", "x-skillog-signature", "x-skillog-event"):
+        assert again[name] == held[name], name
+    expected = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(again["x-skillog-signature"], expected)
+    summary = [(t, b["attempt"], b.get("outcome"), b.get("status")) for t, b in recorded]
+    assert summary == [
+        ("webhook.sending", 1, None, None), ("webhook.sent", 1, "retrying", 0),
+        ("webhook.sending", 2, None, None), ("webhook.sent", 2, "delivered", 204),
+    ]  # fmt: skip
+    closed, retried = recorded[1][1], recorded[2][1]
+    taker = retried["sender"]
+    assert taker != killed and closed["taken_over_by"] == taker
+    assert "outcome unknown" in closed["error"] and killed in closed["error"]
+
+
+def _until_delivered(db: Path, stream: str) -> list[tuple[str, dict[str, Any]]]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        recorded = _webhook_streams(db)[stream]
+        if recorded[-1][1].get("outcome") == "delivered":
+            break
+        time.sleep(0.1)
+    return recorded
+
+
+def test_an_attempt_left_open_by_a_killed_server_is_taken_over(tmp_path: Path) -> None:
+    """``skillog serve`` SIGKILLed while the receiver holds its request (the attempt is
+    written ahead, its outcome never): the next server to start on the log closes it as
+    unknown once it is older than its bound, and delivers again with the same delivery
+    id, body and signature; the log verifies."""
+    env, token, args = setup(tmp_path)
+    env = {**env, "SKILLOG_WEBHOOK_SECRET": SECRET.decode()}
+    hold = Hold()
+    with receiver(0, hold) as (url, got):
+        args = [*args, "--webhook", url, "--webhook-timeout", "1"]
+        first, server = start(tmp_path, env, *args)
+        try:
+            with client(server, token) as c:
+                c.post("/api/sessions", json={"task": "greet"}).raise_for_status()
+            assert hold.first_in.wait(60), "no webhook request came"
+        finally:
+            first.send_signal(signal.SIGKILL)  # mid-attempt: no outcome recorded
+            first.communicate(timeout=30)
+        [(stream, left)] = _webhook_streams(tmp_path / "s.db").items()
+        assert [t for t, _ in left] == ["webhook.sending"]
+        killed = left[0][1]["sender"]
+        second, _ = start(tmp_path, env, *args)
+        try:
+            recorded = _until_delivered(tmp_path / "s.db", stream)
+        finally:
+            stop(second)
+    _taken_over(got, recorded, killed)
+    assert main(["log", "verify", "--db", str(tmp_path / "s.db")]) == 0
+
+
+def test_a_running_server_takes_over_what_a_killed_one_left_open(tmp_path: Path) -> None:
+    """Two ``skillog serve`` on one log; the one whose attempt the receiver holds is
+    SIGKILLed: the other, which saw the attempt begin while following the log, takes it
+    over in its retry loop once it is older than its bound."""
+    env, token, args = setup(tmp_path)
+    env = {**env, "SKILLOG_WEBHOOK_SECRET": SECRET.decode()}
+    hold = Hold()
+    with receiver(0, hold) as (url, got):
+        args = [*args, "--webhook", url, "--webhook-timeout", "1"]
+        servers = [start(tmp_path, env, *args) for _ in range(2)]
+        survivor = None
+        try:
+            with client(servers[0][1], token) as c:
+                c.post("/api/sessions", json={"task": "greet"}).raise_for_status()
+            assert hold.first_in.wait(60), "no webhook request came"
+            [(stream, left)] = _webhook_streams(tmp_path / "s.db").items()
+            killed = left[0][1]["sender"]
+            pid = int(killed.split(":")[2])  # serve:host:pid:random
+            [holder] = [p for p, _ in servers if p.pid == pid]
+            [survivor] = [p for p, _ in servers if p.pid != pid]
+            holder.send_signal(signal.SIGKILL)
+            holder.communicate(timeout=30)
+            recorded = _until_delivered(tmp_path / "s.db", stream)
+        finally:
+            for proc, _ in servers:
+                if proc is not survivor and proc.poll() is None:
+                    proc.kill()
+                    proc.communicate(timeout=30)
+            if survivor is not None:
+                stop(survivor)
+    _taken_over(got, recorded, killed)
+    assert main(["log", "verify", "--db", str(tmp_path / "s.db")]) == 0

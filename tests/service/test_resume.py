@@ -9,12 +9,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx2 as httpx
 import trio
 
-from orchestrator._events import ModelFailed, PromptRendered, SessionEnded, SessionForked
+from eventlog import closing
+from orchestrator._events import CODEC, ModelFailed, PromptRendered, SessionEnded, SessionForked
 from orchestrator._fleet import holder
+from orchestrator._streams import is_session_stream
 
-from .conftest import running_service
+from .conftest import Service, running_service
 from .test_actions import bodies
 from .test_api import submit, wait_for
 from .test_cancel_driving import log_verifies
@@ -85,6 +88,10 @@ async def test_resume_after_a_model_error(
             assert out["session_id"] == session and out["queued"] is True
             went_on = out["continued_in"]
             assert went_on and went_on != session
+            # Asked again: the same session, not a second one.
+            again = await client.post(f"/api/sessions/{session}/resume", json={})
+            assert again.status_code == 200, again.text
+            assert again.json()["continued_in"] == went_on
             view = await wait_for(service, went_on, "ended")
             assert view["ended_reason"] == "completed"
             recorded = await bodies(service, went_on)
@@ -109,4 +116,46 @@ async def test_resume_after_a_model_error(
             # A session that ended otherwise (completed here) is still forked by hand.
             again = await client.post(f"/api/sessions/{went_on}/resume", json={})
             assert again.status_code == 409 and "fork it" in again.json()["error"]
+    log_verifies(service)
+
+
+async def _continuations(service: Service, parent: str) -> list[str]:
+    """The sessions whose log says they were forked from ``parent``."""
+    found = []
+    for info in await service.store.streams():
+        if not is_session_stream(info.stream):
+            continue
+        async with closing(service.store.read(info.stream, to_seq=1)) as events:
+            async for event in events:
+                first = CODEC.decode(event)
+                if isinstance(first, SessionForked) and first.from_session == parent:
+                    found.append(info.stream)
+    return found
+
+
+async def test_resume_of_a_failed_session_twice_and_at_once_goes_on_in_one_session(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> None:
+    """Two resumes at once (a double click) and a third later: one new session, and
+    every answer names it (202 for the request that made it, 200 for the others)."""
+    config, tokens = service_env
+    async with running_service(tmp_path, config, tokens, turns=FAILING) as service:
+        session = await submit(service, task="fail, then go on once")
+        await wait_for(service, session, "ended")
+        async with service.client("sam") as client:
+            url = f"/api/sessions/{session}/resume"
+            answers: list[httpx.Response] = []
+
+            async def resume() -> None:
+                answers.append(await client.post(url, json={}))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(resume)
+                nursery.start_soon(resume)
+            answers.append(await client.post(url, json={}))
+            codes = sorted(a.status_code for a in answers)
+            assert codes == [200, 200, 202], [a.text for a in answers]
+            went_on = {a.json()["continued_in"] for a in answers}
+            assert len(went_on) == 1 and None not in went_on, went_on
+            assert await _continuations(service, session) == list(went_on)
     log_verifies(service)
