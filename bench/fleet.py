@@ -243,16 +243,17 @@ async def fill(
     waiting: bool = False,
     template: Template | None = None,
     rowwise: bool = False,
-) -> None:
+) -> float:
     """Add ``count`` ended (or ``waiting``) sessions in bulk, copies of ``template``
     (default: :func:`_template`'s). On PostgreSQL the server makes the rows
     (:func:`pg_fill`) unless ``rowwise``; otherwise the rows are chained here and
     written in one transaction per 10,000 sessions, then the catalog rebuilt from the
-    log (as ``log reindex``)."""
+    log (as ``log reindex``). PostgreSQL's tables are then vacuumed: the seconds that
+    took are returned."""
     streams, blobs = template or await _template(waiting=waiting)
     if url.startswith("postgresql://") and not rowwise:
         await pg_fill(url, count, start, (streams, blobs))
-        return
+        return vacuum(url)
     async with open_log(url) as store:
         for data in blobs:  # the same bytes for every copy: stored once
             await store.put_blob(data)
@@ -268,8 +269,7 @@ async def fill(
                     rows += built
             await _insert(store, rows)
         await store.reindex()  # type: ignore[attr-defined]
-        if type(store).__name__ != "SqliteStore":  # fresh statistics for the planner
-            await store.call_in_writer(lambda conn: conn.execute("ANALYZE eventlog_catalog"))
+    return vacuum(url) if url.startswith("postgresql://") else 0.0
 
 
 #: The session id a template's catalog row is folded under, replaced in each copy.
@@ -312,9 +312,8 @@ async def pg_fill(url: str, count: int, start: int, template: Template) -> None:
     100,000 sessions copies the template's events under new ids, every hash computed
     by PostgreSQL's sha256 exactly as the store computes it, and the catalog rows go in
     the same transaction (each the row the projection folds from the template, under
-    the copy's id), so the log verifies and its catalog stays current; then ANALYZE
-    (fresh statistics for the planner, as after any bulk import). :func:`check_pg_fill`
-    proves the rows equal the row-by-row fill's."""
+    the copy's id), so the log verifies and its catalog stays current.
+    :func:`check_pg_fill` proves the rows equal the row-by-row fill's."""
     from eventlog._postgres_catalog import COLUMNS
     from eventlog._postgres_writer import lock_for_append
 
@@ -356,7 +355,19 @@ async def pg_fill(url: str, count: int, start: int, template: Template) -> None:
         for lo in range(start, start + count, 100_000):
             hi = min(lo + 100_000, start + count) - 1
             await store.call_in_writer(lambda conn, lo=lo, hi=hi: copies(conn, lo, hi))
-        await store.call_in_writer(lambda conn: conn.execute(b"ANALYZE"))
+
+
+def vacuum(url: str) -> float:
+    """``VACUUM (ANALYZE)`` after a bulk load, as PostgreSQL's manual advises ("Populating
+    a Database"): fresh statistics for the planner, and every page's visibility settled
+    now rather than by an autovacuum rewriting the hint bits of the whole table while
+    the bench measures. Returns the seconds it took."""
+    import psycopg
+
+    t = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(b"VACUUM (ANALYZE)")
+    return time.perf_counter() - t
 
 
 def check_pg_fill(url_of: Any, count: int = 30) -> None:
@@ -425,6 +436,67 @@ async def measure(
     return claims, listings
 
 
+class _Explained:
+    """A writer's connection that runs each query once more under ``EXPLAIN (ANALYZE,
+    BUFFERS)`` first, in a savepoint it rolls back, and keeps the plans' totals."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.statements, self.hit, self.read, self.ms = conn, 0, 0, 0, 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        text = sql if isinstance(sql, bytes) else sql.encode()
+        if text.split(None, 1)[0].upper() in (b"SELECT", b"INSERT", b"UPDATE", b"WITH"):
+            self.conn.execute(b"SAVEPOINT explained")
+            explain = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text
+            (plan,) = self.conn.execute(explain, params).fetchone()[0]
+            self.conn.execute(b"ROLLBACK TO SAVEPOINT explained")
+            top = plan["Plan"]
+            self.statements += 1
+            self.hit += top["Shared Hit Blocks"] + plan.get("Planning", {}).get(
+                "Shared Hit Blocks", 0
+            )
+            self.read += top["Shared Read Blocks"] + plan.get("Planning", {}).get(
+                "Shared Read Blocks", 0
+            )
+            self.ms += plan["Planning Time"] + plan["Execution Time"]
+        return self.conn.execute(sql, params)
+
+
+async def claim_buffers(url: str) -> str:
+    """PostgreSQL: what the server does for one claim (its queries explained: buffers
+    touched, planning and execution time), independent of the machine's load."""
+    async with open_log(url) as store:
+        writer = store._writer  # type: ignore[attr-defined]
+        for _ in range(3):  # the last one counts (the first warm the caches)
+            sid = f"explained{time.time_ns()}"
+            await queue_session(store, agent(), "fresh", session_id=sid)
+            now = time.time_ns()
+            claim = Claim(
+                limit=1, now=now, stream_of=lease_stream,
+                event_of=lambda key, now=now: CODEC.encode(
+                    LeaseAcquired(session=key, worker="bench", until=now + 10**12),
+                    recorded_at=now,
+                ),
+            )  # fmt: skip
+
+            def explained(conn: Any, claim: Claim = claim) -> tuple[_Explained, list[Any]]:
+                real, writer._conn = writer._conn, _Explained(conn)
+                try:
+                    return writer._conn, writer.claim(writer._conn, claim)
+                finally:
+                    writer._conn = real
+
+            counts, claimed = await store.call_in_writer(explained)
+            assert [e.stream for e in claimed] == [lease_stream(sid)]
+    return (
+        f"{counts.statements} queries, {counts.hit + counts.read} buffers "
+        f"({counts.read} read), {counts.ms:.2f} ms planning and executing in the server"
+    )
+
+
 def claim_plan(url: str) -> str:
     """The database's plan for the claim's query (SQLite: EXPLAIN QUERY PLAN)."""
     if url.startswith("postgresql://"):
@@ -464,11 +536,12 @@ def catalog_figures(
     for size in sizes:
         url = url_of()
         t, cpu = time.perf_counter(), time.process_time()
-        trio.run(fill, url, size, 0)
+        vacuumed = trio.run(fill, url, size, 0)
         urls.append(url)
         print(
             f"{label}: {size:>9,} sessions filled in {time.perf_counter() - t:.0f} s "
-            f"({time.process_time() - cpu:.0f} s CPU here), load average "
+            f"({time.process_time() - cpu:.0f} s CPU here"
+            f"{f', VACUUM (ANALYZE) {vacuumed:.0f} s' if vacuumed else ''}), load average "
             f"{os.getloadavg()[0]:.1f}",
             flush=True,
         )
@@ -483,6 +556,9 @@ def catalog_figures(
             flush=True,
         )
     print(f"{label}: claim plan at {sizes[-1]:,}: {claim_plan(urls[-1])}", flush=True)
+    if label == "PostgreSQL":
+        for size, url in zip(sizes, urls, strict=True):
+            print(f"{label}: one claim at {size:>9,}: {trio.run(claim_buffers, url)}", flush=True)
     runs = [(url, cache) for cache in caches for url in urls]
     samples: list[tuple[list[float], list[float]]] = [([], []) for _ in runs]
     for round_ in range(rounds):
