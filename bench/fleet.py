@@ -17,6 +17,7 @@ throwaway PostgreSQL cluster (tests/pgcluster.py) when its binaries exist:
     .venv/bin/python bench/fleet.py [--sessions 200] [--lease-ms 1000]
         [--catalog-sizes 1000,10000,100000] [--idle-sessions 1000] [--idle-seconds 60]
         [--only catalog|idle|fleet] [--store sqlite|postgres] [--writer-cache-kib 65536]
+        [--rounds 6] [--verify-fill]
 """
 
 from __future__ import annotations
@@ -361,12 +362,15 @@ def vacuum(url: str) -> float:
     """``VACUUM (ANALYZE)`` after a bulk load, as PostgreSQL's manual advises ("Populating
     a Database"): fresh statistics for the planner, and every page's visibility settled
     now rather than by an autovacuum rewriting the hint bits of the whole table while
-    the bench measures. Returns the seconds it took."""
+    the bench measures; then a CHECKPOINT, so the gigabytes the load dirtied are on
+    disk before the first measured commit waits on its own fsync. Returns the seconds
+    both took."""
     import psycopg
 
     t = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(b"VACUUM (ANALYZE)")
+        conn.execute(b"CHECKPOINT")
     return time.perf_counter() - t
 
 
@@ -541,7 +545,8 @@ def catalog_figures(
         print(
             f"{label}: {size:>9,} sessions filled in {time.perf_counter() - t:.0f} s "
             f"({time.process_time() - cpu:.0f} s CPU here"
-            f"{f', VACUUM (ANALYZE) {vacuumed:.0f} s' if vacuumed else ''}), load average "
+            f"{f', VACUUM (ANALYZE) and CHECKPOINT {vacuumed:.0f} s' if vacuumed else ''}), "
+            "load average "
             f"{os.getloadavg()[0]:.1f}",
             flush=True,
         )
@@ -664,6 +669,10 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--store", choices=["sqlite", "postgres"], help="only this store")
     ap.add_argument(
+        "--rounds", type=int, default=6,
+        help="catalog: measuring rounds over every size (the first is warm-up), 5 claims each",
+    )  # fmt: skip
+    ap.add_argument(
         "--verify-fill", action="store_true",
         help="run `skillog log verify` on the largest catalog log (and print its time)",
     )  # fmt: skip
@@ -694,7 +703,9 @@ def main() -> None:
                     caches: list[int | None] = [None]
                     if label == "SQLite" and args.writer_cache_kib:
                         caches += [int(x) for x in args.writer_cache_kib.split(",")]
-                    catalog_figures(label, url_of, sizes, caches, verify=args.verify_fill)
+                    catalog_figures(
+                        label, url_of, sizes, caches, args.rounds, verify=args.verify_fill
+                    )
                 if args.only in (None, "idle"):
                     idle_growth(label, url_of, args.idle_sessions, args.idle_seconds, 2)
                 if args.only in ("catalog", "idle"):
