@@ -408,6 +408,18 @@ def _median(samples: list[float]) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
+async def queued(store: Any, sid: str) -> Claim:
+    """A fresh session ``sid`` queued, and the claim that should take it."""
+    await queue_session(store, agent(), "fresh", session_id=sid)
+    now = time.time_ns()
+    return Claim(
+        limit=1, now=now, stream_of=lease_stream,
+        event_of=lambda key: CODEC.encode(
+            LeaseAcquired(session=key, worker="bench", until=now + 10**12), recorded_at=now
+        ),
+    )  # fmt: skip
+
+
 async def measure(
     url: str, repeat: int, cache_kib: int | None = None
 ) -> tuple[list[float], list[float]]:
@@ -420,15 +432,7 @@ async def measure(
             await store.call_in_writer(lambda conn: conn.execute(pragma))  # type: ignore[attr-defined]
         for i in range(repeat):
             sid = f"fresh{time.time_ns()}{i}"
-            await queue_session(store, agent(), "fresh", session_id=sid)
-            now = time.time_ns()
-            claim = Claim(
-                limit=1, now=now, stream_of=lease_stream,
-                event_of=lambda key, now=now: CODEC.encode(
-                    LeaseAcquired(session=key, worker="bench", until=now + 10**12),
-                    recorded_at=now,
-                ),
-            )  # fmt: skip
+            claim = await queued(store, sid)
             t = time.perf_counter()
             claimed = await store.claim(claim)  # type: ignore[attr-defined]
             claims.append((time.perf_counter() - t) * 1000)
@@ -476,15 +480,7 @@ async def claim_buffers(url: str) -> str:
         writer = store._writer  # type: ignore[attr-defined]
         for _ in range(3):  # the last one counts (the first warm the caches)
             sid = f"explained{time.time_ns()}"
-            await queue_session(store, agent(), "fresh", session_id=sid)
-            now = time.time_ns()
-            claim = Claim(
-                limit=1, now=now, stream_of=lease_stream,
-                event_of=lambda key, now=now: CODEC.encode(
-                    LeaseAcquired(session=key, worker="bench", until=now + 10**12),
-                    recorded_at=now,
-                ),
-            )  # fmt: skip
+            claim = await queued(store, sid)
 
             def explained(conn: Any, claim: Claim = claim) -> tuple[_Explained, list[Any]]:
                 real, writer._conn = writer._conn, _Explained(conn)
