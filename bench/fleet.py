@@ -17,6 +17,7 @@ throwaway PostgreSQL cluster (tests/pgcluster.py) when its binaries exist:
     .venv/bin/python bench/fleet.py [--sessions 200] [--lease-ms 1000]
         [--catalog-sizes 1000,10000,100000] [--idle-sessions 1000] [--idle-seconds 60]
         [--only catalog|idle|fleet] [--store sqlite|postgres] [--writer-cache-kib 65536]
+        [--rounds 6] [--verify-fill]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import importlib.util
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +40,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench
 import trio  # noqa: E402
 
 from eventlog import NewEvent  # noqa: E402
-from eventlog._catalog import Claim, Listing  # noqa: E402
+from eventlog._catalog import Claim, Listing, fold_into  # noqa: E402
 from eventlog._hashchain import build_events  # noqa: E402
 from orchestrator import Agent, HostTool, PolicyConfig  # noqa: E402
 from orchestrator._catalog import SESSIONS, open_log  # noqa: E402
@@ -231,11 +233,28 @@ async def _template(
     return found, blobs
 
 
-async def fill(url: str, count: int, start: int, *, waiting: bool = False) -> None:
-    """Add ``count`` ended (or ``waiting``) sessions in bulk: rows written in one
-    transaction per 10,000 sessions, then the catalog rebuilt from the log (as ``log
-    reindex``)."""
-    template, blobs = await _template(waiting=waiting)
+Template = tuple[list[tuple[str, list[NewEvent]]], list[bytes]]
+
+
+async def fill(
+    url: str,
+    count: int,
+    start: int,
+    *,
+    waiting: bool = False,
+    template: Template | None = None,
+    rowwise: bool = False,
+) -> float:
+    """Add ``count`` ended (or ``waiting``) sessions in bulk, copies of ``template``
+    (default: :func:`_template`'s). On PostgreSQL the server makes the rows
+    (:func:`pg_fill`) unless ``rowwise``; otherwise the rows are chained here and
+    written in one transaction per 10,000 sessions, then the catalog rebuilt from the
+    log (as ``log reindex``). PostgreSQL's tables are then vacuumed: the seconds that
+    took are returned."""
+    streams, blobs = template or await _template(waiting=waiting)
+    if url.startswith("postgresql://") and not rowwise:
+        await pg_fill(url, count, start, (streams, blobs))
+        return vacuum(url)
     async with open_log(url) as store:
         for data in blobs:  # the same bytes for every copy: stored once
             await store.put_blob(data)
@@ -244,15 +263,132 @@ async def fill(url: str, count: int, start: int, *, waiting: bool = False) -> No
             position = await last() + 1
             rows = []
             for i in range(base, min(base + 10_000, start + count)):
-                for name, events in template:
+                for name, events in streams:
                     stream = name.format(f"bulk{i:08d}")
                     built = build_events(stream, "0" * 64, 0, position, events)
                     position += len(built)
                     rows += built
             await _insert(store, rows)
         await store.reindex()  # type: ignore[attr-defined]
-        if type(store).__name__ != "SqliteStore":  # fresh statistics for the planner
-            await store.call_in_writer(lambda conn: conn.execute("ANALYZE eventlog_catalog"))
+    return vacuum(url) if url.startswith("postgresql://") else 0.0
+
+
+#: The session id a template's catalog row is folded under, replaced in each copy.
+MARK = "bulkXXXXXXXX"
+#: One event's hash as eventlog/_hashchain.py makes it (sha256 of prev_hash, type,
+#: stream, seq, recorded_at, each followed by a newline, then the body), in SQL.
+_PG_HASH = (
+    "encode(sha256(convert_to({prev} || E'\\n' || t.type || E'\\n' || {stream} || E'\\n' "
+    "|| t.seq::text || E'\\n' || t.recorded_at::text || E'\\n', 'UTF8') || t.body), 'hex')"
+)
+#: Sessions ``lo``..``hi`` as copies of the template in ``pg_tpl`` (one row per event:
+#: its stream's index ``kind`` and format, seq, offset among the copy's events), named
+#: ``bulk%08d`` and numbered after position ``base``: a recursive query hashes each
+#: stream's chain one seq per level; the rows go in in position order, as appends do.
+_PG_GENERATE = (
+    "INSERT INTO events (stream, seq, position, type, recorded_at, body, prev_hash, hash) "
+    "WITH RECURSIVE chain (i, kind, stream, seq, prev, hash) AS ("
+    " SELECT g.i, t.kind, s.stream, t.seq, %(genesis)s::text, "
+    + _PG_HASH.format(prev="%(genesis)s::text", stream="s.stream")
+    + " FROM generate_series(%(lo)s::int8, %(hi)s::int8) AS g(i) CROSS JOIN pg_tpl t"
+    " CROSS JOIN LATERAL (SELECT replace(t.fmt, '{}', 'bulk' || lpad(g.i::text, 8, '0'))"
+    " AS stream) s WHERE t.seq = 0"
+    " UNION ALL SELECT c.i, c.kind, c.stream, t.seq, c.hash, "
+    + _PG_HASH.format(prev="c.hash", stream="c.stream")
+    + " FROM chain c JOIN pg_tpl t ON t.kind = c.kind AND t.seq = c.seq + 1) "
+    "SELECT c.stream, c.seq, %(base)s::int8 + (c.i - %(lo)s::int8) * %(per)s::int8 + t.off + 1,"
+    " t.type, t.recorded_at, t.body, c.prev, c.hash FROM chain c "
+    "JOIN pg_tpl t ON t.kind = c.kind AND t.seq = c.seq ORDER BY 3"
+)
+#: The catalog rows of sessions ``lo``..``hi``: the template's row under each id.
+_PG_CATALOG_ROWS = (
+    "INSERT INTO eventlog_catalog ({columns}) SELECT {key}, %s, %s, %s, %s, "
+    "replace(%s, %s, {key}), %s, %s, %s, replace(%s, %s, {key}) "
+    "FROM generate_series(%s::int8, %s::int8) AS g(i)"
+)
+
+
+async def pg_fill(url: str, count: int, start: int, template: Template) -> None:
+    """:func:`fill` done by the server, as a bulk import would: one INSERT … SELECT per
+    100,000 sessions copies the template's events under new ids, every hash computed
+    by PostgreSQL's sha256 exactly as the store computes it, and the catalog rows go in
+    the same transaction (each the row the projection folds from the template, under
+    the copy's id), so the log verifies and its catalog stays current.
+    :func:`check_pg_fill` proves the rows equal the row-by-row fill's."""
+    from eventlog._postgres_catalog import COLUMNS
+    from eventlog._postgres_writer import lock_for_append
+
+    assert start + count <= 10**8, "bulk%08d ids"
+    streams, blobs = template
+    per = sum(len(events) for _, events in streams)
+    events: list[Any] = []
+    for name, new in streams:
+        events += build_events(name.format(MARK), "0" * 64, 0, len(events) + 1, new)
+    rows: dict[str, Any] = {}
+    fold_into(SESSIONS, rows, lambda key: None, events)
+    (row,) = rows.values()
+    tpl = [(kind, name, seq, off, e.type, e.recorded_at, e.body)
+           for off, (kind, name, seq, e) in enumerate(
+               (k, name, s, e) for k, (name, new) in enumerate(streams) for s, e in enumerate(new)
+           )]  # fmt: skip
+    row_values = (row.status, row.claimable, row.created_at, row.updated_at, row.text, MARK,
+                  row.pending, row.holder, row.lease_until, row.doc, MARK)  # fmt: skip
+
+    key = "'bulk' || lpad(g.i::text, 8, '0')"
+    catalog_rows = _PG_CATALOG_ROWS.format(columns=COLUMNS, key=key).encode()
+
+    def copies(conn: Any, lo: int, hi: int) -> None:
+        conn.execute(b"SET LOCAL work_mem = '256MB'")  # the position sort in memory
+        conn.execute(
+            b"CREATE TEMP TABLE IF NOT EXISTS pg_tpl (kind int, fmt text, seq int8, off int8, "
+            b"type text, recorded_at int8, body bytea) ON COMMIT DELETE ROWS"
+        )
+        with conn.cursor() as cur:
+            cur.executemany(b"INSERT INTO pg_tpl VALUES (%s, %s, %s, %s, %s, %s, %s)", tpl)
+        base = lock_for_append(conn)
+        params = {"genesis": "0" * 64, "lo": lo, "hi": hi, "base": base, "per": per}
+        conn.execute(_PG_GENERATE.encode(), params)
+        conn.execute(catalog_rows, (*row_values, lo, hi))
+
+    async with open_log(url) as store:
+        for data in blobs:
+            await store.put_blob(data)
+        for lo in range(start, start + count, 100_000):
+            hi = min(lo + 100_000, start + count) - 1
+            await store.call_in_writer(lambda conn, lo=lo, hi=hi: copies(conn, lo, hi))
+
+
+def vacuum(url: str) -> float:
+    """``VACUUM (ANALYZE)`` after a bulk load, as PostgreSQL's manual advises ("Populating
+    a Database"): fresh statistics for the planner, and every page's visibility settled
+    now rather than by an autovacuum rewriting the hint bits of the whole table while
+    the bench measures; then a CHECKPOINT, so the gigabytes the load dirtied are on
+    disk before the first measured commit waits on its own fsync. Returns the seconds
+    both took."""
+    import psycopg
+
+    t = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(b"VACUUM (ANALYZE)")
+        conn.execute(b"CHECKPOINT")
+    return time.perf_counter() - t
+
+
+def check_pg_fill(url_of: Any, count: int = 30) -> None:
+    """The server's fill makes exactly the rows (events, blobs, catalog) that chaining
+    each event here and rebuilding the catalog from the log make."""
+    import psycopg
+
+    tables = ("events", "position"), ("blobs", "digest"), ("eventlog_catalog", "key")
+    for waiting in (False, True):
+        template = trio.run(lambda w=waiting: _template(waiting=w))
+        mine, theirs = url_of(), url_of()
+        trio.run(lambda: fill(mine, count, 0, template=template, rowwise=True))  # noqa: B023
+        trio.run(lambda: fill(theirs, count, 0, template=template))  # noqa: B023
+        for table, order in (*tables, ("eventlog_catalog_meta", "1")):
+            sql = f"SELECT * FROM {table} ORDER BY {order}".encode()
+            with psycopg.connect(mine) as a, psycopg.connect(theirs) as b:
+                assert a.execute(sql).fetchall() == b.execute(sql).fetchall(), table
 
 
 async def _insert(store: Any, rows: list[Any]) -> None:
@@ -272,6 +408,18 @@ def _median(samples: list[float]) -> float:
     return sorted(samples)[len(samples) // 2]
 
 
+async def queued(store: Any, sid: str) -> Claim:
+    """A fresh session ``sid`` queued, and the claim that should take it."""
+    await queue_session(store, agent(), "fresh", session_id=sid)
+    now = time.time_ns()
+    return Claim(
+        limit=1, now=now, stream_of=lease_stream,
+        event_of=lambda key: CODEC.encode(
+            LeaseAcquired(session=key, worker="bench", until=now + 10**12), recorded_at=now
+        ),
+    )  # fmt: skip
+
+
 async def measure(
     url: str, repeat: int, cache_kib: int | None = None
 ) -> tuple[list[float], list[float]]:
@@ -284,15 +432,7 @@ async def measure(
             await store.call_in_writer(lambda conn: conn.execute(pragma))  # type: ignore[attr-defined]
         for i in range(repeat):
             sid = f"fresh{time.time_ns()}{i}"
-            await queue_session(store, agent(), "fresh", session_id=sid)
-            now = time.time_ns()
-            claim = Claim(
-                limit=1, now=now, stream_of=lease_stream,
-                event_of=lambda key, now=now: CODEC.encode(
-                    LeaseAcquired(session=key, worker="bench", until=now + 10**12),
-                    recorded_at=now,
-                ),
-            )  # fmt: skip
+            claim = await queued(store, sid)
             t = time.perf_counter()
             claimed = await store.claim(claim)  # type: ignore[attr-defined]
             claims.append((time.perf_counter() - t) * 1000)
@@ -302,6 +442,59 @@ async def measure(
             listings.append((time.perf_counter() - t) * 1000)
             assert len(rows) == 51
     return claims, listings
+
+
+class _Explained:
+    """A writer's connection that runs each query once more under ``EXPLAIN (ANALYZE,
+    BUFFERS)`` first, in a savepoint it rolls back, and keeps the plans' totals."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.statements, self.hit, self.read, self.ms = conn, 0, 0, 0, 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        text = sql if isinstance(sql, bytes) else sql.encode()
+        if text.split(None, 1)[0].upper() in (b"SELECT", b"INSERT", b"UPDATE", b"WITH"):
+            self.conn.execute(b"SAVEPOINT explained")
+            explain = b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text
+            (plan,) = self.conn.execute(explain, params).fetchone()[0]
+            self.conn.execute(b"ROLLBACK TO SAVEPOINT explained")
+            top = plan["Plan"]
+            self.statements += 1
+            self.hit += top["Shared Hit Blocks"] + plan.get("Planning", {}).get(
+                "Shared Hit Blocks", 0
+            )
+            self.read += top["Shared Read Blocks"] + plan.get("Planning", {}).get(
+                "Shared Read Blocks", 0
+            )
+            self.ms += plan["Planning Time"] + plan["Execution Time"]
+        return self.conn.execute(sql, params)
+
+
+async def claim_buffers(url: str) -> str:
+    """PostgreSQL: what the server does for one claim (its queries explained: buffers
+    touched, planning and execution time), independent of the machine's load."""
+    async with open_log(url) as store:
+        writer = store._writer  # type: ignore[attr-defined]
+        for _ in range(3):  # the last one counts (the first warm the caches)
+            sid = f"explained{time.time_ns()}"
+            claim = await queued(store, sid)
+
+            def explained(conn: Any, claim: Claim = claim) -> tuple[_Explained, list[Any]]:
+                real, writer._conn = writer._conn, _Explained(conn)
+                try:
+                    return writer._conn, writer.claim(writer._conn, claim)
+                finally:
+                    writer._conn = real
+
+            counts, claimed = await store.call_in_writer(explained)
+            assert [e.stream for e in claimed] == [lease_stream(sid)]
+    return (
+        f"{counts.statements} queries, {counts.hit + counts.read} buffers "
+        f"({counts.read} read), {counts.ms:.2f} ms planning and executing in the server"
+    )
 
 
 def claim_plan(url: str) -> str:
@@ -323,7 +516,13 @@ def claim_plan(url: str) -> str:
 
 
 def catalog_figures(
-    label: str, url_of: Any, sizes: list[int], caches: list[int | None], rounds: int = 6
+    label: str,
+    url_of: Any,
+    sizes: list[int],
+    caches: list[int | None],
+    rounds: int = 6,
+    *,
+    verify: bool = False,
 ) -> None:
     """One log per size, filled in bulk; then the claim and the listing measured on
     each in turn, round after round (the first round is warm-up), so every size sees
@@ -331,13 +530,36 @@ def catalog_figures(
     page ``caches`` (KiB, SQLite; None: the default), each is measured on every log in
     the same rounds."""
     urls = []
+    if label == "PostgreSQL":
+        check_pg_fill(url_of)
+        print(f"{label}: the server's fill writes the rows a row-by-row fill does", flush=True)
     for size in sizes:
         url = url_of()
-        t = time.perf_counter()
-        trio.run(fill, url, size, 0)
+        t, cpu = time.perf_counter(), time.process_time()
+        vacuumed = trio.run(fill, url, size, 0)
         urls.append(url)
-        print(f"{label}: {size:>9,} sessions filled in {time.perf_counter() - t:.0f} s", flush=True)
+        print(
+            f"{label}: {size:>9,} sessions filled in {time.perf_counter() - t:.0f} s "
+            f"({time.process_time() - cpu:.0f} s CPU here"
+            f"{f', VACUUM (ANALYZE) and CHECKPOINT {vacuumed:.0f} s' if vacuumed else ''}), "
+            "load average "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    if verify:
+        t = time.perf_counter()
+        cli = [sys.executable, "-m", "orchestrator.cli", "log", "verify", "--db", urls[-1]]
+        done = subprocess.run(cli, capture_output=True, text=True)
+        print(
+            f"{label}: `skillog log verify` of the {sizes[-1]:,}-session log: exit "
+            f"{done.returncode} in {time.perf_counter() - t:.0f} s: "
+            f"{(done.stdout or done.stderr).strip().splitlines()[-1:]}",
+            flush=True,
+        )
     print(f"{label}: claim plan at {sizes[-1]:,}: {claim_plan(urls[-1])}", flush=True)
+    if label == "PostgreSQL":
+        for size, url in zip(sizes, urls, strict=True):
+            print(f"{label}: one claim at {size:>9,}: {trio.run(claim_buffers, url)}", flush=True)
     runs = [(url, cache) for cache in caches for url in urls]
     samples: list[tuple[list[float], list[float]]] = [([], []) for _ in runs]
     for round_ in range(rounds):
@@ -443,6 +665,14 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--store", choices=["sqlite", "postgres"], help="only this store")
     ap.add_argument(
+        "--rounds", type=int, default=6,
+        help="catalog: measuring rounds over every size (the first is warm-up), 5 claims each",
+    )  # fmt: skip
+    ap.add_argument(
+        "--verify-fill", action="store_true",
+        help="run `skillog log verify` on the largest catalog log (and print its time)",
+    )  # fmt: skip
+    ap.add_argument(
         "--writer-cache-kib", default="",
         help="SQLite: also measure the catalog with the writer's page cache at these sizes "
         "(KiB, comma-separated; the default is SQLite's 2,000)",
@@ -469,7 +699,9 @@ def main() -> None:
                     caches: list[int | None] = [None]
                     if label == "SQLite" and args.writer_cache_kib:
                         caches += [int(x) for x in args.writer_cache_kib.split(",")]
-                    catalog_figures(label, url_of, sizes, caches)
+                    catalog_figures(
+                        label, url_of, sizes, caches, args.rounds, verify=args.verify_fill
+                    )
                 if args.only in (None, "idle"):
                     idle_growth(label, url_of, args.idle_sessions, args.idle_seconds, 2)
                 if args.only in ("catalog", "idle"):

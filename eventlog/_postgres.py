@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequ
 from contextlib import asynccontextmanager
 from typing import Any, BinaryIO, TypeVar
 
+import outcome
 import psycopg
 import trio
 
@@ -75,6 +76,28 @@ def _fetch_binary(conn: Conn, sql: str, params: tuple[object, ...]) -> list[Any]
     are stored, not as decimal and hex text to parse (a third of a fold's time)."""
     with conn.cursor(binary=True) as cursor:
         return cursor.execute(sql.encode(), params).fetchall()
+
+
+class _Fetch:
+    """``fn()`` running in a worker thread from now on; ``await result()`` for its
+    value (or exception). Unlike ``trio.to_thread.run_sync`` nobody waits for it while
+    it runs, so a reader can fetch a batch while its caller works on the last one."""
+
+    def __init__(self, fn: Callable[[], list[Any]]) -> None:
+        self.done = trio.Event()
+        self._outcome: outcome.Outcome[list[Any]] | None = None
+        token = trio.lowlevel.current_trio_token()
+
+        def deliver(result: outcome.Outcome[list[Any]]) -> None:
+            self._outcome = result
+            token.run_sync_soon(self.done.set)
+
+        trio.lowlevel.start_thread_soon(fn, deliver)
+
+    async def result(self) -> list[Any]:
+        await self.done.wait()
+        assert self._outcome is not None
+        return self._outcome.unwrap()
 
 
 class PostgresStore:
@@ -288,8 +311,10 @@ class PostgresStore:
     ) -> AsyncIterator[list[Any]]:
         """The rows of ``sql`` in batches of READ_BATCH, from one server-side cursor in
         one read-only transaction (one snapshot; no re-planning or re-sorting per batch,
-        whatever the planner's statistics say), fetched in binary. The reader goes back
-        to the pool when the iteration ends, however it ends."""
+        whatever the planner's statistics say), fetched in binary. The next batch is
+        fetched while the caller works on this one (the server reads and sends rows
+        while Python decodes: a fold pays the slower of the two, not their sum). The
+        reader goes back to the pool when the iteration ends, however it ends."""
 
         def open_cursor(conn: Conn) -> psycopg.ServerCursor[Any]:
             conn.execute(b"BEGIN READ ONLY")
@@ -298,17 +323,23 @@ class PostgresStore:
             return cursor
 
         conn, cursor = await trio.to_thread.run_sync(self._checkout, open_cursor, doing)
+
+        def fetch() -> list[Any]:
+            return self._on(conn, lambda c: cursor.fetchmany(READ_BATCH), doing)
+
+        fetching: _Fetch | None = _Fetch(fetch)
         try:
-            while True:
-                rows = await trio.to_thread.run_sync(
-                    self._on, conn, lambda c: cursor.fetchmany(READ_BATCH), doing
-                )
+            while fetching is not None:
+                rows = await fetching.result()
+                fetching = None
+                if len(rows) == READ_BATCH:
+                    fetching = _Fetch(fetch)
                 if rows:
                     yield rows
-                if len(rows) < READ_BATCH:
-                    return
         finally:
             with trio.CancelScope(shield=True):
+                if fetching is not None:
+                    await fetching.done.wait()
                 await trio.to_thread.run_sync(self._checkin, conn, cursor)
 
     def _checkout(self, fn: Callable[[Conn], T], doing: str) -> tuple[Conn, T]:
@@ -478,27 +509,35 @@ class PostgresStore:
         self, checks: Sequence[ChainCheck], progress: Callable[[int], None] | None = None
     ) -> None:
         """Feed each check its stream's stored rows in seq order, all in one worker
-        thread hop and one read-only transaction."""
+        thread hop and one read-only transaction: the streams' rows come from one
+        server-side cursor ordered by (stream, seq), so a log of many short sessions
+        pays a few round trips per call, not per stream."""
         sql = (
-            b"SELECT seq, type, recorded_at, body, prev_hash, hash FROM events "
-            b"WHERE stream = %s AND seq >= 0 ORDER BY seq"
+            b"SELECT stream, seq, type, recorded_at, body, prev_hash, hash FROM events "
+            b"WHERE stream = ANY(%s::text[]) AND seq >= 0 ORDER BY stream, seq"
         )
+        by_stream = {check.stream: check for check in checks}
+        assert len(by_stream) == len(checks), "one check per stream"
 
-        def one(conn: Conn, check: ChainCheck) -> None:
-            # A server-side cursor, as _stream: one plan, whatever the statistics say.
-            with conn.cursor("skillog_verify", binary=True) as cursor:
-                cursor.execute(sql, (check.stream,))
-                while rows := cursor.fetchmany(READ_BATCH):
-                    if check.feed(rows) is not None:
-                        return
-                    if progress is not None:
-                        progress(len(rows))
+        def feed(stream: str, rows: list[Any]) -> None:
+            check = by_stream[stream]
+            if check.fault is None and check.feed(rows) is None and progress is not None:
+                progress(len(rows))
 
         def run(conn: Conn) -> None:
             conn.execute(b"BEGIN READ ONLY")
             try:
-                for check in checks:
-                    one(conn, check)
+                # A server-side cursor, as _stream: one plan, whatever the statistics say.
+                with conn.cursor("skillog_verify", binary=True) as cursor:
+                    cursor.execute(sql, (list(by_stream),))
+                    while batch := cursor.fetchmany(READ_BATCH):
+                        stream, rows = batch[0][0], list[Any]()
+                        for row in batch:
+                            if row[0] != stream:
+                                feed(stream, rows)
+                                stream, rows = row[0], []
+                            rows.append(row[1:])
+                        feed(stream, rows)
             finally:
                 conn.execute(b"ROLLBACK")
 

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 import trio
 
+import eventlog._postgres
 from eventlog import (
     ConcurrencyError,
     DatabaseFormatError,
@@ -25,6 +26,7 @@ from eventlog import (
     verify,
 )
 from eventlog._postgres_db import SCHEMA_VERSION, connect, migrate, redact
+from eventlog._types import closing
 
 Make = Callable[..., list[NewEvent]]
 
@@ -339,6 +341,41 @@ async def test_verify_finds_tampering_in_the_server_tables(
         report = await verify(store)
     assert report.fault is not None
     assert (report.fault.kind, report.fault.seq) == (kind, seq), str(report.fault)
+
+
+async def test_verify_reads_many_streams_in_one_cursor_split_across_batches(
+    pg_dsn: str, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Batches of 3 rows cut through streams; a fault in the middle stream is still
+    # found at its seq, and the streams after it are still checked.
+    monkeypatch.setattr(eventlog._postgres, "READ_BATCH", 3)
+    async with open_postgres_store(pg_dsn) as store:
+        for stream in ("a", "b", "c"):
+            await store.append(stream, make(4), expected_seq=0)
+        report = await verify(store)
+        assert (report.ok, report.streams, report.events) == (True, 3, 12)
+        sql(pg_dsn, "UPDATE events SET body = '\\x7b7d' WHERE stream = 'b' AND seq = 1")
+        report = await verify(store)
+        assert report.fault is not None
+        assert (report.fault.kind, report.fault.stream, report.fault.seq) == ("modified", "b", 1)
+        sql(pg_dsn, "UPDATE events SET body = '\\x7b7d' WHERE stream = 'c' AND seq = 3")
+        faults = [(f.stream, f.seq) for f in (await verify(store)).faults]
+        assert ("c", 3) in faults, faults
+
+
+async def test_a_read_left_while_the_next_batch_is_fetched_returns_its_reader(
+    pg_dsn: str, make: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(eventlog._postgres, "READ_BATCH", 2)
+    async with open_postgres_store(pg_dsn) as store:
+        await store.append("s", make(9), expected_seq=0)
+        async with closing(store.read("s")) as events:
+            async for event in events:  # the second batch is being fetched: left here
+                assert event.seq == 0
+                break
+        assert [e.seq async for e in store.read("s")] == list(range(9))
+        assert [e.seq async for e in store.read("s", from_seq=4)] == list(range(4, 9))
+        assert len(store._idle) == 1  # one reader, back in the pool each time
 
 
 async def test_after_a_lost_connection_the_writer_proves_what_committed(pg_dsn: str) -> None:
