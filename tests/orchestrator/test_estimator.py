@@ -97,6 +97,31 @@ def test_the_configuration_file_sets_the_window_and_the_tokenizer(
     assert '"context_window":7000' in _shown(tmp_path, capsys)
 
 
+def test_the_instructions_mode_from_the_file_and_the_command_line(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    from orchestrator.cli import main
+
+    assert main(_run(tmp_path, monkeypatch, "model:\n  instructions: results\n")) == 0
+    assert '"instructions_mode":"results"' in _shown(tmp_path, capsys)
+    # The command line wins over the file, either way.
+    for config, flag, mode in (
+        ("model:\n  instructions: results\n", "system", "system"),
+        ("", "results", "results"),
+    ):
+        (tmp_path / "log.db").unlink()
+        assert main(_run(tmp_path, monkeypatch, config, "--instructions", flag)) == 0
+        out = _shown(tmp_path, capsys)
+        assert f'"instructions_mode":"{mode}"' in out or (
+            mode == "system" and '"instructions_mode"' not in out
+        )
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(_run(tmp_path, monkeypatch, "", "--instructions", "prompt"))
+    assert exited.value.code == 2
+    assert "invalid choice: 'prompt'" in capsys.readouterr().err
+
+
 def test_a_bad_model_section_is_a_clear_error(tmp_path, capsys, monkeypatch) -> None:
     from orchestrator.cli import main
 
