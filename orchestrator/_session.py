@@ -56,7 +56,14 @@ from ._events import (
 from ._mcp_roots import roots_changes
 from ._model import Message, ModelRequest, ModelResponse, ToolCall
 from ._pipeline import Hooks, first_group, intent, run_turn_tools
-from ._prompt import compose, message_line, request_bytes, request_hash, tail_line
+from ._prompt import (
+    compose,
+    message_line,
+    request_bytes,
+    request_hash,
+    skills_in_block,
+    tail_line,
+)
 from ._state import SessionState, apply
 from ._tools import activate, activate_triggered, message_triggers, plan_call
 from ._visibility import RefreshContext, SkillContext
@@ -459,11 +466,15 @@ class Session:
         state, count = self.state, self.estimator
         if state.usage_tokens:
             added = [message_line(m) for m in state.messages[state.usage_messages :]]
-            added += [
-                bodies[s.body_digest].encode()
-                for s in state.active
-                if s.body_digest not in state.usage_bodies
-            ]
+            new = [s for s in state.active if s.body_digest not in state.usage_bodies]
+            config = state.config
+            if new and config is not None and config.context_rules >= 1:
+                # Mode results: a body a load result shows is in that result's line,
+                # counted above, and not in the system prompt (sessions recorded before
+                # context_rules 1 counted it twice, and re-drive so).
+                block = {s.body_digest for s in skills_in_block(state, bodies)}
+                new = [s for s in new if s.body_digest in block]
+            added += [bodies[s.body_digest].encode() for s in new]
             return state.usage_tokens + count.tokens(added)
         if count.exact_bytes:  # the lines' sizes are known without encoding them again
             return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))
