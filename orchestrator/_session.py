@@ -24,7 +24,9 @@ from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
 from ._context import (
+    BYTES_ESTIMATOR,
     Estimator,
+    EstimatorError,
     Reason,
     apply_compaction,
     budget_of,
@@ -230,6 +232,7 @@ class Session:
             observers=observers,
             reconcile=reconcile,
         )
+        await session._load_estimator(config)
         first = [UserMessage(text=task)] if task is not None else []
         await session.record(
             *preface, config, CatalogSnapshot(skills=tuple(catalog), hidden=tuple(hidden)), *first
@@ -266,6 +269,8 @@ class Session:
                 f"no session {session_id!r} in this database; `skillog sessions` lists them"
             )
         session = cls(store, state, effects, clock=clock, observers=observers, reconcile=reconcile)
+        if state.config is not None:
+            await session._load_estimator(state.config)
         session.started_at = started_at
         for skill in state.active:
             session._blobs[skill.body_digest] = await store.get_blob(skill.body_digest)
@@ -450,6 +455,25 @@ class Session:
         return {
             s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
         }
+
+    async def _load_estimator(self, config: SessionStarted) -> None:
+        """Load the estimator the session records (a tiktoken encoding reads files, off
+        the trio loop) before anything is recorded or driven: a session that cannot
+        count as it did is refused whole, not stopped at its first estimate."""
+        if config.estimator in ("", BYTES_ESTIMATOR):
+            self._estimator = Estimator()
+            return
+        try:
+            self._estimator = await trio.to_thread.run_sync(Estimator, config.estimator)
+        except EstimatorError as e:
+            cause = e.__cause__
+            why = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
+            raise EstimatorError(
+                f"session {self.id} counts tokens with {config.estimator!r} "
+                "(session.started.estimator), and a resume or re-drive counts as the session "
+                f"did, but it cannot be loaded here ({why}); install it with pip install "
+                "'skillog[tiktoken]' where its encoding files can be fetched or are cached"
+            ) from e
 
     @property
     def estimator(self) -> Estimator:
