@@ -39,9 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from runtime import TimedStore  # bench/runtime.py, beside this file
 
-import orchestrator._loop
 from eventlog import Event, open_sqlite_store
-from orchestrator._context import CONTEXT_RULES, tokens_of
+from orchestrator._context import tokens_of
 from orchestrator._events import ContextCompacted, ContextPolicy, ModelResponded, PolicyConfig
 from orchestrator._loop import Agent
 from orchestrator._model import ModelRequest, ModelResponse, Usage, encode_canonical
@@ -63,12 +62,6 @@ LAYOUTS: dict[Layout, str] = {
     "one-block": "system prompt as one cached block (before this branch)",
     "split": "breakpoint before the active skills' block (the Anthropic adapter now)",
     "results": "instructions in the skills.load results only (instructions_mode results)",
-}
-
-
-CLEARING = {
-    1: "rules 1, every result before the last keep_turns turns",
-    2: "rules 2, the oldest results until the target",
 }
 
 
@@ -177,11 +170,8 @@ async def run(
     context: ContextPolicy | None = None,
     skill_every: int = 0,
     layout: Layout = "split",
-    rules: int = CONTEXT_RULES,
 ) -> tuple[str, list[int]]:
-    """Run the session (recording context ``rules``: the runtime's own, or an earlier
-    one to compare with); its id and the runtime's own time per turn (ns)."""
-    orchestrator._loop.CONTEXT_RULES = rules  # what Agent records in session.started
+    """Run the session; its id and the runtime's own time per turn (ns)."""
     marks: list[tuple[int, int]] = []
     timed: TimedStore | None = None
     turns_script = script(turns, skill_every)
@@ -202,12 +192,9 @@ async def run(
         observers=[observe],
         instructions_mode="results" if layout == "results" else "system",
     )
-    try:
-        async with open_sqlite_store(db) as store:
-            timed = TimedStore(store)
-            session = await agent.run(timed, "read every part")  # type: ignore[arg-type]
-    finally:
-        orchestrator._loop.CONTEXT_RULES = CONTEXT_RULES
+    async with open_sqlite_store(db) as store:
+        timed = TimedStore(store)
+        session = await agent.run(timed, "read every part")  # type: ignore[arg-type]
     agent.close()
     # Each turn less the time it awaited durable appends and the (simulated) provider.
     own = [(b[0] - a[0]) - (b[1] - a[1]) for a, b in itertools.pairwise(marks)][1:]
@@ -321,9 +308,8 @@ async def main(turns: int, window: int, read_bytes: int, sweep: bool, skill_ever
             f"mean {reuse.mean:.3f}, min {reuse.min:.3f}, {len(reuse.breaks)} breaks"
         )
         print(
-            f"why: between compactions no byte of a previous request changes ({m.whole} of "
-            f"{m.between_count} requests repeat the whole previous one; the others follow "
-            "the first request); the "
+            f"why: between compactions no byte of a previous request changes (checked: "
+            f"{m.whole} of {m.between_count} requests repeat the whole previous one); the "
             f"{m.appended:,} bytes not reused are all appended by the turns (the answer and "
             f"its tool results, {m.mean_added:,.0f} bytes a turn) to requests of "
             f"{m.mean_size:,.0f} bytes on average: 1 - added/size bounds the share at "
@@ -347,11 +333,6 @@ async def main(turns: int, window: int, read_bytes: int, sweep: bool, skill_ever
         sid, _ = await run(path, [skill], turns, window, layout="results")
         print(f"instructions_mode system: {m.line()}")
         print(f"instructions_mode results: {(await measured(path, sid))[0].line()}")
-        print("step 1 of a compaction (tool_results), by the context rules a session records:")
-        for rules, label in CLEARING.items():
-            path = Path(tmp) / f"rules-{rules}.db"
-            sid, _ = await run(path, [skill], turns, window, rules=rules)
-            print(f"  {label}: {(await measured(path, sid))[0].line()}")
         if sweep:
             print("compaction thresholds (compact_at_percent/compact_to_percent of the budget):")
             for at, to in ((80, 60), (85, 65), (90, 70), (90, 75), (95, 80)):

@@ -52,9 +52,7 @@ CONTEXT_RULES = 1
 ``session.started.context_rules``; a session keeps the rules it started with, so a
 re-drive decides as it did. 0: the first rules. 1: in instructions mode ``results`` the
 estimate counts a newly loaded skill's instructions once (its load result), not also
-as a system prompt block the composer leaves out. 2 (measured, not recorded by any
-runtime: bench/long_session.py compares it): step 1 clears the oldest results, a turn's
-at a time, only until the target."""
+as a system prompt block the composer leaves out."""
 
 KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     # (model name prefix, context window in tokens); the longest matching prefix wins.
@@ -333,7 +331,6 @@ def plan_compaction(
     events: list[ContextCompacted | SummaryRequested] = []
 
     count = estimator or Estimator()
-    oldest_first = config.context_rules >= 2
 
     def size(after: Sequence[Message]) -> int:
         return count.tokens([*(encode_canonical(m) + b"\n" for m in after), tail])
@@ -347,8 +344,6 @@ def plan_compaction(
             kept = active if config.instructions_mode == "results" else ()
             for keep in range(max(1, policy.keep_turns), 0, -1):
                 replaced = plan_tool_results(history, keep, frozenset(done), kept)
-                if keep == max(1, policy.keep_turns) and until is not None and oldest_first:
-                    replaced = _oldest_until(history, replaced, until, tail, count)
                 after = size(compacted(history, replaced))
                 if after <= threshold:
                     break
@@ -390,39 +385,6 @@ def plan_compaction(
         if until is not None and tokens <= until:
             break
     return events
-
-
-def _oldest_until(
-    messages: Sequence[Message],
-    replaced: tuple[Replacement, ...],
-    until: int,
-    tail: bytes,
-    count: Estimator,
-) -> tuple[Replacement, ...]:
-    """The first of ``replaced`` (in history order), a turn's results at a time, that
-    bring the estimate to ``until`` or under: the oldest results go first, the newer
-    ones stay shown (rules 2). All of them when that is not enough."""
-    by_message: dict[int, list[Replacement]] = {}
-    for r in replaced:
-        by_message.setdefault(r.message, []).append(r)
-
-    def cost(line: bytes) -> int:  # bytes/4 rounds over the whole: sum bytes, not tokens
-        return len(line) if count.exact_bytes else count.tokens([line])
-
-    def tokens(total: int) -> int:
-        return tokens_of(total) if count.exact_bytes else total
-
-    total = sum(cost(encode_canonical(m) + b"\n") for m in messages) + cost(tail)
-    taken: list[Replacement] = []
-    for index in sorted(by_message):
-        if tokens(total) <= until:
-            break
-        stubs = [msgspec.structs.replace(r, message=0) for r in by_message[index]]
-        before = encode_canonical(messages[index]) + b"\n"
-        after = encode_canonical(compacted(messages[index : index + 1], stubs)[0]) + b"\n"
-        total += cost(after) - cost(before)
-        taken += by_message[index]
-    return tuple(taken)
 
 
 SUMMARY_SYSTEM = (
