@@ -27,12 +27,12 @@ from orchestrator._events import (
     SessionStarted,
 )
 from orchestrator._loop import Agent
-from orchestrator._model import ModelRequest, ModelResponse
 from orchestrator._prompt import message_line, tail_line
 from orchestrator.adapters import ScriptedModel
 from replay import load_recording, redrive, replay_session
 
 from .test_context import _proves
+from .test_instructions_mode import Recorder
 
 
 def test_bytes_over_four_counts_the_whole_not_each_chunk() -> None:
@@ -198,17 +198,6 @@ def test_tiktoken_counts_each_chunk_with_its_encoding(encoding) -> None:
     assert estimator.tokens(chunks) == _count(encoding, chunks)
     # Prose of this encoding is about two bytes a token, not four: the estimates differ.
     assert estimator.tokens([PROSE.encode()]) > 1.5 * Estimator().tokens([PROSE.encode()])
-
-
-class Recorder:
-    def __init__(self, turns: list[dict[str, Any]]) -> None:
-        self.model = ScriptedModel(turns)
-        self.provider = self.model.provider
-        self.requests: list[ModelRequest] = []
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
-        return await self.model.complete(request)
 
 
 def _reads(n: int) -> list[dict[str, Any]]:
