@@ -213,6 +213,13 @@ class Measured:
     def __init__(self, recording: Any, recorded: RecordedRequests) -> None:
         bodies = recording.bodies
         self.compactions = [b for b in bodies if isinstance(b, ContextCompacted)]
+        # The size of the request each compaction left (its last step's estimate), as a
+        # share of the budget: the compaction aims at compact_to_percent.
+        self.left = [
+            b.tokens_after / b.budget
+            for b, after in itertools.pairwise(bodies)
+            if isinstance(b, ContextCompacted) and not isinstance(after, ContextCompacted)
+        ] or [0.0]
         self.ended = bodies[-1]
         self.reuse = reuse = prefix_reuse(recording, recorded)
         broken = {b.seq for b in reuse.breaks}
@@ -223,6 +230,10 @@ class Measured:
         # Between compactions each request repeats the whole previous one (that is what
         # not being a break means): every byte not reused was appended by the turn.
         sizes = {r.seq: r.size for r in reuse.requests}
+        # Checked, not assumed: such a request's reused bytes are the previous request.
+        previous = {b.seq: a.size for a, b in itertools.pairwise(reuse.requests)}
+        self.whole = sum(1 for r in whole if r.reused == previous.get(r.seq))
+        self.between_count = len(whole)
         self.appended = sum(r.size - r.reused for r in whole)
         self.mean_size = statistics.mean(sizes[r.seq] for r in whole)
         self.mean_added = self.appended / len(whole)
@@ -256,7 +267,10 @@ class Measured:
             f"{statistics.mean(self.steady):.3f}), over all {self.reuse.mean:.3f}; "
             f"{len(self.compactions)} compactions; breaks {breaks}; "
             f"input read from the cache {self.hits:.3f} a request; "
-            f"billed {self.billed / self.cached:.2f}x less with caching"
+            f"billed {self.billed / self.cached:.2f}x less with caching "
+            f"({self.billed:,} tokens, {self.cached:,.0f} token-equivalents); "
+            f"left by a compaction: {statistics.mean(self.left):.0%} of the budget on average "
+            f"({min(self.left):.0%}-{max(self.left):.0%}); mean request {self.mean_size:,.0f} B"
         )
 
 
@@ -294,7 +308,8 @@ async def main(turns: int, window: int, read_bytes: int, sweep: bool, skill_ever
             f"mean {reuse.mean:.3f}, min {reuse.min:.3f}, {len(reuse.breaks)} breaks"
         )
         print(
-            f"why: between compactions no byte of a previous request changes; the "
+            f"why: between compactions no byte of a previous request changes (checked: "
+            f"{m.whole} of {m.between_count} requests repeat the whole previous one); the "
             f"{m.appended:,} bytes not reused are all appended by the turns (the answer and "
             f"its tool results, {m.mean_added:,.0f} bytes a turn) to requests of "
             f"{m.mean_size:,.0f} bytes on average: 1 - added/size bounds the share at "

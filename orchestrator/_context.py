@@ -47,6 +47,13 @@ BYTES_ESTIMATOR = "bytes/4"
 TIKTOKEN_ENCODING = "o200k_base"
 Tokenizer = Literal["bytes", "tiktoken", "auto"]
 
+CONTEXT_RULES = 1
+"""The rules a new session estimates and compacts by, recorded in
+``session.started.context_rules``; a session keeps the rules it started with, so a
+re-drive decides as it did. 0: the first rules. 1: in instructions mode ``results`` the
+estimate counts a newly loaded skill's instructions once (its load result), not also
+as a system prompt block the composer leaves out."""
+
 KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     # (model name prefix, context window in tokens); the longest matching prefix wins.
     ("claude-opus-4", 200_000),

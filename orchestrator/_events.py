@@ -261,7 +261,10 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     re-drive so). ``estimator``: how the runtime counts tokens for the context budget
     (``bytes/4``, or ``tiktoken:<encoding>``; empty in sessions recorded before it was
     recorded: ``bytes/4``), so a re-drive counts the same way. ``instructions_mode``:
-    where the active skills' instructions go (:data:`InstructionsMode`)."""
+    where the active skills' instructions go (:data:`InstructionsMode`).
+    ``context_rules``: the version of the context budget's rules the session estimates
+    and compacts by (``orchestrator._context.CONTEXT_RULES``; 0 in sessions recorded
+    before it), so a re-drive decides as the session did (docs/context.md)."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -283,6 +286,7 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     summaries: bool = False
     estimator: str = ""
     instructions_mode: InstructionsMode = "system"
+    context_rules: int = 0
 
 
 class SessionForked(Event, frozen=True, kw_only=True):

@@ -31,7 +31,7 @@ import trio
 
 from eventlog import EventStore, SkillogError
 
-from ._context import Tokenizer, choose_estimator, context_window_for
+from ._context import CONTEXT_RULES, Tokenizer, choose_estimator, context_window_for
 from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
 from ._events import (
     CatalogMode,
@@ -214,6 +214,7 @@ class Agent:
             summaries=True,
             estimator=choose_estimator(self.tokenizer),
             instructions_mode=self.instructions_mode,
+            context_rules=CONTEXT_RULES,
         )
 
     def predicates(self) -> dict[str, Predicate]:

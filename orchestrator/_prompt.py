@@ -94,14 +94,21 @@ def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:
         if not mode:
             mode = "compact" if len(skills) > state.config.compact_catalog_over else "full"
         sections.append(catalog_block(skills, state.config.file_access, mode))
-    active: Sequence[ActiveSkill] = state.active
-    if results and active:
-        # Instructions a load result shows stay there: the prefix does not change.
-        shown = shown_instructions(state.messages)
-        active = [s for s in active if (s.name, bodies[s.body_digest]) not in shown]
+    active = skills_in_block(state, bodies)
     if active:
         sections.append(active_skills(active, bodies))
     return "\n\n".join(sections)
+
+
+def skills_in_block(state: SessionState, bodies: Mapping[str, str]) -> Sequence[ActiveSkill]:
+    """The active skills whose instructions the ``<active_skills>`` block shows: all of
+    them, but in instructions mode ``results`` those an uncleared ``skills.load``
+    result shows (there they stay, and the prefix does not change)."""
+    assert state.config is not None
+    if state.config.instructions_mode != "results" or not state.active:
+        return state.active
+    shown = shown_instructions(state.messages)
+    return [s for s in state.active if (s.name, bodies[s.body_digest]) not in shown]
 
 
 def catalog_block(skills: tuple[SkillInfo, ...], file_access: bool, mode: str) -> str:

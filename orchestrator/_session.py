@@ -24,7 +24,9 @@ from eventlog import EventStore, NewEvent, SkillogError
 
 from ._calls import CallContext, Recorded, Recorder, View
 from ._context import (
+    BYTES_ESTIMATOR,
     Estimator,
+    EstimatorError,
     Reason,
     apply_compaction,
     budget_of,
@@ -56,7 +58,14 @@ from ._events import (
 from ._mcp_roots import roots_changes
 from ._model import Message, ModelRequest, ModelResponse, ToolCall
 from ._pipeline import Hooks, first_group, intent, run_turn_tools
-from ._prompt import compose, message_line, request_bytes, request_hash, tail_line
+from ._prompt import (
+    compose,
+    message_line,
+    request_bytes,
+    request_hash,
+    skills_in_block,
+    tail_line,
+)
 from ._state import SessionState, apply
 from ._tools import activate, activate_triggered, message_triggers, plan_call
 from ._visibility import RefreshContext, SkillContext
@@ -223,6 +232,7 @@ class Session:
             observers=observers,
             reconcile=reconcile,
         )
+        await session._load_estimator(config)
         first = [UserMessage(text=task)] if task is not None else []
         await session.record(
             *preface, config, CatalogSnapshot(skills=tuple(catalog), hidden=tuple(hidden)), *first
@@ -259,6 +269,8 @@ class Session:
                 f"no session {session_id!r} in this database; `skillog sessions` lists them"
             )
         session = cls(store, state, effects, clock=clock, observers=observers, reconcile=reconcile)
+        if state.config is not None:
+            await session._load_estimator(state.config)
         session.started_at = started_at
         for skill in state.active:
             session._blobs[skill.body_digest] = await store.get_blob(skill.body_digest)
@@ -444,6 +456,25 @@ class Session:
             s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
         }
 
+    async def _load_estimator(self, config: SessionStarted) -> None:
+        """Load the estimator the session records (a tiktoken encoding reads files, off
+        the trio loop) before anything is recorded or driven: a session that cannot
+        count as it did is refused whole, not stopped at its first estimate."""
+        if config.estimator in ("", BYTES_ESTIMATOR):
+            self._estimator = Estimator()
+            return
+        try:
+            self._estimator = await trio.to_thread.run_sync(Estimator, config.estimator)
+        except EstimatorError as e:
+            cause = e.__cause__
+            why = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
+            raise EstimatorError(
+                f"session {self.id} counts tokens with {config.estimator!r} "
+                "(session.started.estimator), and a resume or re-drive counts as the session "
+                f"did, but it cannot be loaded here ({why}); install it with pip install "
+                "'skillog[tiktoken]' where its encoding files can be fetched or are cached"
+            ) from e
+
     @property
     def estimator(self) -> Estimator:
         """The token estimator the session recorded (loaded once)."""
@@ -459,11 +490,15 @@ class Session:
         state, count = self.state, self.estimator
         if state.usage_tokens:
             added = [message_line(m) for m in state.messages[state.usage_messages :]]
-            added += [
-                bodies[s.body_digest].encode()
-                for s in state.active
-                if s.body_digest not in state.usage_bodies
-            ]
+            new = [s for s in state.active if s.body_digest not in state.usage_bodies]
+            config = state.config
+            if new and config is not None and config.context_rules >= 1:
+                # Mode results: a body a load result shows is in that result's line,
+                # counted above, and not in the system prompt (sessions recorded before
+                # context_rules 1 counted it twice, and re-drive so).
+                block = {s.body_digest for s in skills_in_block(state, bodies)}
+                new = [s for s in new if s.body_digest in block]
+            added += [bodies[s.body_digest].encode() for s in new]
             return state.usage_tokens + count.tokens(added)
         if count.exact_bytes:  # the lines' sizes are known without encoding them again
             return tokens_of(self._hasher.history_bytes(state) + len(tail_line(request)))

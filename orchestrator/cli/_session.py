@@ -193,6 +193,13 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
         "of the bytes, tiktoken (pip install 'skillog[tiktoken]'), or tiktoken where it "
         "loads else bytes; recorded (default: model.tokenizer, bytes)",
     )
+    parser.add_argument(
+        "--instructions",
+        choices=["system", "results"],
+        help="where the sessions started show the active skills' instructions: the system "
+        "prompt, or only the skills.load results (the prompt's prefix stays cached when "
+        "skills change); recorded (default: model.instructions, system; docs/context.md)",
+    )
 
 
 def turn_bound(text: str) -> int:
@@ -490,7 +497,7 @@ def agent_for(
         mcp_servers=load_mcp_servers(config_path()),
         context_window=getattr(args, "context_window", None) or model_config.context_window,
         tokenizer=getattr(args, "tokenizer", None) or model_config.tokenizer,
-        instructions_mode=model_config.instructions,
+        instructions_mode=getattr(args, "instructions", None) or model_config.instructions,
     )
 
 

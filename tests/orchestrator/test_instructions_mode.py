@@ -6,14 +6,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventlog import MemoryStore
-from orchestrator._context import compacted, plan_tool_results, shown_instructions
+from orchestrator._context import compacted, plan_tool_results, shown_instructions, tokens_of
 from orchestrator._events import ContextCompacted, PolicyConfig, SessionEnded, SessionStarted
 from orchestrator._loop import Agent
-from orchestrator._model import Message, ModelRequest, ModelResponse, TextPart, ToolResult
+from orchestrator._model import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolResult,
+    Usage,
+)
+from orchestrator._prompt import compose, request_bytes
 from orchestrator.adapters import ScriptedModel
 from replay import load_recording
 from replay._fork import fork_session
@@ -121,6 +131,47 @@ async def test_a_long_session_compacts_and_every_request_shows_the_active_instru
     recording = await load_recording(store, session.id)
     await fork_session(store, recording, first - 1, session_id="fork")
     await _proves(store, "fork")
+
+
+class Counting(Recorder):
+    """Reports a request's input tokens as a quarter of its canonical bytes: what the
+    ``bytes/4`` estimate of the whole request is."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        response = await super().complete(request)
+        usage = Usage(input_tokens=tokens_of(len(request_bytes(request))))
+        return msgspec.structs.replace(response, usage=usage)
+
+
+@pytest.mark.parametrize("mode", ["results", "system"])
+async def test_a_newly_loaded_skill_is_counted_once_in_the_estimate(make_skill, mode) -> None:
+    """After a load, the estimate is the last usage plus what was added: in mode
+    ``results`` the load result carries the instructions and the system prompt does
+    not, so they are counted once (sessions of rules 0 counted them twice)."""
+    body = "Follow this step with care.\n" * 800  # 22 KB: about 5,600 tokens
+    store = MemoryStore()
+    model = Counting([_call("skills.load", names=["big"]), {"text": "ok"}])
+    agent = Agent(
+        model=model,
+        model_name="test-model",
+        skills=[make_skill("big", body=body)],
+        instructions_mode=mode,
+        max_turns=1,
+        context_window=1_000_000,
+    )
+    session = await agent.run(store, "load it")
+    state = session.state
+    assert list(state.active_names) == ["big"] and state.usage_tokens  # the load is not counted yet
+    bodies = {s.body_digest: body for s in state.active}
+    request = compose(state, bodies)
+    actual = tokens_of(len(request_bytes(request)))
+    # Within the block's markup and the JSON escapes of its newlines (a few hundred
+    # tokens), far from the 5,600 of counting the instructions twice.
+    assert abs(session.estimate(request, bodies) - actual) < 300
+    assert state.config is not None and state.config.context_rules == 1
+    state.config = msgspec.structs.replace(state.config, context_rules=0)
+    twice = session.estimate(request, bodies) - actual
+    assert abs(twice - (len(body) // 4 if mode == "results" else 0)) < 300
 
 
 async def test_a_skill_the_user_activates_is_shown_in_the_system_prompt(make_skill) -> None:
