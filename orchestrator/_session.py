@@ -288,7 +288,7 @@ class Session:
         item = _Queued(bodies, events, blobs)
         self._queue.append(item)
         try:
-            await _acquire(self._lock)
+            await self._lock.acquire()
         except BaseException:
             if item in self._queue:  # cancelled before any transaction took it
                 self._queue.remove(item)
@@ -648,15 +648,3 @@ class Session:
             if isinstance(body, SkillActivated):
                 for digest in (body.body_digest, *(f.sha256 for f in body.files)):
                     self._blobs[digest] = rec.blobs[digest]
-
-
-async def _acquire(lock: trio.Lock) -> None:
-    """``lock.acquire()`` without its yield when the lock is free: the commit that
-    follows waits for the writer anyway, and the yield let other tasks run before the
-    commit was even queued (one more scheduler pass per append on the hot path).
-    Cancellation is the same: a cancelled task raises here and takes nothing."""
-    await trio.lowlevel.checkpoint_if_cancelled()
-    try:
-        lock.acquire_nowait()
-    except trio.WouldBlock:
-        await lock.acquire()
