@@ -14,19 +14,25 @@ over stdio, called N times with ``find_issue``:
     it costs the call nothing of its own.) The same for a no-op host tool, and whole
     turns, are printed beside it.
 
+  - paced: the bare call again with 1 ms of client work before each call, so the
+    server waits between calls as it does in a session (where a model turn and its
+    commit come between two calls) instead of being called back to back;
+
   - commit floor: the same outcome (``mcp.result`` with a fresh blob, and
     ``tool.completed``) appended N times to the same kind of store, nothing else: what
     one durable commit costs on this disk now. Write-ahead requires exactly one per
     call, so no recording can cost less than bare + this.
 
-Prints the per-call times (medians: the machine is shared), and the overhead beyond the
-bare call plus one commit (goal <= 0.3 ms), measured in the same run.
+Prints the load average, the per-call times (medians: the machine is shared), and the
+overhead beyond the bare call plus one commit (goal <= 0.3 ms), measured in the same run,
+and beyond the paced bare call plus one commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import statistics
 import sys
 import tempfile
@@ -51,7 +57,15 @@ from orchestrator.mcp import McpServerConfig, _client  # noqa: E402 - after the 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "orchestrator" / "mcp" / "mcp_server.py"
 
 
-async def bare(calls: int) -> float:
+PACE_S = 0.001
+"""The client work between two paced bare calls: about what a session does between
+two calls (a zero-latency model turn and its commit)."""
+
+
+async def bare(calls: int, pace: float = 0.0) -> float:
+    """Median seconds of the SDK's ``call_tool``; ``pace``: seconds of client work
+    (a busy loop) before each call, so the server waits between calls as it does in a
+    session instead of being called back to back."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER), "tracker"])
@@ -61,6 +75,9 @@ async def bare(calls: int) -> float:
         await session.call_tool("find_issue", {"number": 0})  # warm
         times = []
         for n in range(calls):
+            busy_until = time.perf_counter() + pace
+            while time.perf_counter() < busy_until:
+                pass
             start = time.perf_counter()
             await session.call_tool("find_issue", {"number": n})
             times.append(time.perf_counter() - start)
@@ -171,6 +188,7 @@ async def one_round(calls: int) -> dict[str, float]:
     ANSWERS.clear()
     with tempfile.TemporaryDirectory() as directory:
         bare_call = await bare(calls)
+        paced_call = await bare(calls, PACE_S)
         with_mcp, mcp_phase, mcp_commits = await session_time(
             calls, "mcp__tracker__find_issue", directory
         )
@@ -179,6 +197,8 @@ async def one_round(calls: int) -> dict[str, float]:
     answer = statistics.median(ANSWERS)
     return {
         "bare": bare_call,
+        "paced": paced_call,
+        "beyond_paced": mcp_phase - paced_call - floor,
         "floor": floor,
         "recorded": mcp_phase,
         "noop": noop_phase,
@@ -201,7 +221,8 @@ async def main(calls: int, rounds: int) -> None:
         return f"{statistics.median(r[key] for r in runs) * 1000:8.3f} ms"
 
     spread = sorted(r["beyond"] * 1000 for r in runs)
-    print(f"{calls} calls x {rounds} rounds, medians over the rounds")
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{calls} calls x {rounds} rounds, medians over the rounds; load average {load}")
     print(f"bare SDK call                                 {ms('bare')}")
     print(f"one durable commit of an outcome (the floor)  {ms('floor')}")
     print(f"recorded MCP call: call + durable outcome     {ms('recorded')}")
@@ -216,6 +237,8 @@ async def main(calls: int, rounds: int) -> None:
     )
     print(f"  the call in the session beyond the bare one {ms('call_in_session')}")
     print(f"  recording beyond that call + one commit     {ms('recording')}")
+    print(f"bare SDK call after 1 ms of client work       {ms('paced')}")
+    print(f"beyond that paced bare call + one commit      {ms('beyond_paced')}")
     ratio = statistics.median(r["recorded"] / r["bare"] for r in runs)
     print(f"ratio recorded/bare                           {ratio:8.2f}x")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from eventlog import NewEvent, SkillogError
 
@@ -117,7 +118,12 @@ class Recorder:
         return taken
 
 
-Commit = Callable[[Recorder], Awaitable[None]]
+class Commit(Protocol):
+    """Durably append a recorder's events; ``alone``: no other call of the session can
+    be appending at the same time, so there is nothing to wait for to share the
+    transaction with."""
+
+    def __call__(self, rec: Recorder, *, alone: bool = False) -> Awaitable[None]: ...
 
 
 @dataclass
@@ -131,6 +137,8 @@ class CallContext:
     get_blob: GetBlob
     commit_recorder: Commit
     recorded: Recorded = field(default_factory=Recorded)
+    alone: bool = False
+    """The only call of its turn running (the pipeline runs it in its own task)."""
 
     async def commit(self, bodies: Sequence[Event] = (), blobs: Iterable[bytes] = ()) -> None:
         """Durably append what ``rec`` staged, then ``bodies`` (with their blobs)."""
@@ -138,7 +146,7 @@ class CallContext:
             self.rec.add(body)
         for data in blobs:
             self.rec.blob(data)
-        await self.commit_recorder(self.rec.take())
+        await self.commit_recorder(self.rec.take(), alone=self.alone)
 
 
 def idempotency_key(session_id: str, call_id: str) -> str:

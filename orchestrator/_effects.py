@@ -159,10 +159,11 @@ class McpTask:
     """How to call an MCP tool that runs only as a task: ``task_id`` is the task the
     log already names for the call (a resumed call polls it), None to create one;
     ``created(task_id, ttl_ms)`` commits the id the server gave before the result is
-    asked for."""
+    asked for; ``effect``, the tool's class (what a lost task's outcome advises)."""
 
     task_id: str | None
     created: Callable[[str, int | None], Awaitable[None]]
+    effect: str = "at-most-once"
 
 
 McpStatus = McpToolsListed | McpServerFailed

@@ -683,9 +683,9 @@ class McpResult(Event, frozen=True, kw_only=True):
     returned it (text, images, resource links, structured content) is the blob
     ``digest``, canonical JSON, ``size`` bytes in full, cut to the policy's stored
     output cap when ``truncated``. ``failure``: ``timeout``, ``disconnected``,
-    ``unavailable`` or ``protocol`` when there is no result. ``notes``: the blob of what
-    the server said besides while the call ran (its progress notifications and log
-    messages, capped), or None when it said nothing."""
+    ``unavailable``, ``protocol``, ``cancelled`` or ``task_lost`` when there is no
+    result. ``notes``: the blob of what the server said besides while the call ran (its
+    progress notifications and log messages, capped), or None when it said nothing."""
 
     event_type: ClassVar[str] = "mcp.result"
     call_id: str

@@ -69,6 +69,8 @@ def block_image(block: Mapping[str, Any]) -> tuple[str, bytes] | None:
 def mcp_images(stored: bytes) -> list[tuple[str, bytes]]:
     """The images to show of an MCP result as recorded (canonical JSON); none of a
     result cut at the stored cap (its blocks are not all there)."""
+    if b'"type":"image"' not in stored:  # canonical JSON: no image block (the common case)
+        return []
     try:
         result = msgspec.json.decode(stored)
     except msgspec.DecodeError:

@@ -28,6 +28,7 @@ FAILURE_TYPES = {
     "unavailable": "mcp_unavailable",
     "protocol": "mcp_protocol_error",
     "cancelled": "mcp_cancelled",
+    "task_lost": "mcp_task_lost",
 }
 """``tool.completed.error_type`` of a call the server did not answer, by failure."""
 
@@ -113,4 +114,6 @@ def _task(tool: McpToolDef, ctx: CallContext) -> McpTask:
         await ctx.commit([event])
 
     recorded = ctx.recorded.task
-    return McpTask(task_id=recorded.task_id if recorded else None, created=created)
+    return McpTask(
+        task_id=recorded.task_id if recorded else None, created=created, effect=tool.effect
+    )

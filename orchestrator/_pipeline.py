@@ -121,10 +121,22 @@ async def _run_calls(
     async with trio.open_nursery() as nursery:
         group: list[tuple[CallContext, Plan]] = []
 
-        async def start_group() -> None:
+        spawned = False
+
+        async def start_group(last: bool = False) -> None:
+            nonlocal spawned
             await commit_intents(group)
+            if last and len(group) == 1:
+                # The turn's last call, alone in its group (the common case): run it in
+                # this task, without a task of its own to spawn and wait for; when no
+                # call was spawned before it, nothing else of the session is appending.
+                ctx, plan = group.pop()
+                ctx.alone = not spawned
+                await proceed(ctx, plan)
+                return
             for ctx, plan in group:
                 nursery.start_soon(proceed, ctx, plan)
+                spawned = True
             group.clear()
 
         for index, call in enumerate(state.pending_calls):
@@ -142,7 +154,7 @@ async def _run_calls(
             elif not done:
                 ctx = make(index, view.copy(), _recorded(state, call.id, fresh))
                 group.append((ctx, plan_call(ctx)))
-        await start_group()
+        await start_group(last=True)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -293,14 +293,21 @@ class Session:
         )
 
     async def _append(
-        self, bodies: list[Event], events: list[NewEvent], blobs: list[bytes]
+        self, bodies: list[Event], events: list[NewEvent], blobs: list[bytes], alone: bool = False
     ) -> None:
+        """Commit in the session's next transaction. The lock's yield lets appends that
+        are ready at the same moment (parallel calls) join this one's transaction; an
+        ``alone`` append (no other call is running) takes a free lock without it (one
+        scheduler pass less on the common path). Cancellation is the same either way."""
         if not events:
             return
         item = _Queued(bodies, events, blobs)
         self._queue.append(item)
         try:
-            await self._lock.acquire()
+            if alone:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            if not (alone and _took(self._lock)):
+                await self._lock.acquire()
         except BaseException:
             if item in self._queue:  # cancelled before any transaction took it
                 self._queue.remove(item)
@@ -675,11 +682,20 @@ class Session:
             recorded=recorded or Recorded(),
         )
 
-    async def _commit(self, rec: Recorder) -> None:
-        await self._append(rec.bodies, rec.events, list(rec.blobs.values()))
+    async def _commit(self, rec: Recorder, *, alone: bool = False) -> None:
+        await self._append(rec.bodies, rec.events, list(rec.blobs.values()), alone=alone)
         # Keep the active skills' files at hand: every prompt needs the bodies and
         # skills.read is the common call. Content-addressed, so the cache cannot go stale.
         for body in rec.bodies:
             if isinstance(body, SkillActivated):
                 for digest in (body.body_digest, *(f.sha256 for f in body.files)):
                     self._blobs[digest] = rec.blobs[digest]
+
+
+def _took(lock: trio.Lock) -> bool:
+    """Take ``lock`` if it is free, without yielding."""
+    try:
+        lock.acquire_nowait()
+    except trio.WouldBlock:
+        return False
+    return True

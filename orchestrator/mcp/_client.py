@@ -36,7 +36,7 @@ from ..skills import McpServerConfig
 from ._listing import tools_listed
 from ._requests import answer_elicitation, answer_roots, answer_sampling, roots_changed
 from ._results import failure, outcome_of
-from ._tasks import TaskCancelledError, call_as_task
+from ._tasks import TaskCancelledError, TaskLostError, call_as_task
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
@@ -343,6 +343,10 @@ class _Server:
                     )
         except TaskCancelledError as e:
             return failure("cancelled", f"MCP server {name!r}: {e}", duration_ms=_ms(start))
+        except TaskLostError as e:
+            assert task is not None
+            advice = _LOST_ADVICE.get(task.effect, _LOST_ADVICE["at-most-once"])
+            return failure("task_lost", f"MCP server {name!r} {e}{advice}", duration_ms=_ms(start))
         except SkillogError:  # committing the task id failed: the log's error, not the server's
             raise
         except trio.TooSlowError:
@@ -379,6 +383,14 @@ class _Server:
             notes = encode_canonical({"progress": progress, "log": log})
             outcome = msgspec.structs.replace(outcome, notes=notes)
         return outcome
+
+
+_LOST_ADVICE = {
+    "pure": "; the tool is read-only (pure): calling it again is safe",
+    "idempotent": "; the tool is idempotent: calling it again is safe",
+    "at-most-once": "; the task may or may not have acted: check before retrying",
+}
+"""What the outcome of a lost task adds, by the tool's effect class."""
 
 
 def client_info() -> Any:

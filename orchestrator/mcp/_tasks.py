@@ -40,6 +40,12 @@ class TaskCancelledError(Exception):
     """The task ended as cancelled (by the server, or by this or an earlier process)."""
 
 
+class TaskLostError(Exception):
+    """The server answered the first ``tasks/get`` of a task an earlier process created
+    with an error: it no longer knows the task (a stdio server started anew keeps no
+    task it did not store)."""
+
+
 async def call_as_task(
     session: Any,
     tool: str,
@@ -51,10 +57,12 @@ async def call_as_task(
     """The ``CallToolResult`` of ``tool`` run as a task: the one ``task`` names, else a
     new one whose id ``task.created`` commits first. Raises ``trio.TooSlowError`` for a
     request that gets no answer in time, :class:`TaskCancelledError` for a cancelled
-    task, the SDK's errors for the rest."""
+    task, :class:`TaskLostError` for a task the log names that the server no longer
+    knows, the SDK's errors for the rest."""
     from mcp import types
 
     task_id = task.task_id
+    resumed = task_id is not None
     ttl_ms: int | None = None
     if task_id is None:
         with trio.fail_after(request_timeout_s):
@@ -66,7 +74,7 @@ async def call_as_task(
         await task.created(task_id, ttl_ms)
     try:
         with trio.fail_after(ttl_ms / 1000 if ttl_ms else math.inf):
-            await _wait(session, task_id, request_timeout_s)
+            await _wait(session, task_id, request_timeout_s, resumed)
             with trio.fail_after(request_timeout_s):
                 return await session.send_request(
                     types.GetTaskPayloadRequest(
@@ -80,18 +88,31 @@ async def call_as_task(
         raise
 
 
-async def _wait(session: Any, task_id: str, request_timeout_s: float) -> None:
+async def _wait(session: Any, task_id: str, request_timeout_s: float, resumed: bool) -> None:
     """Poll until the task is done (completed, failed) or waits for input (which only
-    tasks/result delivers); raise if it was cancelled."""
-    from mcp import types
+    tasks/result delivers); raise if it was cancelled, or (``resumed``: an earlier
+    process created it) if the server's first answer is an error."""
+    from mcp import MCPError, types
+    from mcp_types import CONNECTION_CLOSED
 
     low, high, default = POLL_MS
     while True:
-        with trio.fail_after(request_timeout_s):
-            status = await session.send_request(
-                types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
-                types.GetTaskResult,
-            )
+        try:
+            with trio.fail_after(request_timeout_s):
+                status = await session.send_request(
+                    types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
+                    types.GetTaskResult,
+                )
+        except MCPError as e:
+            if not resumed or e.code == CONNECTION_CLOSED:
+                raise
+            raise TaskLostError(
+                f"no longer knows task {task_id} (tasks/get answered {e.code}: {e}); an "
+                "earlier process of this session created it and the server has lost it "
+                "since (a stdio server is started anew when the session resumes, and "
+                "keeps its tasks only if it stores them)"
+            ) from e
+        resumed = False
         if status.status == "cancelled":
             raise TaskCancelledError(f"task {task_id} was cancelled" + _said(status.status_message))
         if status.status != "working":

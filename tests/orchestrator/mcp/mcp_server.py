@@ -118,6 +118,8 @@ TASKS: dict[str, dict[str, Any]] = {}
 
 
 def _task(task_id: str) -> dict[str, Any]:
+    if task_id not in TASKS:  # what the spec asks for an unknown task: invalid params
+        raise MCPError(-32602, f"unknown task {task_id}")
     entry = TASKS[task_id]
     if entry["status"] == "working" and time.monotonic() >= entry["deadline"]:
         entry["status"] = "completed"

@@ -5,6 +5,8 @@ or resume that session from the log.
 usage: mcp_worker.py run|resume DB SERVER_DIR EFFECT (the class the config gives slow)
        mcp_worker.py task-run|task-resume DB URL (a session whose call is a task of the
        ``modern`` server's ``job`` over streamable HTTP at URL)
+       mcp_worker.py stdio-task-run|stdio-task-resume DB SERVER_DIR (the same, the
+       ``modern`` server over stdio: a resumed session starts it anew)
 """
 
 from __future__ import annotations
@@ -35,19 +37,26 @@ TASK_TURNS = [
 ]
 
 
-async def task(mode: str, db: str, url: str) -> None:
-    server = McpServerConfig(name="modern", url=url)
-    turns = TASK_TURNS if mode == "task-run" else TASK_TURNS[1:]
+async def task(mode: str, db: str, where: str) -> None:
+    if mode.startswith("stdio-"):
+        script = str(Path(where) / "mcp_server.py")
+        env = {"MCP_LEDGER": os.environ["MCP_LEDGER"]}
+        server = McpServerConfig(
+            name="modern", command=sys.executable, args=(script, "modern"), env=env
+        )
+    else:
+        server = McpServerConfig(name="modern", url=where)
+    turns = TASK_TURNS if mode.endswith("task-run") else TASK_TURNS[1:]
     agent = Agent(model=ScriptedModel(turns), model_name="m", mcp_servers=[server])
     async with open_sqlite_store(db) as store:
-        if mode == "task-run":
+        if mode.endswith("task-run"):
             await agent.run(store, "go", session_id="tasked")
         else:
             await agent.resume(store, "tasked")
 
 
 async def main(mode: str, db: str, server_dir: str, effect: str = "") -> None:
-    if mode.startswith("task-"):
+    if "task-" in mode:
         await task(mode, db, server_dir)
         return
     server = McpServerConfig(

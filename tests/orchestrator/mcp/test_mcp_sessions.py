@@ -388,6 +388,40 @@ async def test_sigkill_between_a_tasks_creation_and_its_result_then_resume_polls
     assert code == 0, output
 
 
+async def test_a_stdio_server_restarted_on_resume_has_lost_the_task_and_the_call_says_so(
+    tmp_path: Path, server_dir: Path
+) -> None:
+    """A stdio server keeps its tasks in memory: SIGKILL the driver (its server goes
+    with it) while the task runs, resume, and the new server process knows no such
+    task. The call fails saying so, once; no second task is created."""
+    ledger = tmp_path / "ledger.jsonl"
+    db = tmp_path / "log.db"
+    env = {**os.environ, "MCP_LEDGER": str(ledger)}
+    argv = [str(db), str(server_dir)]
+
+    async def recorded() -> bool:  # the task id is durable, the task still running
+        return await _has_event(db, "tasked", McpTaskCreated)
+
+    run, resume = ["stdio-task-run", *argv], ["stdio-task-resume", *argv]
+    await _sigkill_then_resume(run, resume, env, recorded)
+    created = [json.loads(line).get("task_created") for line in ledger.read_text().splitlines()]
+    assert len([c for c in created if c]) == 1  # the lost task is not created again
+    async with open_sqlite_store(db) as store:
+        events = await _events(store, "tasked")
+    (task,) = [e for e in events if isinstance(e, McpTaskCreated)]
+    (result,) = [e for e in events if isinstance(e, McpResult)]
+    assert result.failure == "task_lost"
+    done = _completed(events)["t1"]
+    assert done.is_error and done.error_type == "mcp_task_lost"
+    assert f"MCP server 'modern' no longer knows task {task.task_id}" in done.content
+    assert "(tasks/get answered -32602: unknown task" in done.content
+    assert "check before retrying" in done.content  # job is at-most-once (no hints)
+    assert isinstance(events[-1], SessionEnded) and events[-1].reason == "completed"
+    shutil.rmtree(server_dir)
+    code, output = await _replay_cli(db, "tasked")  # the server is gone
+    assert code == 0, output
+
+
 # The SDK's HTTP transport leaves the response stream of a request cancelled mid-read
 # to the garbage collector (httpx2 async generators): ResourceWarnings, not ours.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
