@@ -50,7 +50,7 @@ from ._errors import EventLogError, ImportFormatError
 from ._hashchain import GENESIS_HASH
 from ._jsonl import HEADER, import_jsonl, line_with_blobs
 from ._memory import MemoryStore
-from ._output import output_file
+from ._output import output_file, remove_stale_temporaries
 from ._tombstone import ArchiveCommit, ArchiveOutcome
 from ._types import EventStore
 
@@ -72,6 +72,11 @@ class ArchiveResult(msgspec.Struct, frozen=True, kw_only=True):
     streams: int
     events: int
     already: bool = False
+    blobs: int = 0
+    """Blobs removed from the live log: named only by archived events (the file has them)."""
+    blob_bytes: int = 0
+    stale: tuple[str, ...] = ()
+    """Temporary files of interrupted runs for the same ``out``, removed first."""
 
 
 async def write_archive(
@@ -81,9 +86,11 @@ async def write_archive(
     key: Ed25519PrivateKey,
     *,
     clock: Callable[[], int],
+    sent: set[str] | None = None,
 ) -> Checkpoint:
     """Write the archive file of ``heads`` (each stream up to its head) to ``out``,
-    whole or not at all, never replacing a file; returns its signed checkpoint."""
+    whole or not at all, never replacing a file; returns its signed checkpoint. The
+    digests of the blobs the file carries are added to ``sent``."""
     statement = Statement(
         version=CHECKPOINT_VERSION,
         created_at=clock(),
@@ -94,7 +101,7 @@ async def write_archive(
     cp = Checkpoint(
         **msgspec.structs.asdict(statement), sig=key.sign(_ENCODER.encode(statement)).hex()
     )
-    sent: set[str] = set()
+    sent = set() if sent is None else sent
     count = 0
     with output_file(out, what="archive file", option="--out", mode=0o600, exclusive=True) as f:
         chunk: list[bytes] = [HEADER]
@@ -152,9 +159,12 @@ async def archive(
     commit_archive = getattr(store, "commit_archive", None)
     if commit_archive is None:
         raise ArchiveError("this store cannot archive")
+    stale = await trio.to_thread.run_sync(remove_stale_temporaries, out)
     already = await trio.to_thread.run_sync(out.exists)
+    blobs: set[str] = set()
     if already:
-        _, cp = await load_archive(out)
+        loaded, cp = await load_archive(out)
+        blobs.update([d async for d, _ in loaded.read_blobs()])
         problem = check_chain([cp], {public_hex(key.public_key())})
         if problem:
             raise ArchiveError(
@@ -165,7 +175,7 @@ async def archive(
         if stones and all(t.checkpoint == cp.id for t in stones.values()):
             return ArchiveResult(
                 file=str(out), checkpoint=cp.id, archived=(), skipped=(), streams=len(stones),
-                events=sum(t.length for t in stones.values()), already=True,
+                events=sum(t.length for t in stones.values()), already=True, stale=stale,
             )  # fmt: skip
         if stones:
             raise ArchiveError(
@@ -175,12 +185,13 @@ async def archive(
         heads = cp.heads
     elif not heads:
         return ArchiveResult(file=str(out), checkpoint="", archived=(), skipped=(), streams=0,
-                             events=0)  # fmt: skip
+                             events=0, stale=stale)  # fmt: skip
     else:
-        cp = await write_archive(store, heads, out, key, clock=clock)
+        cp = await write_archive(store, heads, out, key, clock=clock, sent=blobs)
     commit = ArchiveCommit(
-        heads=cp.heads, checkpoint=cp.id, by=by, before=before, file=out.name, recorded_at=clock()
-    )
+        heads=cp.heads, checkpoint=cp.id, by=by, before=before, file=out.name,
+        recorded_at=clock(), blobs=tuple(sorted(blobs)),
+    )  # fmt: skip
     outcome: ArchiveOutcome = await commit_archive(commit)
     if already and not outcome.archived:
         raise ArchiveError(
@@ -194,4 +205,7 @@ async def archive(
         skipped=outcome.skipped,
         streams=len(outcome.tombstones),
         events=outcome.events,
+        blobs=outcome.blobs,
+        blob_bytes=outcome.blob_bytes,
+        stale=stale,
     )

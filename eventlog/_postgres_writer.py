@@ -24,8 +24,9 @@ never a fork (the heads are re-read under the lock).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -44,6 +45,8 @@ from ._tombstone import (
     ArchiveOutcome,
     archived_event,
     sort_out,
+    unreferenced,
+    with_blobs,
 )
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -90,6 +93,33 @@ def insert_events(conn: psycopg.Connection[Any], events: Sequence[Event]) -> Non
 def insert_blobs(conn: psycopg.Connection[Any], blobs: dict[str, bytes]) -> None:
     if blobs:
         conn.execute(INSERT_BLOBS, (list(blobs), list(blobs.values())))
+
+
+def drop_blobs(conn: psycopg.Connection[Any], candidates: Sequence[str]) -> list[int]:
+    """(In the archive's transaction, under the writers' lock: every append that
+    committed before is seen, every later one inserts the blobs it names again) delete
+    the ``candidates`` no event or snapshot left in the log names; their sizes."""
+    if not candidates:
+        return []
+
+    def bodies(sql: bytes) -> Iterator[bytes]:
+        with conn.cursor(name="skillog_blob_references") as cursor:
+            cursor.itersize = 10_000
+            cursor.execute(sql)
+            yield from (bytes(row[0]) for row in cursor)
+
+    dead = unreferenced(
+        candidates,
+        itertools.chain(
+            bodies(b"SELECT body FROM events"), bodies(b"SELECT state FROM eventlog_snapshots")
+        ),
+    )
+    if not dead:
+        return []
+    rows = conn.execute(
+        b"DELETE FROM blobs WHERE digest = ANY(%s::text[]) RETURNING octet_length(data)", (dead,)
+    ).fetchall()
+    return [int(row[0]) for row in rows]
 
 
 def lock_for_append(conn: psycopg.Connection[Any]) -> int:
@@ -270,6 +300,7 @@ class PgWriter(BatchWriter):
             insert_events(conn, events)
             notify(conn)
             self.project(events)
+            outcome = with_blobs(outcome, drop_blobs(conn, commit.blobs))
         self._forget()
         return outcome
 

@@ -14,6 +14,7 @@ failed transaction.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,6 +32,8 @@ from ._tombstone import (
     ArchiveOutcome,
     archived_event,
     sort_out,
+    unreferenced,
+    with_blobs,
 )
 from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -273,5 +276,24 @@ class Writer(BatchWriter):
             self._insert([request], {})
             if request.error is not None:
                 raise request.error
+            outcome = with_blobs(outcome, self._drop_blobs(conn, commit.blobs))
         self._forget()  # the memory of heads and positions is behind these changes
         return outcome
+
+    def _drop_blobs(self, conn: sqlite3.Connection, candidates: Sequence[str]) -> list[int]:
+        """(In the archive's write transaction: no append can interleave) delete the
+        ``candidates`` that no event or snapshot left in the log names; their sizes."""
+        if not candidates:
+            return []
+        bodies = itertools.chain(
+            (row[0] for row in conn.execute("SELECT body FROM events")),
+            (row[0] for row in conn.execute("SELECT state FROM eventlog_snapshots")),
+        )
+        sizes: list[int] = []
+        for digest in unreferenced(candidates, bodies):
+            row = conn.execute(
+                "DELETE FROM blobs WHERE digest = ? RETURNING length(data)", (digest,)
+            ).fetchone()
+            if row is not None:
+                sizes.append(int(row[0]))
+        return sizes

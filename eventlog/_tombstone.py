@@ -14,6 +14,7 @@ import msgspec
 from ._checkpoint import CheckpointHead
 from ._errors import ImportFormatError
 from ._hashchain import blob_digest
+from ._jsonl import named_digests
 from ._types import NewEvent
 
 MAINTENANCE_STREAM = "log/maintenance"
@@ -58,6 +59,9 @@ class ArchiveCommit(msgspec.Struct, frozen=True, kw_only=True):
     before: int
     file: str
     recorded_at: int
+    blobs: tuple[str, ...] = ()
+    """The blobs the archived events name (all carried by the archive file): those that
+    no event left in the live log names are removed in the same transaction."""
 
 
 class ArchiveOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +71,9 @@ class ArchiveOutcome(msgspec.Struct, frozen=True, kw_only=True):
     skipped: tuple[str, ...]
     tombstones: tuple[Tombstone, ...]
     events: int
+    blobs: int = 0
+    """Blobs removed from the live log (named by archived events only)."""
+    blob_bytes: int = 0
 
 
 _TOMBSTONES = msgspec.json.Decoder(list[Tombstone])
@@ -169,3 +176,23 @@ def sort_out(
         tombstones=tuple(stones),
         events=sum(t.length for t in stones),
     )
+
+
+def unreferenced(candidates: Iterable[str], bodies: Iterable[bytes]) -> list[str]:
+    """(Inside a store's archive transaction, under its writers' lock) the
+    ``candidates`` no body of ``bodies`` names: every event and snapshot still in the
+    live log, read from the tables themselves (never from a cache), so a blob an append
+    committed before this transaction names is kept, and an append after it stores the
+    blobs it names again (appends carry their blobs: ``AppendRequest.blobs``)."""
+    left = set(candidates)
+    for body in bodies:
+        if not left:
+            break
+        left.difference_update(named_digests(body))
+    return sorted(left)
+
+
+def with_blobs(outcome: ArchiveOutcome, removed: Iterable[int]) -> ArchiveOutcome:
+    """``outcome`` counting the removed blobs (their sizes in bytes)."""
+    sizes = list(removed)
+    return msgspec.structs.replace(outcome, blobs=len(sizes), blob_bytes=sum(sizes))
