@@ -25,7 +25,14 @@ link into place) before the log changes; then one transaction deletes the stream
 writes their tombstones and the event. A crash between the two leaves a complete file
 and an unchanged log; running the same command again finds the file, checks it still
 matches the log, and only commits. A group (a session and its lease stream) whose
-head moved since it was chosen is skipped as a whole, never half archived.
+head moved since it was chosen is skipped as a whole, never half archived. A run killed
+while writing leaves its temporary file; the next run removes it (unlocked: its
+writer is dead) before anything else.
+
+Blobs: the file carries every blob its events name, so the same transaction removes
+from the live log those no event or snapshot left there names (``unreferenced``: a
+scan of the tables under the writers' lock, so a racing append is either seen or
+stores the blobs it carries again after; docs/log-format.md, "Blobs").
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ crash or an interrupt therefore leaves the old file or none, never a partial or 
 one. ``-`` is standard output; a path naming something that is not a regular file
 (``/dev/full``, a FIFO, a terminal) is written directly, as it cannot be renamed over.
 Either way an :class:`OSError` comes out as an :class:`OutputError` whose message says
-what failed, where, and what to do.
+what failed, where, and what to do. A SIGKILL skips the cleanup: the temporary file is
+``flock``ed while it is written, so :func:`remove_stale_temporaries` can tell a dead
+writer's leftover (the kernel dropped the lock) from a file being written.
 """
 
 from __future__ import annotations
