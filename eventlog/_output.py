@@ -151,7 +151,10 @@ def _temporary(real: Path) -> tuple[int, str]:
     file being written."""
     while True:
         fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name[:64]}.", suffix=".tmp")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return fd, tmp  # a file system without locks: no cleaner can lock it either
         try:
             if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
                 return fd, tmp
