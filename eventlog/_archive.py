@@ -55,10 +55,10 @@ from ._checkpoint import (
 )
 from ._errors import EventLogError, ImportFormatError
 from ._hashchain import GENESIS_HASH
-from ._jsonl import HEADER, import_jsonl, line_with_blobs
+from ._jsonl import HEADER, import_jsonl, line_with_blobs, named_digests
 from ._memory import MemoryStore
 from ._output import output_file, remove_stale_temporaries
-from ._tombstone import ArchiveCommit, ArchiveOutcome
+from ._tombstone import MAINTENANCE_STREAM, ArchiveCommit, ArchiveOutcome, ScanMark
 from ._types import EventStore
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -132,6 +132,24 @@ async def write_archive(
     return cp
 
 
+async def scan_references(
+    store: EventStore, heads: Sequence[CheckpointHead], candidates: set[str]
+) -> tuple[ScanMark, set[str]]:
+    """The reference scan before the commit, without the writers' lock (appends go on):
+    which ``candidates`` an event outside the archived ``heads`` names, and how far the
+    scan went, so the commit reads only what came after under the lock."""
+    last = await store.head(MAINTENANCE_STREAM)  # before the scan: see ScanMark
+    maintenance = None if last is None else (last.seq, last.hash)
+    archived = {h.stream: h.seq for h in heads}
+    named: set[str] = set()
+    position = 0
+    async for event in store.read_all():
+        position = max(position, event.position)
+        if event.seq > archived.get(event.stream, -1):
+            named.update(named_digests(event.body) & candidates)
+    return ScanMark(position=position, maintenance=maintenance), named
+
+
 async def load_archive(path: str | os.PathLike[str]) -> tuple[MemoryStore, Checkpoint]:
     """The archive at ``path`` loaded into memory (every line hashed and chained, every
     blob checked, the end line's count) and its checkpoint, not yet checked against a
@@ -195,9 +213,10 @@ async def archive(
                              events=0, stale=stale)  # fmt: skip
     else:
         cp = await write_archive(store, heads, out, key, clock=clock, sent=blobs)
+    mark, named = await scan_references(store, cp.heads, blobs)
     commit = ArchiveCommit(
         heads=cp.heads, checkpoint=cp.id, by=by, before=before, file=out.name,
-        recorded_at=clock(), blobs=tuple(sorted(blobs)),
+        recorded_at=clock(), blobs=tuple(sorted(blobs - named)), scanned=mark,
     )  # fmt: skip
     outcome: ArchiveOutcome = await commit_archive(commit)
     if already and not outcome.archived:

@@ -44,7 +44,9 @@ from ._tombstone import (
     ArchiveCommit,
     ArchiveOutcome,
     archived_event,
+    incremental,
     sort_out,
+    still_live,
     unreferenced,
     with_blobs,
 )
@@ -95,23 +97,34 @@ def insert_blobs(conn: psycopg.Connection[Any], blobs: dict[str, bytes]) -> None
         conn.execute(INSERT_BLOBS, (list(blobs), list(blobs.values())))
 
 
-def drop_blobs(conn: psycopg.Connection[Any], candidates: Sequence[str]) -> list[int]:
+def drop_blobs(
+    conn: psycopg.Connection[Any], candidates: Sequence[str], since: int | None, live: list[str]
+) -> list[int]:
     """(In the archive's transaction, under the writers' lock: every append that
     committed before is seen, every later one inserts the blobs it names again) delete
-    the ``candidates`` no event or snapshot left in the log names; their sizes."""
+    the ``candidates`` no event or snapshot left in the log names; their sizes. With
+    ``since``, events up to that position were scanned before (outside the ``live``
+    streams, read whole here)."""
     if not candidates:
         return []
 
-    def bodies(sql: bytes) -> Iterator[bytes]:
+    def bodies(sql: bytes, params: tuple[Any, ...] = ()) -> Iterator[bytes]:
         with conn.cursor(name="skillog_blob_references") as cursor:
             cursor.itersize = 10_000
-            cursor.execute(sql)
+            cursor.execute(sql, params)
             yield from (bytes(row[0]) for row in cursor)
 
+    events = (
+        bodies(b"SELECT body FROM events")
+        if since is None
+        else bodies(b"SELECT body FROM events WHERE position > %s", (since,))
+    )
     dead = unreferenced(
         candidates,
         itertools.chain(
-            bodies(b"SELECT body FROM events"), bodies(b"SELECT state FROM eventlog_snapshots")
+            events,
+            bodies(b"SELECT body FROM events WHERE stream = ANY(%s::text[])", (live,)),
+            bodies(b"SELECT state FROM eventlog_snapshots"),
         ),
     )
     if not dead:
@@ -278,6 +291,7 @@ class PgWriter(BatchWriter):
             if projection is not None:
                 conn.execute(b"DELETE FROM eventlog_catalog WHERE key = %s", (key,))
 
+        since = commit.scanned.position if incremental(commit, head) else None  # type: ignore[union-attr]
         outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
         stones = outcome.tombstones
         if stones:
@@ -300,7 +314,8 @@ class PgWriter(BatchWriter):
             insert_events(conn, events)
             notify(conn)
             self.project(events)
-            outcome = with_blobs(outcome, drop_blobs(conn, commit.blobs))
+            live = still_live(commit, outcome)
+            outcome = with_blobs(outcome, drop_blobs(conn, commit.blobs, since, live))
         self._forget()
         return outcome
 

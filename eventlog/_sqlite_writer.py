@@ -31,7 +31,9 @@ from ._tombstone import (
     ArchiveCommit,
     ArchiveOutcome,
     archived_event,
+    incremental,
     sort_out,
+    still_live,
     unreferenced,
     with_blobs,
 )
@@ -257,6 +259,7 @@ class Writer(BatchWriter):
             if projection is not None:
                 conn.execute("DELETE FROM eventlog_catalog WHERE key = ?", (key,))
 
+        since = commit.scanned.position if incremental(commit, head) else None  # type: ignore[union-attr]
         outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
         stones = outcome.tombstones
         if stones:
@@ -276,17 +279,34 @@ class Writer(BatchWriter):
             self._insert([request], {})
             if request.error is not None:
                 raise request.error
-            outcome = with_blobs(outcome, self._drop_blobs(conn, commit.blobs))
+            live = still_live(commit, outcome)
+            outcome = with_blobs(outcome, self._drop_blobs(conn, commit.blobs, since, live))
         self._forget()  # the memory of heads and positions is behind these changes
         return outcome
 
-    def _drop_blobs(self, conn: sqlite3.Connection, candidates: Sequence[str]) -> list[int]:
+    def _drop_blobs(
+        self,
+        conn: sqlite3.Connection,
+        candidates: Sequence[str],
+        since: int | None,
+        live: Sequence[str],
+    ) -> list[int]:
         """(In the archive's write transaction: no append can interleave) delete the
-        ``candidates`` that no event or snapshot left in the log names; their sizes."""
+        ``candidates`` that no event or snapshot left in the log names; their sizes.
+        With ``since``, events up to that position were scanned before (outside the
+        ``live`` streams, read whole here)."""
         if not candidates:
             return []
+        if since is None:
+            events = conn.execute("SELECT body FROM events")
+        else:
+            events = conn.execute("SELECT body FROM events WHERE position > ?", (since,))
         bodies = itertools.chain(
-            (row[0] for row in conn.execute("SELECT body FROM events")),
+            (row[0] for row in events),
+            *(
+                (row[0] for row in conn.execute("SELECT body FROM events WHERE stream = ?", (s,)))
+                for s in live
+            ),
             (row[0] for row in conn.execute("SELECT state FROM eventlog_snapshots")),
         )
         sizes: list[int] = []

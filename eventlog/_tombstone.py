@@ -50,6 +50,17 @@ class Archived(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     skipped: int
 
 
+class ScanMark(msgspec.Struct, frozen=True, kw_only=True):
+    """The reference scan done before the commit, without the writers' lock: every
+    event at a position up to ``position`` outside the archived heads was read. Inside
+    the lock only later positions need reading, unless an archive committed since
+    (``maintenance``, the head of :data:`MAINTENANCE_STREAM` before the scan, moved):
+    deleting the last events lets new ones take their positions again."""
+
+    position: int
+    maintenance: tuple[int, str] | None
+
+
 class ArchiveCommit(msgspec.Struct, frozen=True, kw_only=True):
     """What a store commits in one transaction (see :meth:`SqliteStore.commit_archive`)."""
 
@@ -60,8 +71,11 @@ class ArchiveCommit(msgspec.Struct, frozen=True, kw_only=True):
     file: str
     recorded_at: int
     blobs: tuple[str, ...] = ()
-    """The blobs the archived events name (all carried by the archive file): those that
-    no event left in the live log names are removed in the same transaction."""
+    """The blobs the archived events name (all carried by the archive file) that no
+    other event named when the log was scanned before the commit: those that still no
+    event left in the live log names are removed in the same transaction."""
+    scanned: ScanMark | None = None
+    """How far that scan outside the lock went; None: scan everything inside it."""
 
 
 class ArchiveOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,6 +204,19 @@ def unreferenced(candidates: Iterable[str], bodies: Iterable[bytes]) -> list[str
             break
         left.difference_update(named_digests(body))
     return sorted(left)
+
+
+def incremental(commit: ArchiveCommit, head: Callable[[str], tuple[int, str] | None]) -> bool:
+    """(Inside the lock, before the commit's own ``log.archived``) whether the scan done
+    before still holds, so only positions after its mark need reading."""
+    return commit.scanned is not None and head(MAINTENANCE_STREAM) == commit.scanned.maintenance
+
+
+def still_live(commit: ArchiveCommit, outcome: ArchiveOutcome) -> list[str]:
+    """The chosen streams a commit did not archive (their groups were skipped): the
+    scan before left their events out, so the one inside the lock reads them whole."""
+    gone = {t.stream for t in outcome.tombstones}
+    return sorted({h.stream for h in commit.heads} - gone)
 
 
 def with_blobs(outcome: ArchiveOutcome, removed: Iterable[int]) -> ArchiveOutcome:

@@ -105,6 +105,9 @@ async def test_a_group_that_moved_after_it_was_chosen_is_skipped_whole(
     result = await run_archive(store, heads, tmp_path / "b.jsonl", key)
     assert result.archived == ("live",) and result.skipped == ("old-2",)  # type: ignore[attr-defined]
     assert await store.head("old-2") is not None
+    assert await store.get_blob(digest_of(b"blob of 1")) == b"blob of 1"  # old-2 names it
+    with pytest.raises(BlobNotFoundError):
+        await store.get_blob(digest_of(b"blob of 2"))  # live's, archived
     assert (await verify(store)).ok
 
 
@@ -253,3 +256,45 @@ async def test_an_append_naming_a_blob_while_the_archive_drops_it_stores_it_agai
         assert await store.get_blob(digest_of(blob)) == blob
         assert [e.body async for e in store.read("live")][-1] == named
         assert (await verify(store)).ok
+
+
+@pytest.mark.parametrize("another_archive", [False, True])
+async def test_an_append_between_the_scan_and_the_commit_keeps_its_blob(
+    store: EventStore, make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    another_archive: bool,
+) -> None:  # fmt: skip
+    """The reference scan runs before the commit without the lock, and the commit reads
+    only positions after it under the lock. An event naming a candidate that commits in
+    between is read there. When another archive commits in between, it deleted the
+    last events, so later appends take their positions again (at or below the scan's
+    mark): the commit sees the maintenance head moved and reads everything."""
+    import eventlog._archive as archive_module
+
+    await fill(store, make)
+    await store.append("tail", make(3, start=90), expected_seq=0)  # the highest positions
+    blob = b"blob of 1"  # old-2's: named by nothing else when the scan runs
+    named = b'{"d":%s}' % msgspec.json.encode(digest_of(blob))
+    original = archive_module.scan_references
+
+    async def scan_then_interleave(*args: Any) -> Any:
+        mark, found = await original(*args)
+        if args[1][0].stream == "tail":
+            return mark, found  # the other archive, run from inside this one
+        if another_archive:
+            tail = await heads_of(store, "tail")
+            await run_archive(store, tail, tmp_path / "t.jsonl", Ed25519PrivateKey.generate())
+        new = [NewEvent(type="test.blob", body=named, recorded_at=7)]
+        appended = await store.append("live", new, expected_seq=4)  # the blob is stored
+        reused = appended[0].position <= mark.position
+        # SQLite and memory number after the highest position left; PostgreSQL never reuses.
+        assert reused == (another_archive and type(store).__name__ != "PostgresStore")
+        return mark, found
+
+    monkeypatch.setattr(archive_module, "scan_references", scan_then_interleave)
+    heads = await heads_of(store, "old-1", "old-2")
+    result = await run_archive(store, heads, tmp_path / "a.jsonl", Ed25519PrivateKey.generate())
+    assert result.archived == ("old-1", "old-2")  # type: ignore[attr-defined]
+    assert result.blobs == 1  # type: ignore[attr-defined]  # old-1's; old-2's is named
+    assert await store.get_blob(digest_of(blob)) == blob
+    with pytest.raises(BlobNotFoundError):
+        await store.get_blob(digest_of(b"blob of 0"))
