@@ -30,9 +30,10 @@ while writing leaves its temporary file; the next run removes it (unlocked: its
 writer is dead) before anything else.
 
 Blobs: the file carries every blob its events name, so the same transaction removes
-from the live log those no event or snapshot left there names (``unreferenced``: a
-scan of the tables under the writers' lock, so a racing append is either seen or
-stores the blobs it carries again after; docs/log-format.md, "Blobs").
+from the live log those no event or snapshot left there names: a scan of the log
+before the commit (:func:`scan_references`, no lock), then of what came after it under
+the writers' lock (``unreferenced``), so a racing append is either seen or stores the
+blobs it carries again after; docs/log-format.md, "Blobs".
 """
 
 from __future__ import annotations
