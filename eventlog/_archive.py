@@ -25,7 +25,15 @@ link into place) before the log changes; then one transaction deletes the stream
 writes their tombstones and the event. A crash between the two leaves a complete file
 and an unchanged log; running the same command again finds the file, checks it still
 matches the log, and only commits. A group (a session and its lease stream) whose
-head moved since it was chosen is skipped as a whole, never half archived.
+head moved since it was chosen is skipped as a whole, never half archived. A run killed
+while writing leaves its temporary file; the next run removes it (unlocked: its
+writer is dead) before anything else.
+
+Blobs: the file carries every blob its events name, so the same transaction removes
+from the live log those no event or snapshot left there names: a scan of the log
+before the commit (:func:`scan_references`, no lock), then of what came after it under
+the writers' lock (``unreferenced``), so a racing append is either seen or stores the
+blobs it carries again after; docs/log-format.md, "Blobs".
 """
 
 from __future__ import annotations
@@ -48,10 +56,10 @@ from ._checkpoint import (
 )
 from ._errors import EventLogError, ImportFormatError
 from ._hashchain import GENESIS_HASH
-from ._jsonl import HEADER, import_jsonl, line_with_blobs
+from ._jsonl import HEADER, import_jsonl, line_with_blobs, named_digests
 from ._memory import MemoryStore
-from ._output import output_file
-from ._tombstone import ArchiveCommit, ArchiveOutcome
+from ._output import output_file, remove_stale_temporaries
+from ._tombstone import MAINTENANCE_STREAM, ArchiveCommit, ArchiveOutcome, ScanMark
 from ._types import EventStore
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
@@ -72,6 +80,11 @@ class ArchiveResult(msgspec.Struct, frozen=True, kw_only=True):
     streams: int
     events: int
     already: bool = False
+    blobs: int = 0
+    """Blobs removed from the live log: named only by archived events (the file has them)."""
+    blob_bytes: int = 0
+    stale: tuple[str, ...] = ()
+    """Temporary files of interrupted runs for the same ``out``, removed first."""
 
 
 async def write_archive(
@@ -81,9 +94,11 @@ async def write_archive(
     key: Ed25519PrivateKey,
     *,
     clock: Callable[[], int],
+    sent: set[str] | None = None,
 ) -> Checkpoint:
     """Write the archive file of ``heads`` (each stream up to its head) to ``out``,
-    whole or not at all, never replacing a file; returns its signed checkpoint."""
+    whole or not at all, never replacing a file; returns its signed checkpoint. The
+    digests of the blobs the file carries are added to ``sent``."""
     statement = Statement(
         version=CHECKPOINT_VERSION,
         created_at=clock(),
@@ -94,7 +109,7 @@ async def write_archive(
     cp = Checkpoint(
         **msgspec.structs.asdict(statement), sig=key.sign(_ENCODER.encode(statement)).hex()
     )
-    sent: set[str] = set()
+    sent = set() if sent is None else sent
     count = 0
     with output_file(out, what="archive file", option="--out", mode=0o600, exclusive=True) as f:
         chunk: list[bytes] = [HEADER]
@@ -116,6 +131,24 @@ async def write_archive(
         chunk.append(_ENCODER.encode(end) + b"\n")
         await trio.to_thread.run_sync(f.writelines, chunk)
     return cp
+
+
+async def scan_references(
+    store: EventStore, heads: Sequence[CheckpointHead], candidates: set[str]
+) -> tuple[ScanMark, set[str]]:
+    """The reference scan before the commit, without the writers' lock (appends go on):
+    which ``candidates`` an event outside the archived ``heads`` names, and how far the
+    scan went, so the commit reads only what came after under the lock."""
+    last = await store.head(MAINTENANCE_STREAM)  # before the scan: see ScanMark
+    maintenance = None if last is None else (last.seq, last.hash)
+    archived = {h.stream: h.seq for h in heads}
+    named: set[str] = set()
+    position = 0
+    async for event in store.read_all():
+        position = max(position, event.position)
+        if event.seq > archived.get(event.stream, -1):
+            named.update(named_digests(event.body) & candidates)
+    return ScanMark(position=position, maintenance=maintenance), named
 
 
 async def load_archive(path: str | os.PathLike[str]) -> tuple[MemoryStore, Checkpoint]:
@@ -152,9 +185,12 @@ async def archive(
     commit_archive = getattr(store, "commit_archive", None)
     if commit_archive is None:
         raise ArchiveError("this store cannot archive")
+    stale = await trio.to_thread.run_sync(remove_stale_temporaries, out)
     already = await trio.to_thread.run_sync(out.exists)
+    blobs: set[str] = set()
     if already:
-        _, cp = await load_archive(out)
+        loaded, cp = await load_archive(out)
+        blobs.update([d async for d, _ in loaded.read_blobs()])
         problem = check_chain([cp], {public_hex(key.public_key())})
         if problem:
             raise ArchiveError(
@@ -165,7 +201,7 @@ async def archive(
         if stones and all(t.checkpoint == cp.id for t in stones.values()):
             return ArchiveResult(
                 file=str(out), checkpoint=cp.id, archived=(), skipped=(), streams=len(stones),
-                events=sum(t.length for t in stones.values()), already=True,
+                events=sum(t.length for t in stones.values()), already=True, stale=stale,
             )  # fmt: skip
         if stones:
             raise ArchiveError(
@@ -175,12 +211,14 @@ async def archive(
         heads = cp.heads
     elif not heads:
         return ArchiveResult(file=str(out), checkpoint="", archived=(), skipped=(), streams=0,
-                             events=0)  # fmt: skip
+                             events=0, stale=stale)  # fmt: skip
     else:
-        cp = await write_archive(store, heads, out, key, clock=clock)
+        cp = await write_archive(store, heads, out, key, clock=clock, sent=blobs)
+    mark, named = await scan_references(store, cp.heads, blobs)
     commit = ArchiveCommit(
-        heads=cp.heads, checkpoint=cp.id, by=by, before=before, file=out.name, recorded_at=clock()
-    )
+        heads=cp.heads, checkpoint=cp.id, by=by, before=before, file=out.name,
+        recorded_at=clock(), blobs=tuple(sorted(blobs - named)), scanned=mark,
+    )  # fmt: skip
     outcome: ArchiveOutcome = await commit_archive(commit)
     if already and not outcome.archived:
         raise ArchiveError(
@@ -194,4 +232,7 @@ async def archive(
         skipped=outcome.skipped,
         streams=len(outcome.tombstones),
         events=outcome.events,
+        blobs=outcome.blobs,
+        blob_bytes=outcome.blob_bytes,
+        stale=stale,
     )

@@ -479,6 +479,8 @@ async def _archive(args: argparse.Namespace) -> int:
         result = await archive_streams(
             store, heads, out=out, key=key, by=_who(), before=before, clock=time.time_ns
         )
+    for name in result.stale:
+        _out(f"removed {visible(name)}: a temporary file left by an interrupted archive run\n")
     if result.already:
         _out(
             f"{out}: already archived ({result.streams} streams, {result.events} events, "
@@ -496,6 +498,10 @@ async def _archive(args: argparse.Namespace) -> int:
     _out(
         f"archived {len(result.archived)} sessions ({result.streams} streams, {result.events} "
         f"events) into {out}, checkpoint {result.checkpoint[:16]}{skipped}\n"
+    )
+    _out(
+        f"removed {result.blobs} blobs ({result.blob_bytes:,} bytes) that only archived "
+        "events named (the archive file carries them)\n"
     )
     if size is None and args.vacuum:
         _out(

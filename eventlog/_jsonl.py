@@ -36,6 +36,13 @@ from ._types import Event, EventStore, NewEvent
 _DIGEST_IN_BODY = re.compile(rb'"([0-9a-f]{64})"')
 
 
+def named_digests(body: bytes) -> set[str]:
+    """Every digest ``body`` (canonical JSON) could name: each JSON string that is 64
+    lowercase hex characters. A superset of the blobs an event references, which is what
+    an export must carry and what blob collection must keep."""
+    return {m.group(1).decode() for m in _DIGEST_IN_BODY.finditer(body)}
+
+
 class Line(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     """One exported event (see the module docstring)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import AsyncIterator, Collection, Sequence
 
 import msgspec
@@ -28,6 +29,8 @@ from ._tombstone import (
     Tombstone,
     archived_event,
     sort_out,
+    unreferenced,
+    with_blobs,
 )
 from ._types import Event, Head, NewEvent, StreamInfo
 
@@ -183,6 +186,12 @@ class MemoryStore:
             event, blob = archived_event(commit, outcome)
             chain = self._streams.get(MAINTENANCE_STREAM, [])
             await self.append(MAINTENANCE_STREAM, [event], expected_seq=len(chain), blobs=[blob])
+            bodies = itertools.chain(
+                (e.body for e in self._events), (s.state for s in self._snapshots.values())
+            )
+            dead = unreferenced(commit.blobs, bodies)
+            sizes = [len(self._blobs.pop(d)) for d in dead if d in self._blobs]
+            outcome = with_blobs(outcome, sizes)
         return outcome
 
     async def tombstones(self, streams: Collection[str] | None = None) -> list[Tombstone]:

@@ -8,14 +8,18 @@ crash or an interrupt therefore leaves the old file or none, never a partial or 
 one. ``-`` is standard output; a path naming something that is not a regular file
 (``/dev/full``, a FIFO, a terminal) is written directly, as it cannot be renamed over.
 Either way an :class:`OSError` comes out as an :class:`OutputError` whose message says
-what failed, where, and what to do.
+what failed, where, and what to do. A SIGKILL skips the cleanup: the temporary file is
+``flock``ed while it is written, so :func:`remove_stale_temporaries` can tell a dead
+writer's leftover (the kernel dropped the lock) from a file being written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -115,7 +119,7 @@ def output_file(
     # the link itself would cut it.
     real = target.resolve() if target.is_symlink() else target
     try:
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name[:64]}.", suffix=".tmp")
+        fd, tmp = _temporary(real)
     except OSError as e:
         raise OutputError(f"{fail}: {os_error_message(e, where=option)}") from e
     try:
@@ -138,6 +142,56 @@ def output_file(
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)  # gone already after a rename; after a link it is the extra name
+
+
+def _temporary(real: Path) -> tuple[int, str]:
+    """A new temporary file beside ``real``, locked (``flock``) for as long as this
+    process has it open: the kernel drops the lock when the process dies, even by
+    SIGKILL, which is how :func:`remove_stale_temporaries` tells a leftover from a
+    file being written."""
+    while True:
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name[:64]}.", suffix=".tmp")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            return fd, tmp  # a file system without locks: no cleaner can lock it either
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass  # a cleaner took it for a leftover between mkstemp and flock: again
+        os.close(fd)
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Remove the temporary files :func:`output_file` left beside ``path`` when a
+    process writing it died (SIGKILL, power loss): ``.NAME.XXXXXXXX.tmp`` files that no
+    live process holds locked. Returns the names removed; a file still being written
+    (locked) is left alone."""
+    real = Path(path)
+    real = real.resolve() if real.is_symlink() else real
+    pattern = re.compile(rf"\.{re.escape(real.name[:64])}\.[A-Za-z0-9_]{{8}}\.tmp")
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(real.parent or ".") if pattern.fullmatch(n)]
+    except OSError:
+        return ()
+    for name in sorted(names):
+        candidate = real.parent / name
+        try:
+            fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(candidate).st_ino == os.fstat(fd).st_ino:
+                os.unlink(candidate)
+                removed.append(str(candidate))
+        except OSError:
+            continue  # locked: a live writer's
+        finally:
+            os.close(fd)
+    return tuple(removed)
 
 
 def write_file(

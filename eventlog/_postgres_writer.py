@@ -24,8 +24,9 @@ never a fork (the heads are re-read under the lock).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -43,7 +44,11 @@ from ._tombstone import (
     ArchiveCommit,
     ArchiveOutcome,
     archived_event,
+    incremental,
     sort_out,
+    still_live,
+    unreferenced,
+    with_blobs,
 )
 from ._types import Event
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -90,6 +95,44 @@ def insert_events(conn: psycopg.Connection[Any], events: Sequence[Event]) -> Non
 def insert_blobs(conn: psycopg.Connection[Any], blobs: dict[str, bytes]) -> None:
     if blobs:
         conn.execute(INSERT_BLOBS, (list(blobs), list(blobs.values())))
+
+
+def drop_blobs(
+    conn: psycopg.Connection[Any], candidates: Sequence[str], since: int | None, live: list[str]
+) -> list[int]:
+    """(In the archive's transaction, under the writers' lock: every append that
+    committed before is seen, every later one inserts the blobs it names again) delete
+    the ``candidates`` no event or snapshot left in the log names; their sizes. With
+    ``since``, events up to that position were scanned before (outside the ``live``
+    streams, read whole here)."""
+    if not candidates:
+        return []
+
+    def bodies(sql: bytes, params: tuple[Any, ...] = ()) -> Iterator[bytes]:
+        with conn.cursor(name="skillog_blob_references") as cursor:
+            cursor.itersize = 10_000
+            cursor.execute(sql, params)
+            yield from (bytes(row[0]) for row in cursor)
+
+    events = (
+        bodies(b"SELECT body FROM events")
+        if since is None
+        else bodies(b"SELECT body FROM events WHERE position > %s", (since,))
+    )
+    dead = unreferenced(
+        candidates,
+        itertools.chain(
+            events,
+            bodies(b"SELECT body FROM events WHERE stream = ANY(%s::text[])", (live,)),
+            bodies(b"SELECT state FROM eventlog_snapshots"),
+        ),
+    )
+    if not dead:
+        return []
+    rows = conn.execute(
+        b"DELETE FROM blobs WHERE digest = ANY(%s::text[]) RETURNING octet_length(data)", (dead,)
+    ).fetchall()
+    return [int(row[0]) for row in rows]
 
 
 def lock_for_append(conn: psycopg.Connection[Any]) -> int:
@@ -248,6 +291,7 @@ class PgWriter(BatchWriter):
             if projection is not None:
                 conn.execute(b"DELETE FROM eventlog_catalog WHERE key = %s", (key,))
 
+        since = commit.scanned.position if incremental(commit, head) else None  # type: ignore[union-attr]
         outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
         stones = outcome.tombstones
         if stones:
@@ -270,6 +314,8 @@ class PgWriter(BatchWriter):
             insert_events(conn, events)
             notify(conn)
             self.project(events)
+            live = still_live(commit, outcome)
+            outcome = with_blobs(outcome, drop_blobs(conn, commit.blobs, since, live))
         self._forget()
         return outcome
 

@@ -14,6 +14,7 @@ failed transaction.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,7 +31,11 @@ from ._tombstone import (
     ArchiveCommit,
     ArchiveOutcome,
     archived_event,
+    incremental,
     sort_out,
+    still_live,
+    unreferenced,
+    with_blobs,
 )
 from ._types import Event, NewEvent
 from ._writer import AppendRequest, BatchWriter, CallRequest
@@ -254,6 +259,7 @@ class Writer(BatchWriter):
             if projection is not None:
                 conn.execute("DELETE FROM eventlog_catalog WHERE key = ?", (key,))
 
+        since = commit.scanned.position if incremental(commit, head) else None  # type: ignore[union-attr]
         outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
         stones = outcome.tombstones
         if stones:
@@ -273,5 +279,41 @@ class Writer(BatchWriter):
             self._insert([request], {})
             if request.error is not None:
                 raise request.error
+            live = still_live(commit, outcome)
+            outcome = with_blobs(outcome, self._drop_blobs(conn, commit.blobs, since, live))
         self._forget()  # the memory of heads and positions is behind these changes
         return outcome
+
+    def _drop_blobs(
+        self,
+        conn: sqlite3.Connection,
+        candidates: Sequence[str],
+        since: int | None,
+        live: Sequence[str],
+    ) -> list[int]:
+        """(In the archive's write transaction: no append can interleave) delete the
+        ``candidates`` that no event or snapshot left in the log names; their sizes.
+        With ``since``, events up to that position were scanned before (outside the
+        ``live`` streams, read whole here)."""
+        if not candidates:
+            return []
+        if since is None:
+            events = conn.execute("SELECT body FROM events")
+        else:
+            events = conn.execute("SELECT body FROM events WHERE position > ?", (since,))
+        bodies = itertools.chain(
+            (row[0] for row in events),
+            *(
+                (row[0] for row in conn.execute("SELECT body FROM events WHERE stream = ?", (s,)))
+                for s in live
+            ),
+            (row[0] for row in conn.execute("SELECT state FROM eventlog_snapshots")),
+        )
+        sizes: list[int] = []
+        for digest in unreferenced(candidates, bodies):
+            row = conn.execute(
+                "DELETE FROM blobs WHERE digest = ? RETURNING length(data)", (digest,)
+            ).fetchone()
+            if row is not None:
+                sizes.append(int(row[0]))
+        return sizes

@@ -14,6 +14,7 @@ import msgspec
 from ._checkpoint import CheckpointHead
 from ._errors import ImportFormatError
 from ._hashchain import blob_digest
+from ._jsonl import named_digests
 from ._types import NewEvent
 
 MAINTENANCE_STREAM = "log/maintenance"
@@ -49,6 +50,17 @@ class Archived(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     skipped: int
 
 
+class ScanMark(msgspec.Struct, frozen=True, kw_only=True):
+    """The reference scan done before the commit, without the writers' lock: every
+    event at a position up to ``position`` outside the archived heads was read. Inside
+    the lock only later positions need reading, unless an archive committed since
+    (``maintenance``, the head of :data:`MAINTENANCE_STREAM` before the scan, moved):
+    deleting the last events lets new ones take their positions again."""
+
+    position: int
+    maintenance: tuple[int, str] | None
+
+
 class ArchiveCommit(msgspec.Struct, frozen=True, kw_only=True):
     """What a store commits in one transaction (see :meth:`SqliteStore.commit_archive`)."""
 
@@ -58,6 +70,12 @@ class ArchiveCommit(msgspec.Struct, frozen=True, kw_only=True):
     before: int
     file: str
     recorded_at: int
+    blobs: tuple[str, ...] = ()
+    """The blobs the archived events name (all carried by the archive file) that no
+    other event named when the log was scanned before the commit: those that still no
+    event left in the live log names are removed in the same transaction."""
+    scanned: ScanMark | None = None
+    """How far that scan outside the lock went; None: scan everything inside it."""
 
 
 class ArchiveOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +85,9 @@ class ArchiveOutcome(msgspec.Struct, frozen=True, kw_only=True):
     skipped: tuple[str, ...]
     tombstones: tuple[Tombstone, ...]
     events: int
+    blobs: int = 0
+    """Blobs removed from the live log (named by archived events only)."""
+    blob_bytes: int = 0
 
 
 _TOMBSTONES = msgspec.json.Decoder(list[Tombstone])
@@ -169,3 +190,36 @@ def sort_out(
         tombstones=tuple(stones),
         events=sum(t.length for t in stones),
     )
+
+
+def unreferenced(candidates: Iterable[str], bodies: Iterable[bytes]) -> list[str]:
+    """(Inside a store's archive transaction, under its writers' lock) the
+    ``candidates`` no body of ``bodies`` names: every event and snapshot still in the
+    live log, read from the tables themselves (never from a cache), so a blob an append
+    committed before this transaction names is kept, and an append after it stores the
+    blobs it names again (appends carry their blobs: ``AppendRequest.blobs``)."""
+    left = set(candidates)
+    for body in bodies:
+        if not left:
+            break
+        left.difference_update(named_digests(body))
+    return sorted(left)
+
+
+def incremental(commit: ArchiveCommit, head: Callable[[str], tuple[int, str] | None]) -> bool:
+    """(Inside the lock, before the commit's own ``log.archived``) whether the scan done
+    before still holds, so only positions after its mark need reading."""
+    return commit.scanned is not None and head(MAINTENANCE_STREAM) == commit.scanned.maintenance
+
+
+def still_live(commit: ArchiveCommit, outcome: ArchiveOutcome) -> list[str]:
+    """The chosen streams a commit did not archive (their groups were skipped): the
+    scan before left their events out, so the one inside the lock reads them whole."""
+    gone = {t.stream for t in outcome.tombstones}
+    return sorted({h.stream for h in commit.heads} - gone)
+
+
+def with_blobs(outcome: ArchiveOutcome, removed: Iterable[int]) -> ArchiveOutcome:
+    """``outcome`` counting the removed blobs (their sizes in bytes)."""
+    sizes = list(removed)
+    return msgspec.structs.replace(outcome, blobs=len(sizes), blob_bytes=sum(sizes))

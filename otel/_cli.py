@@ -8,13 +8,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import msgspec
 import trio
 
-from eventlog import DB_HELP, default_db, describe_db, inert_json, open_store, visible
+from eventlog import (
+    DB_HELP,
+    EventStore,
+    default_db,
+    describe_db,
+    inert_json,
+    load_archive,
+    load_trusted_keys,
+    open_store,
+    visible,
+)
 from eventlog._progress import Progress
+from orchestrator import verdict
 
 from ._errors import OtelError
 from ._export import ExportOptions, export_sessions, follow_export, summarize_log
@@ -102,6 +115,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "endpoint (with --follow: one {session, spans} object per line)",
     )
     export.add_argument("--db", default=default_db(), help=DB_HELP)
+    export.add_argument(
+        "--archive",
+        metavar="FILE",
+        help="export archived sessions from an archive written by `skillog log archive` "
+        "instead of --db: the whole file and its signed checkpoint (signer: --key, or "
+        "--tofu) are verified first; the same spans and ids as from the live log "
+        "(progress: FILE.otel-state.json unless --state)",
+    )
+    export.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="with --archive: the checkpoint signer's public key (PEM) or a trusted-keys file",
+    )
+    export.add_argument(
+        "--tofu",
+        action="store_true",
+        help="with --archive: trust the key the archive names (proves nothing against "
+        "whoever could rewrite the file)",
+    )
 
     metrics = sub.add_parser(
         "metrics",
@@ -129,15 +162,19 @@ async def _export(args: argparse.Namespace) -> int:
     sessions = _selection(args)
     if args.follow and sessions:
         raise OtelError("--follow exports every session as it ends; do not name sessions")
+    if args.archive is None and (args.key is not None or args.tofu):
+        raise OtelError("--key and --tofu are for --archive (the archive's signed checkpoint)")
+    if args.archive is not None and args.follow:
+        raise OtelError("--follow tails a live log; an archive does not change: drop --follow")
     url = traces_url(args.endpoint)
-    state_path = args.state or default_state_path(args.db)
+    state_path = args.state or default_state_path(args.archive or args.db)
     state = load_state(state_path)
     options = ExportOptions(
         content=args.content, retries=args.retries, state_path=state_path, endpoint=url
     )
     exporter = otlp_exporter(url, timeout_s=args.timeout)
     try:
-        async with open_store(args.db, readonly=True) as store:
+        async with _source(args) as store:
             if args.follow:
                 if not args.json:
                     where = describe_db(args.db)
@@ -180,6 +217,32 @@ async def _export(args: argparse.Namespace) -> int:
         line += f"; {len(report.open_sessions)} not ended yet: {waiting}"
     print(line)
     return 0
+
+
+@asynccontextmanager
+async def _source(args: argparse.Namespace) -> AsyncIterator[EventStore]:
+    """The store to export from: the live log, or the archive ``--archive`` loaded
+    into memory once the verdict on it (every chain, the grammar, every blob, the
+    signed heads against the trusted key) holds."""
+    if args.archive is None:
+        async with open_store(args.db, readonly=True) as store:
+            yield store
+        return
+    if args.key is None and not args.tofu:
+        raise OtelError(
+            f"--archive {args.archive}: no trusted key for its signed checkpoint; pass --key "
+            "FILE (the signer's public key or a trusted-keys file), or --tofu to trust the "
+            "key the archive names"
+        )
+    keys = load_trusted_keys(args.key) if args.key is not None else frozenset()
+    store, cp = await load_archive(args.archive)
+    report = await verdict(store, checkpoints=[cp], keys=keys, tofu=args.tofu)
+    if not report.ok:
+        raise OtelError(
+            f"--archive {args.archive}: does not verify ({visible(str(report.faults[0]))}); "
+            "nothing was exported"
+        )
+    yield store
 
 
 async def _metrics(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -15,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from eventlog import (
     MAINTENANCE_STREAM,
     ArchiveError,
+    BlobNotFoundError,
     CheckpointHead,
     EventStore,
     MemoryStore,
@@ -103,6 +105,9 @@ async def test_a_group_that_moved_after_it_was_chosen_is_skipped_whole(
     result = await run_archive(store, heads, tmp_path / "b.jsonl", key)
     assert result.archived == ("live",) and result.skipped == ("old-2",)  # type: ignore[attr-defined]
     assert await store.head("old-2") is not None
+    assert await store.get_blob(digest_of(b"blob of 1")) == b"blob of 1"  # old-2 names it
+    with pytest.raises(BlobNotFoundError):
+        await store.get_blob(digest_of(b"blob of 2"))  # live's, archived
     assert (await verify(store)).ok
 
 
@@ -174,3 +179,122 @@ async def test_a_tampered_archive_is_refused_or_fails_its_checkpoint(
     export.write_bytes(b"".join([*lines[:-1], b'{"end":{"events":4}}\n']))
     with pytest.raises(ArchiveError, match="not an archive"):
         await load_archive(export)
+
+
+def digest_of(data: bytes) -> str:
+    return __import__("hashlib").sha256(data).hexdigest()
+
+
+async def test_blobs_only_archived_streams_named_go_the_shared_ones_stay(
+    store: EventStore, make: Make, tmp_path: Path
+) -> None:
+    await fill(store, make)
+    shared = msgspec.json.encode(digest_of(b"blob of 0"))  # old-1's blob, named by live too
+    await store.append("live", [NewEvent(type="test.blob", body=b'{"d":%s}' % shared,
+                                         recorded_at=6)], expected_seq=4)  # fmt: skip
+    heads = await heads_of(store, "old-1", "old-2")
+    result = await run_archive(store, heads, tmp_path / "a.jsonl", Ed25519PrivateKey.generate())
+    assert (result.blobs, result.blob_bytes) == (1, len(b"blob of 1"))  # type: ignore[attr-defined]
+    assert await store.get_blob(digest_of(b"blob of 0")) == b"blob of 0"
+    assert await store.get_blob(digest_of(b"blob of 2")) == b"blob of 2"
+    with pytest.raises(BlobNotFoundError):
+        await store.get_blob(digest_of(b"blob of 1"))
+    archived, _ = await load_archive(tmp_path / "a.jsonl")  # the file carries both
+    assert {d async for d, _ in archived.read_blobs()} >= {digest_of(b"blob of %d" % i)
+                                                           for i in (0, 1)}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_an_append_naming_a_blob_while_the_archive_drops_it_stores_it_again(
+    kind: str, make: Make, tmp_path: Path, request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The race: another writer (its own store, its own connection) appends an event
+    naming a blob the archive is about to drop. The archive's reference scan and
+    deletion hold the writers' lock, so that append waits and then stores the blob it
+    carries again: after both, the blob is there and the log verifies."""
+    import threading
+
+    import trio
+
+    import eventlog._postgres_writer as pg_writer
+    import eventlog._sqlite_writer as sqlite_writer
+    from eventlog import open_store
+
+    url = str(tmp_path / "log.db") if kind == "sqlite" else request.getfixturevalue("pg_dsn")
+    module = sqlite_writer if kind == "sqlite" else pg_writer
+    blob = b"blob of 1"  # old-2's: named by nothing live, so the archive drops it
+    named = b'{"d":%s}' % msgspec.json.encode(digest_of(blob))
+    appended: list[str] = []
+
+    async def other_writer() -> None:
+        async with open_store(url) as other:
+            new = [NewEvent(type="test.blob", body=named, recorded_at=7)]
+            await other.append("live", new, expected_seq=4, blobs=[blob])
+        appended.append("done")
+
+    original = module.unreferenced
+
+    def scan_then_race(candidates: Any, bodies: Any) -> list[str]:
+        dead = original(candidates, bodies)
+        assert digest_of(blob) in dead
+        racer.start()
+        time.sleep(1.0)  # the other writer is blocked on the lock all along
+        assert appended == []
+        return dead
+
+    racer = threading.Thread(target=trio.run, args=(other_writer,))
+    monkeypatch.setattr(module, "unreferenced", scan_then_race)
+    async with open_store(url) as store:
+        await fill(store, make)
+        heads = await heads_of(store, "old-1", "old-2")
+        key = Ed25519PrivateKey.generate()
+        result = await run_archive(store, heads, tmp_path / "a.jsonl", key)
+        assert result.blobs == 2  # type: ignore[attr-defined]
+        await trio.to_thread.run_sync(racer.join, 30)
+        assert appended == ["done"]
+        assert await store.get_blob(digest_of(blob)) == blob
+        assert [e.body async for e in store.read("live")][-1] == named
+        assert (await verify(store)).ok
+
+
+@pytest.mark.parametrize("another_archive", [False, True])
+async def test_an_append_between_the_scan_and_the_commit_keeps_its_blob(
+    store: EventStore, make: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    another_archive: bool,
+) -> None:  # fmt: skip
+    """The reference scan runs before the commit without the lock, and the commit reads
+    only positions after it under the lock. An event naming a candidate that commits in
+    between is read there. When another archive commits in between, it deleted the
+    last events, so later appends take their positions again (at or below the scan's
+    mark): the commit sees the maintenance head moved and reads everything."""
+    import eventlog._archive as archive_module
+
+    await fill(store, make)
+    await store.append("tail", make(3, start=90), expected_seq=0)  # the highest positions
+    blob = b"blob of 1"  # old-2's: named by nothing else when the scan runs
+    named = b'{"d":%s}' % msgspec.json.encode(digest_of(blob))
+    original = archive_module.scan_references
+
+    async def scan_then_interleave(*args: Any) -> Any:
+        mark, found = await original(*args)
+        if args[1][0].stream == "tail":
+            return mark, found  # the other archive, run from inside this one
+        if another_archive:
+            tail = await heads_of(store, "tail")
+            await run_archive(store, tail, tmp_path / "t.jsonl", Ed25519PrivateKey.generate())
+        new = [NewEvent(type="test.blob", body=named, recorded_at=7)]
+        appended = await store.append("live", new, expected_seq=4)  # the blob is stored
+        reused = appended[0].position <= mark.position
+        # SQLite and memory number after the highest position left; PostgreSQL never reuses.
+        assert reused == (another_archive and type(store).__name__ != "PostgresStore")
+        return mark, found
+
+    monkeypatch.setattr(archive_module, "scan_references", scan_then_interleave)
+    heads = await heads_of(store, "old-1", "old-2")
+    result = await run_archive(store, heads, tmp_path / "a.jsonl", Ed25519PrivateKey.generate())
+    assert result.archived == ("old-1", "old-2")  # type: ignore[attr-defined]
+    assert result.blobs == 1  # type: ignore[attr-defined]  # old-1's; old-2's is named
+    assert await store.get_blob(digest_of(blob)) == blob
+    with pytest.raises(BlobNotFoundError):
+        await store.get_blob(digest_of(b"blob of 0"))

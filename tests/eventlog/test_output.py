@@ -88,3 +88,20 @@ def test_errors_say_what_to_do(tmp_path: Path, name: str, message: str) -> None:
     with pytest.raises(OutputError, match=message):
         write_file(tmp_path / name if name else tmp_path, b"x", option="--out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_stale_temporaries_go_but_one_being_written_stays(tmp_path: Path) -> None:
+    """A leftover of a dead writer (no lock) is removed; the temporary file of a writer
+    still running (it holds the lock) is not, and that writer still completes."""
+    from eventlog._output import remove_stale_temporaries
+
+    target = tmp_path / "a.jsonl"
+    stale = tmp_path / ".a.jsonl.abcd1234.tmp"
+    stale.write_bytes(b"half")
+    (tmp_path / ".b.jsonl.abcd1234.tmp").write_bytes(b"another file's")
+    with output_file(target, exclusive=True) as f:
+        f.write(b"whole")
+        assert remove_stale_temporaries(target) == (str(stale),)
+        assert len(list(tmp_path.glob(".a.jsonl.*.tmp"))) == 1  # the live writer's
+    assert target.read_bytes() == b"whole"
+    assert [p.name for p in tmp_path.glob(".*.tmp")] == [".b.jsonl.abcd1234.tmp"]

@@ -204,6 +204,69 @@ def test_postgres_archive_round_trip(cli: Cli, pg_dsn: str) -> None:
     assert code == 0, out + err
 
 
+def blob_digests(db: str | Path) -> set[str]:
+    if isinstance(db, str) and db.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(db) as conn:
+            return {r[0] for r in conn.execute("SELECT digest FROM blobs")}
+    with sqlite3.connect(db) as conn:
+        return {r[0] for r in conn.execute("SELECT digest FROM blobs")}
+
+
+def named(db: str | Path) -> set[str]:
+    """Every digest an event left in the log names (the reference scan, done here with
+    the verifier's own per-type readers, which are precise)."""
+    from orchestrator import blob_references
+
+    async def scan() -> set[str]:
+        found: set[str] = set()
+        async with open_store(str(db)) as store:
+            async for e in store.read_all():
+                reader = blob_references(e.type)
+                found.update(reader(e.body) if reader else ())
+        return found
+
+    return trio.run(scan)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_archive_removes_the_blobs_only_archived_sessions_named(
+    cli: Cli, store: str, request: pytest.FixtureRequest
+) -> None:
+    """The live log keeps every blob a live event names (the skill the suspended
+    session shares with the archived ones) and drops the rest; the archive carries them,
+    so the archived sessions replay from the file alone and the live log verifies."""
+    if store == "postgres":
+        cli.db = request.getfixturevalue("pg_dsn")
+    done = cli.run("--approve")
+    code, _, err = cli("run", "a different task", "--model", cli.model(), "--approve",
+                       "--skills", cli.tmp / "skills" / "greet", "--project", cli.tmp)  # fmt: skip
+    assert code in (0, 1), err
+    other = next(str(r["session"]) for r in cli.rows() if r["session"] != done)
+    time.sleep(0.01)
+    cut = now()
+    suspended = cli.run()
+    before = blob_digests(cli.db)
+    live_before = named(cli.db)
+    cli("log", "keygen", "--out", cli.tmp / "k.pem", db=False)
+    code, out, err = cli("log", "archive", "--before", cut, "--key", "k.pem", "--out", "a.jsonl")
+    assert code == 0 and out.startswith("archived 2 sessions"), err
+    after = blob_digests(cli.db)
+    live = named(cli.db)
+    assert live <= after  # nothing a live event names is gone
+    assert live < live_before and before - after  # some blobs were only the archived ones'
+    assert before - after == live_before - live  # exactly what no live event names now
+    assert f"removed {len(before - after)} blobs" in out
+    assert {r["session"] for r in cli.rows()} == {suspended}
+    assert cli("log", "verify")[0] == 0
+    for session in (done, other):
+        code, text, err = cli("replay", session, "--archive", "a.jsonl", "--key", "k.pem.pub")
+        assert code == 0 and "every request reproduced byte for byte" in text, text + err
+    code, text, err = cli("replay", suspended)
+    assert code == 0, text + err
+
+
 CRASH = """
 import os, signal, sys
 import eventlog._archive as archive, eventlog._sqlite as sqlite, eventlog._sqlite_writer as writer
@@ -272,9 +335,14 @@ def test_sigkill_mid_archive_leaves_the_file_and_tombstones_both_or_neither(
         stones = conn.execute("SELECT count(*) FROM eventlog_tombstones").fetchone()[0]
     assert stones == (6 if point == "after_commit" else 0)  # 3 sessions, 3 lease streams
     assert out.exists() == (point in ("after_file", "in_commit", "after_commit"))
+    temporaries = sorted(tmp_path.glob(".a.jsonl.*.tmp"))
+    assert len(temporaries) == (1 if point == "mid_file" else 0)  # SIGKILL skips cleanup
     assert cli("log", "verify")[0] == 0
     code, text, err = cli("log", "archive", "--before", before, "--key", "k.pem", "--out", out)
     assert code == 0, err
+    assert not list(tmp_path.glob(".a.jsonl.*.tmp"))
+    for leftover in temporaries:
+        assert f"removed {leftover}: a temporary file left by an interrupted archive run" in text
     done = "already archived" if point == "after_commit" else "archived 3 sessions"
     assert done in text
     assert cli.rows() == [] and cli("log", "verify")[0] == 0
