@@ -241,14 +241,19 @@ class Session:
         clock: Clock = time.time_ns,
         observers: Sequence[Observer] = (),
         reconcile: Reconciler | None = None,
+        read: Sequence[tuple[StoredEvent, Event]] | None = None,
     ) -> Session:
         """Reopen a session from its log: refold its events, reload the blobs the next
-        prompt needs, and continue where it stopped."""
+        prompt needs, and continue where it stopped. ``read``: the whole stream as it
+        stands, already read and decoded by a caller that holds the session's lease (a
+        fleet worker reads it once to find the configuration and the fold); by default
+        it is read here."""
+        if read is None:
+            read = [(event, CODEC.decode(event)) async for event in store.read(session_id)]
         state = SessionState(session_id)
         named = epoch = 0
         started_at = 0
-        async for event in store.read(session_id):
-            body = CODEC.decode(event)
+        for event, body in read:
             if isinstance(body, SessionStarted):
                 started_at = event.recorded_at
             if isinstance(body, PromptRendered):
