@@ -281,7 +281,8 @@ def _describe(fn: Callable[..., Any], where: str) -> _Described:
     parameters and the :class:`ToolContext` one. Remembered per :func:`_described_by`:
     an agent factory that defines its tools again for every session (closures) would
     otherwise derive the same Struct and schema each time (profiled: a tenth of a fleet
-    worker's trio-thread CPU per trivial session)."""
+    worker's trio-thread CPU per trivial session). The tools described alike share the
+    Struct and the schema dict, which nothing mutates."""
     key = _described_by(fn)
     found = _DESCRIBED.get(key) if key is not None else None
     if found is not None:

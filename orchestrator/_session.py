@@ -244,12 +244,16 @@ class Session:
         read: Sequence[tuple[StoredEvent, Event]] | None = None,
     ) -> Session:
         """Reopen a session from its log: refold its events, reload the blobs the next
-        prompt needs, and continue where it stopped. ``read``: the whole stream as it
-        stands, already read and decoded by a caller that holds the session's lease (a
-        fleet worker reads it once to find the configuration and the fold); by default
-        it is read here."""
-        if read is None:
-            read = [(event, CODEC.decode(event)) async for event in store.read(session_id)]
+        prompt needs, and continue where it stopped. ``read``: the stream's events from
+        its start, already read and decoded by a caller that holds the session's lease
+        (a fleet worker reads it once for the configuration, whether it ended and the
+        fold); only what was appended since (an approval decided while the agent's MCP
+        servers connected) is read here."""
+        start = read[-1][0].seq + 1 if read else 0
+        read = [
+            *(read or ()),
+            *[(e, CODEC.decode(e)) async for e in store.read(session_id, from_seq=start)],
+        ]
         state = SessionState(session_id)
         named = epoch = 0
         started_at = 0
