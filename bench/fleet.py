@@ -7,6 +7,8 @@ throwaway PostgreSQL cluster (tests/pgcluster.py) when its binaries exist:
   with the ratio to the smallest and the claim's query plan;
 - idle growth: 1,000 sessions suspended on approvals beside 2 running worker
   processes with a short lease and poll: events appended (goal 0), rows written;
+- the CPU time one worker process spends per trivial session (all its threads, and the
+  trio thread alone): load moves it least;
 - throughput of trivial sessions (one tool call) with 1, 2, 4 and 8 worker processes
   (concurrency 8 each), with and without process start-up; on PostgreSQL beside DBOS's
   queue draining trivial workflows on the same server (bench/fleet_dbos.py; `pip
@@ -114,6 +116,26 @@ def throughput(url_of: Any, sessions: int, workers: int) -> tuple[float, float]:
     return wall, (sessions - 1) / max(ended[-1] - ended[0], 1) * 1e9
 
 
+def cpu_per_session(url_of: Any, sessions: int) -> tuple[float, float]:
+    """CPU ms per session of one in-process worker (concurrency 8) draining ``sessions``
+    queued trivial sessions: all the process's threads (the writer's, the readers'),
+    and the trio thread alone. CPU time, not wall time: what the machine's load moves
+    least, and what decides throughput once processes outnumber cores."""
+    url = url_of()
+    trio.run(submit, url, sessions)
+
+    async def drain() -> None:
+        async with open_log(url) as store:
+            worker = Worker(store, lambda s: agent(), name="cpu", poll_ms=20, concurrency=8)
+            await worker.run(trio.Event(), once=True)
+            assert len(worker.finished) == sessions, worker.finished
+
+    process, thread = time.process_time(), time.thread_time()
+    trio.run(drain)
+    process, thread = time.process_time() - process, time.thread_time() - thread
+    return process * 1000 / sessions, thread * 1000 / sessions
+
+
 def dbos_throughput(dbos: Any, dsn: str, sessions: int, workers: int) -> tuple[float, float]:
     """The same for DBOS's queue: trivial workflows (one step each), enqueued first,
     drained by ``workers`` DBOS processes (worker concurrency 8, polling every 20 ms,
@@ -146,7 +168,14 @@ def load_dbos() -> Any:
 
 
 def fleet_figures(label: str, url_of: Any, sessions: int, dbos: Any) -> None:
-    """Throughput with 1, 2, 4 and 8 worker processes (and DBOS's beside it)."""
+    """CPU per session in one worker; throughput with 1, 2, 4 and 8 worker processes
+    (and DBOS's beside it)."""
+    process, thread = cpu_per_session(url_of, sessions)
+    print(
+        f"{label}: CPU per trivial session in one worker process: {process:.2f} ms "
+        f"(the trio thread {thread:.2f} ms), load average {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     base: tuple[float, float] | None = None
     dbos_base: tuple[float, float] | None = None
     for workers in (1, 2, 4, 8):
@@ -165,7 +194,7 @@ def fleet_figures(label: str, url_of: Any, sessions: int, dbos: Any) -> None:
                 f"{d_steady:.0f}/s first to last ({d_steady / dbos_base[1]:.2f}x); "
                 f"skillog/DBOS {wall / d_wall:.2f}x, {steady / d_steady:.2f}x"
             )
-        print(line, flush=True)
+        print(f"{line}; load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def takeover(url_of: Any, lease_ms: int) -> float:

@@ -17,10 +17,13 @@ RUNNABLE = "skillog_runnable"
 """The channel a transaction NOTIFYs when it makes a row claimable with no holder (a
 session submitted, its approvals decided, its lease handed back): workers LISTEN."""
 COLUMNS = "key, status, claimable, created_at, updated_at, text, pending, holder, lease_until, doc"
+# Binary parameters (%b): text arrays in text format are escaped element by element
+# with a regular expression (every quote of every doc), which profiled as a third of
+# the writer thread's time per append.
 _UPSERT = (
-    f"INSERT INTO eventlog_catalog ({COLUMNS}) SELECT * FROM unnest(%s::text[], %s::text[], "
-    "%s::bool[], %s::int8[], %s::int8[], %s::text[], %s::int4[], %s::text[], %s::int8[], "
-    "%s::text[]) ON CONFLICT (key) DO UPDATE SET status = excluded.status, "
+    f"INSERT INTO eventlog_catalog ({COLUMNS}) SELECT * FROM unnest(%b::text[], %b::text[], "
+    "%b::bool[], %b::int8[], %b::int8[], %b::text[], %b::int4[], %b::text[], %b::int8[], "
+    "%b::text[]) ON CONFLICT (key) DO UPDATE SET status = excluded.status, "
     "claimable = excluded.claimable, created_at = excluded.created_at, "
     "updated_at = excluded.updated_at, text = excluded.text, pending = excluded.pending, "
     "holder = excluded.holder, lease_until = excluded.lease_until, doc = excluded.doc"
@@ -63,7 +66,7 @@ def project(conn: Conn, projection: Projection, events: Sequence[Event]) -> None
     if not keys:
         return
     found = conn.execute(
-        f"SELECT {COLUMNS} FROM eventlog_catalog WHERE key = ANY(%s) FOR UPDATE", (keys,)
+        f"SELECT {COLUMNS} FROM eventlog_catalog WHERE key = ANY(%b) FOR UPDATE", (keys,)
     ).fetchall()
     rows: dict[str, CatalogRow | None] = {r[0]: to_row(r) for r in found}
     before = dict(rows)

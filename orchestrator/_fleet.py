@@ -35,7 +35,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -111,12 +111,16 @@ async def session_config(store: EventStore, stream: str) -> SessionStarted | Non
     """The recorded configuration of a session (a fork's comes after its
     ``session.forked``, at seq 1); None for a stream that is not a session."""
     async with closing(store.read(stream, to_seq=2)) as events:
-        async for event in events:
-            body = CODEC.decode(event)
-            if isinstance(body, SessionStarted):
-                return body
-            if not isinstance(body, SessionForked):
-                return None
+        return config_of([CODEC.decode(event) async for event in events])
+
+
+def config_of(bodies: Iterable[Event]) -> SessionStarted | None:
+    """:func:`session_config` of a stream's first events (``bodies``, in order)."""
+    for body in bodies:
+        if isinstance(body, SessionStarted):
+            return body
+        if not isinstance(body, SessionForked):
+            return None
     return None
 
 
@@ -552,12 +556,13 @@ class Worker:
             self.finished.append((lease.session, lease.outcome))
 
     async def _resume(self, session_id: str) -> str:
-        started = await session_config(self.store, session_id)
+        # One read of the stream (we hold its lease): its configuration, whether it
+        # ended, and the fold the agent resumes from.
+        read = [(event, CODEC.decode(event)) async for event in self.store.read(session_id)]
+        started = config_of(body for _, body in read[:2])
         if started is None:
             return "failed: not a session this worker can start"
-        head = await self.store.head(session_id)
-        tail = await _last(self.store, session_id, head.seq + 1 if head else 0)
-        if isinstance(tail, SessionEnded):
+        if isinstance(read[-1][1], SessionEnded):
             # Another worker finished it between our look at the queue and our claim.
             return "already ended"
         agent = self.make_agent(started)
@@ -574,7 +579,7 @@ class Worker:
             agent.observers = [*agent.observers, tap.event]
         outcome = "suspended"
         try:
-            session = await agent.resume(self.store, session_id)
+            session = await agent._resume(self.store, session_id, read)
             if session.state.status == "ended":
                 outcome = "ended"
         except* ConcurrencyError as group:

@@ -136,19 +136,13 @@ class HostTool:
             raise HostToolError(
                 f"{where} has no description: give the function a docstring or pass description=..."
             )
-        fields, positional, context_parameter = _fields(fn, where)
-        try:
-            arguments = msgspec.defstruct(
-                _ARGUMENTS_STRUCT, fields, kw_only=True, forbid_unknown_fields=True, frozen=True
-            )
-        except (TypeError, ValueError) as e:
-            raise HostToolError(f"{where}: cannot describe the parameters: {e}") from e
+        arguments, input_schema, positional, context_parameter = _describe(fn, where)
         return cls(
             name=tool_name,
             description=text.strip(),
             fn=fn,
             arguments=arguments,
-            input_schema=_input_schema(arguments, where),
+            input_schema=input_schema,
             positional=positional,
             context_parameter=context_parameter,
             effect=_check_effect(effect, where),
@@ -275,6 +269,58 @@ def _check_name(name: str, where: str) -> None:
 
 
 _Field = tuple[str, Any] | tuple[str, Any, Any]
+
+
+_Described = tuple[type[msgspec.Struct], dict[str, Any], tuple[str, ...], str | None]
+_DESCRIBED: dict[object, _Described] = {}
+_MAX_DESCRIBED = 1024
+
+
+def _describe(fn: Callable[..., Any], where: str) -> _Described:
+    """The arguments Struct of ``fn``'s parameters, its JSON Schema, the positional-only
+    parameters and the :class:`ToolContext` one. Remembered per :func:`_described_by`:
+    an agent factory that defines its tools again for every session (closures) would
+    otherwise derive the same Struct and schema each time (profiled: a tenth of a fleet
+    worker's trio-thread CPU per trivial session). The tools described alike share the
+    Struct and the schema dict, which nothing mutates."""
+    key = _described_by(fn)
+    found = _DESCRIBED.get(key) if key is not None else None
+    if found is not None:
+        return found
+    fields, positional, context_parameter = _fields(fn, where)
+    try:
+        arguments = msgspec.defstruct(
+            _ARGUMENTS_STRUCT, fields, kw_only=True, forbid_unknown_fields=True, frozen=True
+        )
+    except (TypeError, ValueError) as e:
+        raise HostToolError(f"{where}: cannot describe the parameters: {e}") from e
+    described = (arguments, _input_schema(arguments, where), positional, context_parameter)
+    if key is not None:
+        if len(_DESCRIBED) >= _MAX_DESCRIBED:
+            _DESCRIBED.clear()
+        _DESCRIBED[key] = described
+    return described
+
+
+def _described_by(fn: Callable[..., Any]) -> object | None:
+    """What decides a plain function's description: its code (the parameters' names and
+    kinds), its annotations, its defaults (with their types: ``1`` and ``True`` are equal)
+    and the globals string annotations are evaluated in. None (not remembered) for
+    anything else (a callable object, a wrapper that carries ``__wrapped__`` or
+    ``__signature__``) and for unhashable defaults or annotations."""
+    if type(fn) is not types.FunctionType:
+        return None
+    if hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+        return None
+    defaults = tuple((type(v), v) for v in fn.__defaults__ or ())
+    kwdefaults = tuple((k, type(v), v) for k, v in (fn.__kwdefaults__ or {}).items())
+    key = (fn.__code__, tuple(fn.__annotations__.items()), defaults, kwdefaults,
+           id(fn.__globals__))  # fmt: skip
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _is_context(annotation: Any) -> bool:

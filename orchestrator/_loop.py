@@ -29,12 +29,14 @@ from typing import Literal
 
 import trio
 
+from eventlog import Event as StoredEvent
 from eventlog import EventStore, SkillogError
 
 from ._context import CONTEXT_RULES, Tokenizer, choose_estimator, context_window_for
 from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
 from ._events import (
     CatalogMode,
+    Event,
     InstructionsMode,
     ModelFailed,
     ModelInterrupted,
@@ -256,6 +258,12 @@ class Agent:
     async def resume(self, store: EventStore, session_id: str) -> Session:
         """Reopen a session from its log and drive it to its end (or until it suspends
         for approvals that are still pending)."""
+        return await self._resume(store, session_id, None)
+
+    async def _resume(
+        self, store: EventStore, session_id: str, read: Sequence[tuple[StoredEvent, Event]] | None
+    ) -> Session:
+        """:meth:`resume` from the session's events as ``read`` (see :meth:`Session.open`)."""
         if self.indexed is not None:
             await record_index_run(store, self.indexed, clock=self.clock)
         async with self.mcp_connected():
@@ -266,6 +274,7 @@ class Agent:
                 clock=self.clock,
                 observers=self.observers,
                 reconcile=self.reconcile,
+                read=read,
             )
             await drive(session, self.model, self.retry, on_delta=self.on_delta)
         return session

@@ -251,14 +251,23 @@ class Session:
         clock: Clock = time.time_ns,
         observers: Sequence[Observer] = (),
         reconcile: Reconciler | None = None,
+        read: Sequence[tuple[StoredEvent, Event]] | None = None,
     ) -> Session:
         """Reopen a session from its log: refold its events, reload the blobs the next
-        prompt needs, and continue where it stopped."""
+        prompt needs, and continue where it stopped. ``read``: the stream's events from
+        its start, already read and decoded by a caller that holds the session's lease
+        (a fleet worker reads it once for the configuration, whether it ended and the
+        fold); only what was appended since (an approval decided while the agent's MCP
+        servers connected) is read here."""
+        start = read[-1][0].seq + 1 if read else 0
+        read = [
+            *(read or ()),
+            *[(e, CODEC.decode(e)) async for e in store.read(session_id, from_seq=start)],
+        ]
         state = SessionState(session_id)
         named = epoch = 0
         started_at = 0
-        async for event in store.read(session_id):
-            body = CODEC.decode(event)
+        for event, body in read:
             if isinstance(body, SessionStarted):
                 started_at = event.recorded_at
             if isinstance(body, PromptRendered):

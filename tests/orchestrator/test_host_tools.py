@@ -113,6 +113,30 @@ def test_schemas_are_deterministic_and_float_free() -> None:
     assert schema["$defs"]["Address"]["required"] == ["city"]
 
 
+def test_a_function_defined_again_is_described_once_and_only_when_the_same() -> None:
+    """An agent factory that defines its tools for every session: the description is
+    derived once per distinct signature (same code, annotations, defaults), never shared
+    between functions whose annotations or defaults differ."""
+
+    def define(kind: Any, default: Any) -> Any:
+        def step(n=default):  # type: ignore[no-untyped-def]
+            """One step."""
+            return ""
+
+        step.__annotations__ = {"n": kind, "return": str}  # as evaluated at definition
+        return step
+
+    first, again = tool(define(int, 1)), tool(define(int, 1))
+    assert first.input_schema is again.input_schema  # derived once
+    assert first.input_schema == again.input_schema
+    other_type = tool(define(str, "1"))
+    assert other_type.input_schema["properties"]["n"] == {"type": "string", "default": "1"}
+    assert first.input_schema["properties"]["n"] == {"type": "integer", "default": 1}
+    truthy = tool(define(int, True))  # equal to 1, yet a different default
+    assert truthy.input_schema is not first.input_schema
+    assert truthy.input_schema["properties"]["n"]["default"] is True
+
+
 def test_a_property_named_default_is_not_mistaken_for_the_keyword() -> None:
     def f(default: float = 0.5, properties: str = "x") -> str:
         """Odd names."""
