@@ -31,7 +31,9 @@ from orchestrator._loop import Agent
 from orchestrator.adapters import ScriptedModel
 
 CLI = [sys.executable, "-m", "orchestrator.cli"]
-SCRIPT_S = 4
+RELEASE_AFTER_S = 4
+"""How long test_resume_refuses_a_workers_session_then_waits_for_it lets the script run
+after its waiting resume started, so that the resume finds the lease still held."""
 
 
 def skillog(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -52,11 +54,19 @@ def spawn(*args: str | Path, cwd: Path) -> subprocess.Popen[str]:
 
 @pytest.fixture
 def slow(tmp_path: Path) -> tuple[Path, Path]:
-    """A skill whose script runs for SCRIPT_S seconds, and a model script using it."""
+    """A skill whose script runs until the test releases it (:func:`release`; at most
+    60 s), and a model script using it. A fixed sleep raced the test's own processes on
+    a loaded machine: the script ended before the second process could be refused."""
     skill = tmp_path / "skills" / "slow"
     (skill / "scripts").mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: slow\ndescription: Slow.\n---\nWait.\n")
-    (skill / "scripts" / "wait.py").write_text(f"import time\ntime.sleep({SCRIPT_S})\n")
+    (skill / "scripts" / "wait.py").write_text(
+        "import pathlib, time\n"
+        "gate = pathlib.Path(__file__).resolve().parent.parent / 'released'\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not gate.exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+    )
     turns = tmp_path / "turns.yaml"
     turns.write_text(
         "turns:\n"
@@ -65,6 +75,12 @@ def slow(tmp_path: Path) -> tuple[Path, Path]:
         "  - text: done\n"
     )
     return skill, turns
+
+
+def release(skill: Path) -> None:
+    """Let the slow skill's running script finish (the skill folder is visible inside
+    the sandbox, so the script sees the file appear)."""
+    (skill / "released").touch()
 
 
 def types(db: Path, stream: str) -> list[str]:
@@ -146,9 +162,12 @@ def test_resume_refuses_a_workers_session_then_waits_for_it(
     )  # fmt: skip
     wait_for_script(db, sid)
     refused(skillog("resume", sid, "--db", db, "--approve", cwd=tmp_path), "alpha")
-    waited = skillog("resume", sid, "--wait", "--db", db, "--skills", skill, cwd=tmp_path)
-    assert waited.returncode == 0, waited.stderr
-    assert "done" in waited.stdout
+    waiting = spawn("resume", sid, "--wait", "--db", db, "--skills", skill, cwd=tmp_path)
+    time.sleep(RELEASE_AFTER_S)
+    release(skill)
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert "done" in out
     worker.communicate(timeout=60)
     assert worker.returncode == 0
     assert_ran_once(db, sid)
@@ -167,6 +186,7 @@ def test_a_worker_and_a_second_resume_leave_a_resumed_session_alone(
     assert worker.returncode == 0, worker.stderr
     assert "nothing to do" in worker.stdout
     refused(skillog("resume", sid, "--db", db, cwd=tmp_path), "resume:")
+    release(skill)
     _, err = driver.communicate(timeout=60)
     assert driver.returncode == 0, err
     assert_ran_once(db, sid)
@@ -184,6 +204,7 @@ def test_resume_refuses_a_session_skillog_run_is_driving(
     refused(skillog("resume", sid, "--db", db, cwd=tmp_path), "run:")
     worker = skillog("worker", "--db", db, "--once", cwd=tmp_path)
     assert "nothing to do" in worker.stdout  # never the fleet's: it was not submitted
+    release(skill)
     run.communicate(timeout=60)
     assert run.returncode == 0
     assert_ran_once(db, sid)
@@ -208,6 +229,7 @@ def test_resume_refuses_a_session_serves_worker_is_driving(
     try:
         wait_for_script(db, sid)
         refused(skillog("resume", sid, "--db", db, cwd=tmp_path), "")
+        release(skill)
         deadline = time.monotonic() + 60
         while "session.ended" not in types(db, sid):
             assert time.monotonic() < deadline
