@@ -749,8 +749,12 @@ class McpElicitationAnswered(Event, frozen=True, kw_only=True):
     """The answer the server received to the form ``index`` of the call ``call_id``:
     ``action`` ``accept`` (with ``content``, the form's values as canonical JSON),
     ``decline`` or ``cancel``; ``decided_by`` who answered (``terminal``, the embedding
-    program's name, ``timeout``, ``nobody``), ``reason`` why when nobody did. An
-    ``accept`` with a ``reason`` did not fit the form: the server received ``cancel``."""
+    program's name, ``timeout``, ``nobody``, or the human who answered through
+    ``skillog approvals answer``, the API or the console), ``reason`` why when nobody
+    did. An ``accept`` with a ``reason`` did not fit the form: the server received
+    ``cancel``. ``answer``: the hash of the ``mcp.form_answered`` event in the stream
+    ``forms/<session>`` the answer came from (empty when it came from this process);
+    ``log verify`` checks that it exists and says the same."""
 
     event_type: ClassVar[str] = "mcp.elicitation_answered"
     call_id: str
@@ -760,6 +764,26 @@ class McpElicitationAnswered(Event, frozen=True, kw_only=True):
     content: str | None = None
     decided_by: str = ""
     reason: str = ""
+    answer: str = ""
+
+
+class McpFormAnswered(Event, frozen=True, kw_only=True):
+    """A human's answer to a pending MCP form of ``session`` (the form ``index`` of the
+    call ``call_id``, whose parameters are the blob ``params``), recorded in the stream
+    ``forms/<session>`` by another process than the session's driver (``skillog
+    approvals answer``, the service): ``action`` ``accept`` with ``content`` (the
+    values, canonical JSON, checked against the form) or ``decline``; ``decided_by``
+    who. The driver waiting on the form takes it and records
+    ``mcp.elicitation_answered`` naming this event's hash."""
+
+    event_type: ClassVar[str] = "mcp.form_answered"
+    session: str
+    call_id: str
+    index: int
+    params: str
+    action: Literal["accept", "decline"]
+    content: str | None = None
+    decided_by: str
 
 
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True):
@@ -983,6 +1007,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpRootsChanged,
     McpElicited,
     McpElicitationAnswered,
+    McpFormAnswered,
     ToolImages,
     LeaseAcquired,
     LeaseRenewed,

@@ -303,7 +303,10 @@ class RecordedEffects:
         if answered is None or answered.decided_by == "nobody":
             return None
         return ElicitationAnswer(
-            action=answered.action, decided_by=answered.decided_by, content=answered.content
+            action=answered.action,
+            decided_by=answered.decided_by,
+            content=answered.content,
+            answer=answered.answer,
         )
 
     def mcp_progress(self, progress: McpProgress) -> None:
