@@ -57,6 +57,11 @@ class FormAnswerError(SkillogError):
     was written."""
 
 
+class FormValuesError(FormAnswerError):
+    """Values that do not fit the form (unknown field, wrong type, too long, control
+    characters); the message names the field. Nothing was written."""
+
+
 class PendingForm(msgspec.Struct, frozen=True, kw_only=True):
     """One form waiting for a human: where it is, what the server asks (its message and
     flat schema, as the server wrote them: print them through ``visible``), since when
@@ -133,16 +138,16 @@ def fits(content: str | None, schema: dict[str, Any]) -> str | None:
 
 def check_values(values: object, schema: dict[str, Any]) -> str:
     """The canonical JSON of a human's ``values`` for the form ``schema``, or
-    :class:`FormAnswerError` naming the field and what to do: only the form's fields,
+    :class:`FormValuesError` naming the field and what to do: only the form's fields,
     of their types (a number given as text is taken as the number), within
     :data:`MAX_STRING_CHARS`, no control characters but newline and tab."""
     if not isinstance(values, dict):
-        raise FormAnswerError("the values must be a JSON object of the form's fields")
+        raise FormValuesError("the values must be a JSON object of the form's fields")
     properties: dict[str, Any] = schema.get("properties", {})
     unknown = sorted(set(values) - set(properties))
     if unknown:
         names = ", ".join(repr(n[:40]) for n in unknown[:5])
-        raise FormAnswerError(
+        raise FormValuesError(
             f"the form has no field {names}; its fields: {', '.join(sorted(properties))}"
         )
     taken = {name: _coerce(name, value, properties[name]) for name, value in values.items()}
@@ -152,12 +157,12 @@ def check_values(values: object, schema: dict[str, Any]) -> str:
                 _check_text(name, text)
     content = encode_canonical(taken).decode()
     if len(content) > MAX_VALUES_BYTES:
-        raise FormAnswerError(
+        raise FormValuesError(
             f"the values are {len(content)} bytes; at most {MAX_VALUES_BYTES} are taken"
         )
     unfit = fits(content, schema)
     if unfit is not None:
-        raise FormAnswerError(f"{unfit}; answer again with values that fit")
+        raise FormValuesError(f"{unfit}; answer again with values that fit")
     return content
 
 
@@ -173,12 +178,12 @@ def _coerce(name: str, value: object, field: dict[str, Any]) -> object:
             number = float(value)
             return int(number) if number.is_integer() else number
     except ValueError:
-        raise FormAnswerError(_wrong(name, kind, value)) from None
+        raise FormValuesError(_wrong(name, kind, value)) from None
     if kind == "boolean" and value in ("true", "false"):
         return value == "true"
     if kind == "array":
         return [v for v in value.split(",") if v]
-    raise FormAnswerError(_wrong(name, kind, value))
+    raise FormValuesError(_wrong(name, kind, value))
 
 
 def _wrong(name: str, kind: object, value: str) -> str:
@@ -188,12 +193,12 @@ def _wrong(name: str, kind: object, value: str) -> str:
 
 def _check_text(name: str, text: str) -> None:
     if len(text) > MAX_STRING_CHARS:
-        raise FormAnswerError(
+        raise FormValuesError(
             f"field {name!r} is {len(text)} characters; at most {MAX_STRING_CHARS} are taken"
         )
     bad = next((c for c in text if c not in "\n\t" and unicodedata.category(c) == "Cc"), None)
     if bad is not None:
-        raise FormAnswerError(
+        raise FormValuesError(
             f"field {name!r} holds the control character U+{ord(bad):04X}; only newline "
             "and tab are taken"
         )

@@ -1,0 +1,89 @@
+"""MCP forms answered through the API (issue 24, item 10): a session served by the
+service's own worker has nobody in the process to ask, so its server's form waits;
+``GET /api/approvals`` lists it with the server's message and schema, and ``POST
+/api/sessions/{id}/forms/{call}/answer`` answers it (``decided_by`` the token's name);
+values that do not fit are a 422 naming the field, an answer to a form no longer
+pending a 409, nothing written either way. The session verifies and re-drives."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+
+from orchestrator._events import CODEC, McpElicitationAnswered, ToolCompleted
+from orchestrator._streams import forms_stream
+
+from .conftest import running_service
+from .test_api import submit, wait_for
+from .test_mcp_progress import with_server
+
+FORM = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "colours": {"type": "array",
+                   "items": {"type": "string", "enum": ["red", "green"]}}},
+    "required": ["name"],
+}  # fmt: skip
+TURNS = f"""\
+turns:
+  - tool_calls: [{{id: f1, name: mcp__modern__form, arguments: {{schema: {json.dumps(FORM)}}}}}]
+  - text: "Done."
+"""
+
+
+async def test_a_form_answered_through_the_api(
+    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+) -> None:
+    config, tokens = service_env
+    with_server(config)
+    async with running_service(tmp_path, config, tokens, turns=TURNS) as service:
+        session = await submit(service, task="fill the form")
+        async with service.client("victor") as viewer, service.client("april") as approver:
+            with trio.fail_after(60):
+                while True:
+                    forms = (await viewer.get("/api/approvals")).json()["forms"]
+                    if forms:
+                        break
+                    await trio.sleep(0.05)
+            (form,) = forms
+            assert (form["session_id"], form["call_id"], form["index"]) == (session, "f1", 0)
+            assert form["message"] == "Who are you?" and form["schema"] == FORM
+            url = f"/api/sessions/{session}/forms/f1/answer"
+            # a viewer may not answer; hostile values are refused, naming the field
+            assert (await viewer.post(url, json={"action": "decline"})).status_code == 403
+            for values, said in [
+                ({"name": 7}, "7 is not of type 'string'"),
+                ({"name": "Ada", "admin": True}, "no field 'admin'"),
+                ({"name": "\u001b]0;pwned\u0007"}, "control character U+001B"),
+                ({"name": "x" * 9000}, "at most 8192"),
+                ({"name": "Ada", "colours": ["blue"]}, "'blue' is not one of"),
+            ]:
+                refused = await approver.post(url, json={"action": "accept", "values": values})
+                assert refused.status_code == 422, refused.text
+                assert said in refused.json()["error"] and refused.json()["field"] == "values"
+            assert [e async for e in service.store.read(forms_stream(session))] == []
+            answer = {"action": "accept", "values": {"name": "Ada", "colours": ["red"]}}
+            answered = await approver.post(url, json=answer)
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["decided_by"] == "april"
+            await wait_for(service, session, "ended")
+            late = await approver.post(url, json={"action": "decline"})
+            assert late.status_code == 409, late.text
+            assert (await viewer.get("/api/approvals")).json()["forms"] == []
+            verified = (await viewer.get(f"/api/sessions/{session}/verify")).json()
+            assert verified["ok"], verified
+        bodies = [CODEC.decode(e) async for e in service.store.read(session)]
+    (recorded,) = [b for b in bodies if isinstance(b, McpElicitationAnswered)]
+    assert (recorded.decided_by, recorded.answer) == ("april", answered.json()["answer"])
+    (done,) = [json.loads(b.content) for b in bodies if isinstance(b, ToolCompleted)]
+    assert done == {"action": "accept", "content": {"name": "Ada", "colours": ["red"]}}
+    skillog = Path(sys.executable).with_name("skillog")
+    replayed = await trio.run_process(
+        [str(skillog), "replay", session, "--db", str(service.db), "--redrive"],
+        capture_stdout=True,
+        check=False,
+    )
+    out = replayed.stdout.decode()
+    assert replayed.returncode == 0 and "re-drive: the current code reproduces all" in out, out
