@@ -65,6 +65,7 @@ from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import McpElicitationAnswered as McpElicitationAnswered
 from ._events import McpElicited as McpElicited
+from ._events import McpFormAnswered as McpFormAnswered
 from ._events import McpResult as McpResult
 from ._events import McpRoot as McpRoot
 from ._events import McpRootsChanged as McpRootsChanged
@@ -105,6 +106,11 @@ from ._events import ToolDef as ToolDef
 from ._events import ToolImages as ToolImages
 from ._events import ToolInterrupted as ToolInterrupted
 from ._events import UserMessage as UserMessage
+from ._forms import FormAnswerError as FormAnswerError
+from ._forms import FormValuesError as FormValuesError
+from ._forms import PendingForm as PendingForm
+from ._forms import answer_form as answer_form
+from ._forms import pending_forms as pending_forms
 from ._grammar import RULES as GRAMMAR_RULES
 from ._grammar import Violation as Violation
 from ._grammar import check_stream as check_stream
@@ -199,6 +205,8 @@ __all__ = [
     "ElicitationRequest",
     "Elicitor",
     "Event",
+    "FormAnswerError",
+    "FormValuesError",
     "HostTool",
     "HostToolError",
     "InterruptedCall",
@@ -207,6 +215,7 @@ __all__ = [
     "LoadedSkill",
     "McpElicitationAnswered",
     "McpElicited",
+    "McpFormAnswered",
     "McpOutcome",
     "McpProgress",
     "McpResult",
@@ -230,6 +239,7 @@ __all__ = [
     "Observer",
     "PathRefusedError",
     "PendingApproval",
+    "PendingForm",
     "PolicyConfig",
     "PolicyDenied",
     "PolicyOverride",
@@ -285,6 +295,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "answer_form",
     "apply",
     "blob_references",
     "check_stream",
@@ -297,6 +308,7 @@ __all__ = [
     "load_policy",
     "parse_allowed_tools",
     "pending_approvals",
+    "pending_forms",
     "read_skill_file",
     "record_index_run",
     "request_bytes",
