@@ -22,7 +22,8 @@ from .test_mcp_progress import with_server
 
 FORM = {
     "type": "object",
-    "properties": {"name": {"type": "string"}, "colours": {"type": "array",
+    "properties": {"name": {"type": "string", "title": "<img src=x onerror=alert(1)>"},
+                   "colours": {"type": "array",
                    "items": {"type": "string", "enum": ["red", "green"]}}},
     "required": ["name"],
 }  # fmt: skip
@@ -50,6 +51,12 @@ async def test_a_form_answered_through_the_api(
             (form,) = forms
             assert (form["session_id"], form["call_id"], form["index"]) == (session, "f1", 0)
             assert form["message"] == "Who are you?" and form["schema"] == FORM
+            # the console's inbox renders the form from its schema, the server's words escaped
+            inbox = (await viewer.get("/console/approvals/inbox")).text
+            assert 'class="approval form"' in inbox and 'data-field="colours"' in inbox
+            assert '<input type="checkbox" class="choice" value="red">' in inbox
+            assert "&lt;img src=x onerror=alert(1)&gt;" in inbox and "<img" not in inbox
+            assert "disabled" in inbox  # a viewer sees the buttons, and may not press them
             url = f"/api/sessions/{session}/forms/f1/answer"
             # a viewer may not answer; hostile values are refused, naming the field
             assert (await viewer.post(url, json={"action": "decline"})).status_code == 403
