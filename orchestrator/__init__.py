@@ -124,6 +124,7 @@ from ._loop import Agent as Agent
 from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
 from ._loop import drive as drive
+from ._mcp_sampling import is_sampling_question as is_sampling_question
 from ._model import Delta as Delta
 from ._model import Message as Message
 from ._model import ModelAdapter as ModelAdapter
@@ -305,6 +306,7 @@ __all__ = [
     "drive",
     "fold_events",
     "idempotency_key",
+    "is_sampling_question",
     "load_policy",
     "parse_allowed_tools",
     "pending_approvals",

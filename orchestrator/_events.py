@@ -86,13 +86,18 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     during one call; later ones are refused, and recorded. ``roots``: the servers (by
     name, ``*``) told the active skills' folders as ``roots/list``; others are told
     none. ``elicitation_timeout_ms``: how long a server's form (``elicitation/create``)
-    waits for a human before it is answered ``cancel``."""
+    waits for a human before it is answered ``cancel``. ``sampling_ask``: the servers
+    (by name, ``*``) whose sampling requests a human approves or denies first, through
+    the forms' channel (the terminal, ``skillog approvals``, the API, the console):
+    skillog's own form, ``approve`` and ``reason``, recorded as a form of the call;
+    such a server need not be named in ``sampling``."""
 
     approve: tuple[str, ...] = ()
     sampling: tuple[str, ...] = ()
     max_samples_per_call: int = 4
     roots: tuple[str, ...] = ()
     elicitation_timeout_ms: int = 120_000
+    sampling_ask: tuple[str, ...] = ()
 
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):

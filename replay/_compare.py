@@ -15,6 +15,7 @@ import msgspec
 from eventlog import Event
 from orchestrator import Event as Body
 from orchestrator import (
+    McpSampleAnswered,
     ModelFailed,
     ModelInterrupted,
     ModelResponded,
@@ -32,6 +33,7 @@ MEASURED: dict[type[Body], frozenset[str]] = {
     ToolCompleted: frozenset({"duration_ms"}),
     SummaryAnswered: frozenset({"duration_ms"}),
     ModelInterrupted: frozenset({"duration_ms"}),
+    McpSampleAnswered: frozenset({"duration_ms"}),  # the model's time, as ModelResponded's
 }
 """Per body type, the fields timed by the runtime around I/O; not compared. A script's
 ``duration_ms`` (in ``script.executed`` and in the tool result the model read) is a
