@@ -94,3 +94,56 @@ async def test_a_form_answered_through_the_api(
     )
     out = replayed.stdout.decode()
     assert replayed.returncode == 0 and "re-drive: the current code reproduces all" in out, out
+
+
+def test_a_form_filled_in_the_console_inbox_in_chromium(tmp_path: Path) -> None:
+    """The approvals page shows a pending form live, rendered from its schema; filled
+    in (a text field, a choice) and submitted, the session takes the answer."""
+    import os
+
+    import httpx2 as httpx
+    from chromium import need_chromium
+    from playwright.sync_api import expect
+
+    from orchestrator.service import new_token
+    from orchestrator.skills._config import add_service_token
+
+    from .conftest import write_skill
+    from .test_browser import logged_in
+    from .test_cli_serve import start, stop
+
+    need_chromium()
+    config = tmp_path / "config.yaml"
+    token, entry = new_token("ada", ("admin",))
+    add_service_token(str(config), entry)
+    with_server(config)
+    (tmp_path / "turns.yaml").write_text(TURNS)
+    env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home")}
+    model = f"scripted:{tmp_path / 'turns.yaml'}"
+    proc, url = start(tmp_path, env, "--model", model, "--skills", str(write_skill(tmp_path)))
+    api = {"authorization": f"Bearer {token}"}
+    try:
+        with logged_in(url, token) as page:
+            page.goto(url + "/console/approvals")
+            made = httpx.post(url + "/api/sessions", json={"task": "fill it"}, headers=api)
+            session = made.json()["session_id"]
+            form = page.locator(f"#inbox article.form[data-session='{session}']")
+            expect(form).to_have_count(1, timeout=30_000)  # arrived live
+            expect(form.locator("pre")).to_have_text("Who are you?")
+            form.locator("div.field[data-field='name'] input.value").fill("Ada")
+            form.locator("div.field[data-field='colours'] input[value='green']").check()
+            form.locator("button[data-action='accept']").click()
+            expect(form.locator(".message")).to_contain_text("answered by ada")
+            deadline = 30.0
+            while deadline > 0:
+                view = httpx.get(url + f"/api/sessions/{session}", headers=api).json()
+                if view["status"] == "ended":
+                    break
+                page.wait_for_timeout(100)
+                deadline -= 0.1
+            events = httpx.get(url + f"/api/sessions/{session}/events", headers=api).json()
+    finally:
+        stop(proc)
+    (answered,) = [e for e in events["events"] if e["type"] == "mcp.elicitation_answered"]
+    assert answered["body"]["decided_by"] == "ada"
+    assert json.loads(answered["body"]["content"]) == {"name": "Ada", "colours": ["green"]}
