@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
 from orchestrator._events import CODEC, McpElicitationAnswered, ToolCompleted
@@ -34,12 +35,17 @@ turns:
 """
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_a_form_answered_through_the_api(
-    tmp_path: Path, service_env: tuple[Path, dict[str, str]]
+    tmp_path: Path,
+    service_env: tuple[Path, dict[str, str]],
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     config, tokens = service_env
     with_server(config)
-    async with running_service(tmp_path, config, tokens, turns=TURNS) as service:
+    db = request.getfixturevalue("pg_dsn") if backend == "postgres" else None
+    async with running_service(tmp_path, config, tokens, turns=TURNS, db=db) as service:
         session = await submit(service, task="fill the form")
         async with service.client("victor") as viewer, service.client("april") as approver:
             with trio.fail_after(60):
