@@ -32,11 +32,15 @@ from ._events import (
     LeaseAcquired,
     LeaseReleased,
     LeaseRenewed,
+    McpElicitationAnswered,
+    McpElicited,
     PromptRendered,
     SessionEnded,
     SessionForked,
     SessionStarted,
     SessionSuspended,
+    ToolCompleted,
+    ToolInterrupted,
     UserMessage,
 )
 from ._streams import LEASE_PREFIX, QUEUED, is_session_stream, lease_stream
@@ -64,6 +68,24 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     suspended: bool = False
     holder: str | None = None
     workers: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()  # MCP forms asked and not answered: "CALL#INDEX"
+
+
+class _CallId(msgspec.Struct):
+    call_id: str
+
+
+class _Asked(msgspec.Struct):
+    call_id: str
+    index: int
+    valid: bool = True
+
+
+_CALL_ID = msgspec.json.Decoder(_CallId).decode
+_ASKED = msgspec.json.Decoder(_Asked).decode
+_ASKED_TAG, _ANSWERED_TAG = McpElicited.event_type, McpElicitationAnswered.event_type
+_CALL_ENDS = frozenset({ToolCompleted.event_type, ToolInterrupted.event_type})
+_FORM_TAGS = frozenset({_ASKED_TAG, _ANSWERED_TAG})
 
 
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
@@ -81,7 +103,7 @@ _KEEP_SUSPENDED = (ApprovalResolved.event_type, ApprovalRemembered.event_type)
 class SessionProjection:
     """The orchestrator's :class:`eventlog._catalog.Projection`."""
 
-    version = "sessions-2"
+    version = "sessions-3"
 
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
@@ -107,6 +129,7 @@ class SessionProjection:
 def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> SessionEntry:
     fields = msgspec.structs.asdict(entry)
     pending = list(entry.pending)
+    forms = list(entry.forms)
     for event in events:
         fields["events"] += 1
         if fields["created_at"] == 0 or event.seq == 0:
@@ -120,6 +143,8 @@ def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> Sessio
         ):
             fields["status"] = "running"  # resumed
         fields["suspended"] = tag == SessionSuspended.event_type
+        if tag in _FORM_TAGS or (forms and tag in _CALL_ENDS):
+            _forms(forms, tag, event.body)
         if tag not in _SESSION_TYPES:
             continue
         body = CODEC.decode(event)
@@ -149,10 +174,28 @@ def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> Sessio
             case SessionEnded():
                 fields["status"] = "ended"
                 fields["end_reason"] = body.reason
+                forms.clear()
             case _:
                 pass
     fields["pending"] = tuple(pending)
+    fields["forms"] = tuple(forms)
     return SessionEntry(**fields)
+
+
+def _forms(forms: list[str], tag: str, body: bytes) -> None:
+    """The session's open MCP forms after one of its form or call-outcome events: a
+    form is open from its valid ``mcp.elicited`` until its answer or its call's end."""
+    if tag in _CALL_ENDS:
+        prefix = _CALL_ID(body).call_id + "#"
+        forms[:] = [f for f in forms if not f.startswith(prefix)]
+        return
+    asked = _ASKED(body)
+    key = f"{asked.call_id}#{asked.index}"
+    if tag == _ANSWERED_TAG:
+        if key in forms:
+            forms.remove(key)
+    elif asked.valid and key not in forms:
+        forms.append(key)
 
 
 def _apply_lease(

@@ -30,7 +30,7 @@ import trio
 from eventlog import ConcurrencyError, EventStore, SkillogError
 from eventlog._catalog import Listing
 
-from ._catalog import catalog_current
+from ._catalog import catalog_current, entry_of
 from ._events import CODEC, McpElicitationAnswered, McpElicited, McpFormAnswered
 from ._model import encode_canonical
 from ._streams import forms_stream, is_session_stream
@@ -273,9 +273,10 @@ async def pending_forms(store: EventStore, session_id: str | None = None) -> lis
     oldest first."""
     if session_id is not None:
         ids = [session_id]
-    elif await catalog_current(store):
+    elif await catalog_current(store):  # the sessions with open forms, indexed
         listing = Listing(limit=None, status=("running", "resumable"))
-        ids = sorted(row.key for row in await store.list_catalog(listing))  # type: ignore[attr-defined]
+        rows = await store.list_catalog(listing)  # type: ignore[attr-defined]
+        ids = sorted(row.key for row in rows if entry_of(row).forms)
     else:
         ids = [i.stream for i in await store.streams() if is_session_stream(i.stream)]
     pending = []

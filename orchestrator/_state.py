@@ -475,6 +475,9 @@ def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: 
             progress.forms[call_id, event.index] = event
         case McpElicitationAnswered():
             progress.forms.pop((call_id, event.index), None)
+        case ToolCompleted() | ToolInterrupted() if progress.forms:
+            for key in [k for k in progress.forms if k[0] == call_id]:
+                del progress.forms[key]
         case SkillActivated() | SkillDeactivated() | SkillChanged():
             progress.changes.setdefault(call_id, []).append(event)
         case _:

@@ -146,9 +146,13 @@ async def test_the_driver_dies_while_a_form_waits_then_resume_takes_the_answer(
         assert "Traceback" not in out and "\x1b" not in out
     assert [e async for e in _read(db, forms_stream(SESSION))] == []
     assert len(await _pending(db)) == 1  # still waiting, after the driver died
+    code, out = await _skillog("sessions", "--db", str(db))
+    assert code == 0 and "open: waiting for input (1 form)" in out, out
     code, out = await _skillog(*answer, "--accept", "--set", "name=Grace", "--by", "bob")
     assert code == 0, out
     assert await _pending(db) == []  # answered: kept for the session to take
+    code, out = await _skillog("log", "verify", "--db", str(db))
+    assert code == 0, out  # the forms stream's grammar, the catalog as the log folds
     code, out = await _skillog(*answer, "--decline")
     assert code == 2 and "already answered" in out, out
     resumed = await trio.run_process(
