@@ -292,15 +292,21 @@ async def list_approvals(request: Request) -> Response:
     )
 
 
+def call_id(request: Request) -> str:
+    """The path's call id, or a 422."""
+    call: str = request.path_params["call"]
+    if not _SESSION_ID.fullmatch(call):
+        raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
+    return call
+
+
 async def answer_form_request(request: Request) -> Response:
     """Answer a pending MCP form; ``decided_by`` is the token's name. 409 when the
     form is not pending (never asked, answered, its call over), 422 when the values do
     not fit it."""
     principal = require(request, "approver")
     sid = session_id(request)
-    call = request.path_params["call"]
-    if not _SESSION_ID.fullmatch(call):
-        raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
+    call = call_id(request)
     req = await body(request, FormAnswerRequest)
     if req.action == "decline" and req.values:
         raise ApiError(422, "a declined form takes no values", "values")
@@ -335,9 +341,7 @@ async def decide(request: Request) -> Response:
     the call is not pending (never requested, decided, expired, lost a race)."""
     principal = require(request, "approver")
     sid = session_id(request)
-    call = request.path_params["call"]
-    if not _SESSION_ID.fullmatch(call):
-        raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
+    call = call_id(request)
     req = await body(request, DecisionRequest)
     try:
         decision = await decide_approval(
