@@ -43,7 +43,14 @@ from ._events import (
     ToolInterrupted,
     UserMessage,
 )
-from ._streams import LEASE_PREFIX, QUEUED, is_session_stream, lease_stream
+from ._streams import (
+    FORMS_PREFIX,
+    LEASE_PREFIX,
+    QUEUED,
+    forms_stream,
+    is_session_stream,
+    lease_stream,
+)
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -108,15 +115,19 @@ class SessionProjection:
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
             return stream[len(LEASE_PREFIX) :] or None
+        if stream.startswith(FORMS_PREFIX):  # the row's, so archived with it
+            return stream[len(FORMS_PREFIX) :] or None
         return stream if is_session_stream(stream) else None
 
     def streams(self, key: str) -> list[str]:
         """The streams a session's row gathers: archived together or not at all."""
-        return [key, lease_stream(key)]
+        return [key, lease_stream(key), forms_stream(key)]
 
     def apply(
         self, row: CatalogRow | None, key: str, events: Sequence[StoredEvent]
     ) -> CatalogRow | None:
+        if events[0].stream.startswith(FORMS_PREFIX):
+            return row  # answers change nothing the row shows: the session records them
         entry = _DECODE(row.doc) if row is not None else SessionEntry(session=key)
         lease_until = row.lease_until if row is not None else 0
         if events[0].stream.startswith(LEASE_PREFIX):
@@ -256,14 +267,15 @@ async def ended_before(store: EventStore, before: int) -> list[CheckpointHead]:
     """What ``skillog log archive`` takes: the heads of every session that ended
     (completed, failed or cancelled: status ``ended``) with its last event, its lease
     stream's included, before ``before`` (ns) and no lease held, and of its lease
-    stream. Running, suspended and leased sessions are never taken; the store skips
-    any that moves before its archive commits."""
+    stream and its forms' answers (``forms/<session>``), when it has them. Running,
+    suspended and leased sessions are never taken; the store skips any that moves
+    before its archive commits."""
     rows = await store.list_catalog(Listing(limit=None, status=("ended",)))  # type: ignore[attr-defined]
     heads: list[CheckpointHead] = []
     for row in rows:
         if row.updated_at >= before or row.holder is not None:
             continue
-        for stream in (row.key, lease_stream(row.key)):
+        for stream in (row.key, lease_stream(row.key), forms_stream(row.key)):
             head = await store.head(stream)
             if head is not None:
                 heads.append(CheckpointHead(stream=stream, seq=head.seq, hash=head.hash))

@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,24 @@ async def test_a_worker_form_answered_by_skillog_approvals_answer(
     (server_dir / "mcp_server.py").unlink()
     code, out = await _replay_cli(db, SESSION)
     assert code == 0, out
-    # the answer the session names, removed from the log: verify says so
-    with sqlite3.connect(db) as raw:
-        raw.execute("DELETE FROM events WHERE stream = ?", [forms_stream(SESSION)])
-    code, out = await _skillog("log", "verify", "--db", str(db))
+    # the answer the session names, removed from (a copy of) the log: verify says so
+    tampered = tmp_path / "tampered.db"
+    with sqlite3.connect(db) as source, sqlite3.connect(tampered) as copy:
+        source.backup(copy)
+        copy.execute("DELETE FROM events WHERE stream = ?", [forms_stream(SESSION)])
+    code, out = await _skillog("log", "verify", "--db", str(tampered))
     assert code == 1 and "form_answer" in out and "not in the log" in out, out
+    # archived, the session takes its forms' answers along
+    key = str(tmp_path / "k.pem")
+    assert (await _skillog("log", "keygen", "--out", key))[0] == 0
+    await trio.sleep(1.1)  # --before has seconds; the session ended before it
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    archive = ["log", "archive", "--db", str(db), "--before", now, "--key", key]
+    code, out = await _skillog(*archive, "--out", str(tmp_path / "a.jsonl"))
+    assert code == 0, out
+    assert [e async for e in _read(db, forms_stream(SESSION))] == []
+    code, out = await _skillog("log", "verify", "--db", str(db))
+    assert code == 0, out
 
 
 async def _read(db: Path, stream: str) -> Any:
