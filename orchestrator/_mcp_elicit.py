@@ -89,7 +89,7 @@ async def elicit(
     reason = ""
     if got is None:
         got = ElicitationAnswer(action="cancel", decided_by="nobody")
-        reason = "no one in this process can answer a form, and it has no log to wait on"
+        reason = "no one in this process can answer a form"
     elif got.decided_by == "timeout" and got.action == "cancel":
         reason = f"no answer within {timeout_ms} ms (policy.mcp.elicitation_timeout_ms)"
     elif got.action == "accept":
