@@ -65,6 +65,7 @@ from ._events import EffectClass as EffectClass
 from ._events import Event as Event
 from ._events import McpElicitationAnswered as McpElicitationAnswered
 from ._events import McpElicited as McpElicited
+from ._events import McpFormAnswered as McpFormAnswered
 from ._events import McpResult as McpResult
 from ._events import McpRoot as McpRoot
 from ._events import McpRootsChanged as McpRootsChanged
@@ -105,6 +106,11 @@ from ._events import ToolDef as ToolDef
 from ._events import ToolImages as ToolImages
 from ._events import ToolInterrupted as ToolInterrupted
 from ._events import UserMessage as UserMessage
+from ._forms import FormAnswerError as FormAnswerError
+from ._forms import FormValuesError as FormValuesError
+from ._forms import PendingForm as PendingForm
+from ._forms import answer_form as answer_form
+from ._forms import pending_forms as pending_forms
 from ._grammar import RULES as GRAMMAR_RULES
 from ._grammar import Violation as Violation
 from ._grammar import check_stream as check_stream
@@ -118,6 +124,7 @@ from ._loop import Agent as Agent
 from ._loop import AgentConfigError as AgentConfigError
 from ._loop import RetryPolicy as RetryPolicy
 from ._loop import drive as drive
+from ._mcp_sampling import is_sampling_question as is_sampling_question
 from ._model import Delta as Delta
 from ._model import Message as Message
 from ._model import ModelAdapter as ModelAdapter
@@ -199,6 +206,8 @@ __all__ = [
     "ElicitationRequest",
     "Elicitor",
     "Event",
+    "FormAnswerError",
+    "FormValuesError",
     "HostTool",
     "HostToolError",
     "InterruptedCall",
@@ -207,6 +216,7 @@ __all__ = [
     "LoadedSkill",
     "McpElicitationAnswered",
     "McpElicited",
+    "McpFormAnswered",
     "McpOutcome",
     "McpProgress",
     "McpResult",
@@ -230,6 +240,7 @@ __all__ = [
     "Observer",
     "PathRefusedError",
     "PendingApproval",
+    "PendingForm",
     "PolicyConfig",
     "PolicyDenied",
     "PolicyOverride",
@@ -285,6 +296,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Violation",
+    "answer_form",
     "apply",
     "blob_references",
     "check_stream",
@@ -294,9 +306,11 @@ __all__ = [
     "drive",
     "fold_events",
     "idempotency_key",
+    "is_sampling_question",
     "load_policy",
     "parse_allowed_tools",
     "pending_approvals",
+    "pending_forms",
     "read_skill_file",
     "record_index_run",
     "request_bytes",

@@ -23,6 +23,7 @@ from ._events import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    McpElicited,
     McpTaskCreated,
     McpToolDef,
     ScriptStarted,
@@ -80,7 +81,8 @@ class Recorded:
     model response) and nothing has acted on it yet. ``decided_while_suspended`` marks
     an approval recorded by another process while the session was suspended: no
     process acted on it yet. ``task``: the MCP task an earlier process created for
-    the call."""
+    the call. ``forms``: its server's forms an earlier process recorded and nobody
+    answered before it stopped."""
 
     called: ToolCalled | None = None
     fresh: bool = False
@@ -90,6 +92,7 @@ class Recorded:
     started: ScriptStarted | None = None
     install: tuple[str, ...] | None = None  # a recorded request's lazy install (None: none)
     task: McpTaskCreated | None = None
+    forms: tuple[McpElicited, ...] = ()  # forms asked by an earlier run, not answered
 
 
 @dataclass

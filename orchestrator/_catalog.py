@@ -32,14 +32,25 @@ from ._events import (
     LeaseAcquired,
     LeaseReleased,
     LeaseRenewed,
+    McpElicitationAnswered,
+    McpElicited,
     PromptRendered,
     SessionEnded,
     SessionForked,
     SessionStarted,
     SessionSuspended,
+    ToolCompleted,
+    ToolInterrupted,
     UserMessage,
 )
-from ._streams import LEASE_PREFIX, QUEUED, is_session_stream, lease_stream
+from ._streams import (
+    FORMS_PREFIX,
+    LEASE_PREFIX,
+    QUEUED,
+    forms_stream,
+    is_session_stream,
+    lease_stream,
+)
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -64,6 +75,24 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     suspended: bool = False
     holder: str | None = None
     workers: tuple[str, ...] = ()
+    forms: tuple[str, ...] = ()  # MCP forms asked and not answered: "CALL#INDEX"
+
+
+class _CallId(msgspec.Struct):
+    call_id: str
+
+
+class _Asked(msgspec.Struct):
+    call_id: str
+    index: int
+    valid: bool = True
+
+
+_CALL_ID = msgspec.json.Decoder(_CallId).decode
+_ASKED = msgspec.json.Decoder(_Asked).decode
+_ASKED_TAG, _ANSWERED_TAG = McpElicited.event_type, McpElicitationAnswered.event_type
+_CALL_ENDS = frozenset({ToolCompleted.event_type, ToolInterrupted.event_type})
+_FORM_TAGS = frozenset({_ASKED_TAG, _ANSWERED_TAG})
 
 
 _ENCODE = msgspec.json.Encoder(order="sorted").encode
@@ -81,20 +110,24 @@ _KEEP_SUSPENDED = (ApprovalResolved.event_type, ApprovalRemembered.event_type)
 class SessionProjection:
     """The orchestrator's :class:`eventlog._catalog.Projection`."""
 
-    version = "sessions-2"
+    version = "sessions-3"
 
     def key(self, stream: str) -> str | None:
         if stream.startswith(LEASE_PREFIX):
             return stream[len(LEASE_PREFIX) :] or None
+        if stream.startswith(FORMS_PREFIX):  # the row's, so archived with it
+            return stream[len(FORMS_PREFIX) :] or None
         return stream if is_session_stream(stream) else None
 
     def streams(self, key: str) -> list[str]:
         """The streams a session's row gathers: archived together or not at all."""
-        return [key, lease_stream(key)]
+        return [key, lease_stream(key), forms_stream(key)]
 
     def apply(
         self, row: CatalogRow | None, key: str, events: Sequence[StoredEvent]
     ) -> CatalogRow | None:
+        if events[0].stream.startswith(FORMS_PREFIX):
+            return row  # answers change nothing the row shows: the session records them
         entry = _DECODE(row.doc) if row is not None else SessionEntry(session=key)
         lease_until = row.lease_until if row is not None else 0
         if events[0].stream.startswith(LEASE_PREFIX):
@@ -107,6 +140,7 @@ class SessionProjection:
 def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> SessionEntry:
     fields = msgspec.structs.asdict(entry)
     pending = list(entry.pending)
+    forms = list(entry.forms)
     for event in events:
         fields["events"] += 1
         if fields["created_at"] == 0 or event.seq == 0:
@@ -120,6 +154,8 @@ def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> Sessio
         ):
             fields["status"] = "running"  # resumed
         fields["suspended"] = tag == SessionSuspended.event_type
+        if tag in _FORM_TAGS or (forms and tag in _CALL_ENDS):
+            _forms(forms, tag, event.body)
         if tag not in _SESSION_TYPES:
             continue
         body = CODEC.decode(event)
@@ -149,10 +185,28 @@ def _apply_session(entry: SessionEntry, events: Sequence[StoredEvent]) -> Sessio
             case SessionEnded():
                 fields["status"] = "ended"
                 fields["end_reason"] = body.reason
+                forms.clear()
             case _:
                 pass
     fields["pending"] = tuple(pending)
+    fields["forms"] = tuple(forms)
     return SessionEntry(**fields)
+
+
+def _forms(forms: list[str], tag: str, body: bytes) -> None:
+    """The session's open MCP forms after one of its form or call-outcome events: a
+    form is open from its valid ``mcp.elicited`` until its answer or its call's end."""
+    if tag in _CALL_ENDS:
+        prefix = _CALL_ID(body).call_id + "#"
+        forms[:] = [f for f in forms if not f.startswith(prefix)]
+        return
+    asked = _ASKED(body)
+    key = f"{asked.call_id}#{asked.index}"
+    if tag == _ANSWERED_TAG:
+        if key in forms:
+            forms.remove(key)
+    elif asked.valid and key not in forms:
+        forms.append(key)
 
 
 def _apply_lease(
@@ -213,14 +267,15 @@ async def ended_before(store: EventStore, before: int) -> list[CheckpointHead]:
     """What ``skillog log archive`` takes: the heads of every session that ended
     (completed, failed or cancelled: status ``ended``) with its last event, its lease
     stream's included, before ``before`` (ns) and no lease held, and of its lease
-    stream. Running, suspended and leased sessions are never taken; the store skips
-    any that moves before its archive commits."""
+    stream and its forms' answers (``forms/<session>``), when it has them. Running,
+    suspended and leased sessions are never taken; the store skips any that moves
+    before its archive commits."""
     rows = await store.list_catalog(Listing(limit=None, status=("ended",)))  # type: ignore[attr-defined]
     heads: list[CheckpointHead] = []
     for row in rows:
         if row.updated_at >= before or row.holder is not None:
             continue
-        for stream in (row.key, lease_stream(row.key)):
+        for stream in (row.key, lease_stream(row.key), forms_stream(row.key)):
             head = await store.head(stream)
             if head is not None:
                 heads.append(CheckpointHead(stream=stream, seq=head.seq, hash=head.hash))

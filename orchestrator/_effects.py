@@ -21,9 +21,18 @@ from typing import Literal, Protocol
 import msgspec
 import trio
 
-from eventlog import SkillogError
+from eventlog import EventStore, SkillogError
 
-from ._events import McpRoot, McpServerFailed, McpToolsListed, SkillChanged, SkillInfo, ToolDef
+from ._events import (
+    McpFormAnswered,
+    McpRoot,
+    McpServerFailed,
+    McpToolsListed,
+    SkillChanged,
+    SkillInfo,
+    ToolDef,
+)
+from ._forms import FormWait
 from ._host_tools import HostTool, ToolContext, ToolOutcome
 from ._model import ModelAdapter, ModelError, ModelRequest, ModelResponse
 from ._state import ActiveSkill
@@ -183,27 +192,39 @@ def mcp_gone(recorded: Mapping[str, McpStatus], connected: Collection[str]) -> l
 class ElicitationRequest(msgspec.Struct, frozen=True, kw_only=True):
     """A form an MCP server asks a human to fill during the call ``call_id``
     (``elicitation/create``): its ``message`` and ``schema`` (the ``requestedSchema``,
-    a flat JSON Schema object as canonical JSON text)."""
+    a flat JSON Schema object as canonical JSON text); ``params`` the digest of the
+    request's parameters as recorded in ``mcp.elicited`` (what an answer kept in the
+    log is matched on)."""
 
     session_id: str
     call_id: str
     server: str
     message: str
     schema: str
+    params: str = ""
 
 
 class ElicitationAnswer(msgspec.Struct, frozen=True, kw_only=True):
     """A human's answer to a form: ``accept`` with ``content`` (the values, a JSON
-    object as text), ``decline`` or ``cancel``; ``decided_by`` names who answered."""
+    object as text), ``decline`` or ``cancel``; ``decided_by`` names who answered;
+    ``answer`` the hash of the ``mcp.form_answered`` event it came from, when it came
+    through the log from another process."""
 
     action: Literal["accept", "decline", "cancel"]
     decided_by: str
     content: str | None = None
+    answer: str = ""
 
 
 Elicitor = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer | None]]
-"""Asks a human to fill an MCP server's form, or None when nobody can (the server is
-then answered ``cancel``): a live MCP request cannot wait for another process."""
+"""Asks a human to fill an MCP server's form, or None when nobody in this process can
+(the form then waits for an answer through the log, ``skillog approvals answer``)."""
+
+
+def _from_log(answer: McpFormAnswered, digest: str) -> ElicitationAnswer:
+    return ElicitationAnswer(
+        action=answer.action, decided_by=answer.decided_by, content=answer.content, answer=digest
+    )
 
 
 class McpProgress(msgspec.Struct, frozen=True, kw_only=True):
@@ -300,9 +321,10 @@ class Effects(Protocol):
     async def elicit(
         self, request: ElicitationRequest, *, index: int, timeout_ms: int
     ) -> ElicitationAnswer | None:
-        """A human's answer to an MCP server's form (the ``index``-th of the call): None
-        when nobody in this process can answer, ``cancel`` by ``timeout`` when nobody
-        did within ``timeout_ms``."""
+        """A human's answer to an MCP server's form (the ``index``-th of the call): one
+        kept in the log for the same form, the elicitor's, or one given through the
+        log by another process; None when nobody can answer, ``cancel`` by ``timeout``
+        when nobody did within ``timeout_ms``."""
         ...
 
     def mcp_progress(self, progress: McpProgress) -> None:
@@ -422,6 +444,8 @@ class LiveEffects:
         # and who fills their forms (elicitation).
         self.model: ModelAdapter | None = None
         self.elicitor: Elicitor | None = None
+        # The log a form waits on for an answer from another process (Agent sets it).
+        self.forms_store: EventStore | None = None
         self.on_progress: ProgressSink | None = None
         # Private copies of skills for scripts: a shared cache_dir is safe across tasks
         # and processes (and kept); without one, a temporary directory removed on close.
@@ -632,10 +656,22 @@ class LiveEffects:
     async def elicit(
         self, request: ElicitationRequest, *, index: int, timeout_ms: int
     ) -> ElicitationAnswer | None:
-        if self.elicitor is None:
-            return None
+        wait = None
+        if self.forms_store is not None and request.params:
+            wait = FormWait(
+                self.forms_store, request.session_id, request.call_id, index, request.params
+            )
+            stored = await wait.stored()
+            if stored is not None:
+                return _from_log(*stored)
         with trio.move_on_after(timeout_ms / 1000):
-            return await self.elicitor(request)
+            if self.elicitor is not None:
+                answer = await self.elicitor(request)
+                if answer is not None or wait is None:
+                    return answer
+            elif wait is None:
+                return None
+            return _from_log(*await wait.wait())
         return ElicitationAnswer(action="cancel", decided_by="timeout")
 
     def mcp_progress(self, progress: McpProgress) -> None:

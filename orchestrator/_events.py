@@ -86,13 +86,18 @@ class McpToolRules(msgspec.Struct, frozen=True, kw_only=True):
     during one call; later ones are refused, and recorded. ``roots``: the servers (by
     name, ``*``) told the active skills' folders as ``roots/list``; others are told
     none. ``elicitation_timeout_ms``: how long a server's form (``elicitation/create``)
-    waits for a human before it is answered ``cancel``."""
+    waits for a human before it is answered ``cancel``. ``sampling_ask``: the servers
+    (by name, ``*``) whose sampling requests a human approves or denies first, through
+    the forms' channel (the terminal, ``skillog approvals``, the API, the console):
+    skillog's own form, ``approve`` and ``reason``, recorded as a form of the call;
+    such a server need not be named in ``sampling``."""
 
     approve: tuple[str, ...] = ()
     sampling: tuple[str, ...] = ()
     max_samples_per_call: int = 4
     roots: tuple[str, ...] = ()
     elicitation_timeout_ms: int = 120_000
+    sampling_ask: tuple[str, ...] = ()
 
 
 class ContextPolicy(msgspec.Struct, frozen=True, kw_only=True):
@@ -753,8 +758,12 @@ class McpElicitationAnswered(Event, frozen=True, kw_only=True):
     """The answer the server received to the form ``index`` of the call ``call_id``:
     ``action`` ``accept`` (with ``content``, the form's values as canonical JSON),
     ``decline`` or ``cancel``; ``decided_by`` who answered (``terminal``, the embedding
-    program's name, ``timeout``, ``nobody``), ``reason`` why when nobody did. An
-    ``accept`` with a ``reason`` did not fit the form: the server received ``cancel``."""
+    program's name, ``timeout``, ``nobody``, or the human who answered through
+    ``skillog approvals answer``, the API or the console), ``reason`` why when nobody
+    did. An ``accept`` with a ``reason`` did not fit the form: the server received
+    ``cancel``. ``answer``: the hash of the ``mcp.form_answered`` event in the stream
+    ``forms/<session>`` the answer came from (empty when it came from this process);
+    ``log verify`` checks that it exists and says the same."""
 
     event_type: ClassVar[str] = "mcp.elicitation_answered"
     call_id: str
@@ -764,6 +773,26 @@ class McpElicitationAnswered(Event, frozen=True, kw_only=True):
     content: str | None = None
     decided_by: str = ""
     reason: str = ""
+    answer: str = ""
+
+
+class McpFormAnswered(Event, frozen=True, kw_only=True):
+    """A human's answer to a pending MCP form of ``session`` (the form ``index`` of the
+    call ``call_id``, whose parameters are the blob ``params``), recorded in the stream
+    ``forms/<session>`` by another process than the session's driver (``skillog
+    approvals answer``, the service): ``action`` ``accept`` with ``content`` (the
+    values, canonical JSON, checked against the form) or ``decline``; ``decided_by``
+    who. The driver waiting on the form takes it and records
+    ``mcp.elicitation_answered`` naming this event's hash."""
+
+    event_type: ClassVar[str] = "mcp.form_answered"
+    session: str
+    call_id: str
+    index: int
+    params: str
+    action: Literal["accept", "decline"]
+    content: str | None = None
+    decided_by: str
 
 
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True):
@@ -990,6 +1019,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     McpRootsChanged,
     McpElicited,
     McpElicitationAnswered,
+    McpFormAnswered,
     ToolImages,
     LeaseAcquired,
     LeaseRenewed,

@@ -48,6 +48,7 @@ from eventlog import split_type
 
 from ._events import EVENT_TYPES
 from ._streams import (
+    FORMS_PREFIX,
     INDEX_STREAM,
     INSTALL_STREAM,
     LEASE_PREFIX,
@@ -59,7 +60,9 @@ from ._streams import (
 RULES: dict[str, str] = {
     "unknown_type": "an event type the runtime does not write",
     "malformed_body": "a body without the fields its type always has",
-    "wrong_stream": "a lease, index or webhook event in a session, or a session event elsewhere",
+    "wrong_stream": (
+        "a lease, index, webhook or form answer event in a session, or a session event elsewhere"
+    ),
     "not_started": "a session whose first event (after session.forked) is not session.started",
     "second_start": "session.started again",
     "fork_after_start": "session.forked after session.started",
@@ -101,6 +104,7 @@ RULES: dict[str, str] = {
     "webhook_order": "webhook.sending not one past the last attempt's outcome, or webhook.sent "
     "not for the attempt just announced",
     "webhook_after_final": "a webhook attempt after a delivered or failed outcome",
+    "form_wrong_session": "mcp.form_answered naming another session than its stream's",
 }
 """Every rule, by the identifier a violation names, and what breaks it."""
 
@@ -192,6 +196,10 @@ class _Sent(msgspec.Struct):
     outcome: str
 
 
+class _FormAnswer(msgspec.Struct):
+    session: str
+
+
 class _Renewed(msgspec.Struct):
     worker: str
 
@@ -211,6 +219,7 @@ _SUSPENDED, _RESPONDED, _ENDED = _decoder(_Suspended), _decoder(_Responded), _de
 _ACQUIRED, _RENEWED, _RELEASED = _decoder(_Acquired), _decoder(_Renewed), _decoder(_Released)
 _FAILED = _decoder(_Failed)
 _ATTEMPT, _SENT = _decoder(_Attempt), _decoder(_Sent)
+_FORM_ANSWER = _decoder(_FormAnswer)
 
 KNOWN_TAGS = frozenset(t.event_type for t in EVENT_TYPES)
 LEASE_TAGS = frozenset({"lease.acquired", "lease.renewed", "lease.released"})
@@ -219,6 +228,7 @@ ARCHIVED_TAG = "log.archived"
 INDEX_TAGS = frozenset({INDEX_TAG, "skill.env_built"})
 INSTALL_TAG = "skills.installed"
 WEBHOOK_TAGS = frozenset({"webhook.sending", "webhook.sent"})
+FORM_TAG = "mcp.form_answered"
 
 # A call's progress within its turn: asked for by the model, its intent recorded, its
 # approval asked for, approved, denied, its effect (or refusal) under way, resolved.
@@ -370,9 +380,9 @@ class SessionGrammar(GrammarCheck):
                 self.unchecked = True
                 return
             raise _Broken("unknown_type", f"type {tag!r} is not an event the runtime writes")
-        if tag in LEASE_TAGS or tag in (INDEX_TAG, INSTALL_TAG) or tag in WEBHOOK_TAGS:
+        if tag in LEASE_TAGS or tag in (INDEX_TAG, INSTALL_TAG, FORM_TAG) or tag in WEBHOOK_TAGS:
             raise _Broken(
-                "wrong_stream", f"{tag} belongs in a lease, index, install or webhook stream"
+                "wrong_stream", f"{tag} belongs in a lease, index, install, webhook or form stream"
             )
         if phase == self.ENDED:
             raise _Broken("after_end", f"{tag} after session.ended")
@@ -710,10 +720,28 @@ class WebhookGrammar(GrammarCheck):
         self.open, self.final = False, sent.outcome != "retrying"
 
 
+class FormsGrammar(GrammarCheck):
+    """``forms/<session>``: humans' answers to the session's MCP forms only
+    (``mcp.form_answered``, naming that session)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.session = stream[len(FORMS_PREFIX) :]
+
+    def step(self, seq: int, tag: str, body: bytes) -> None:
+        if tag != FORM_TAG:
+            raise _Broken("wrong_stream", f"{tag} in a form answers stream")
+        named = _FORM_ANSWER(body).session
+        if named != self.session:
+            raise _Broken("form_wrong_session", f"answers {named!r} in {self.stream!r}")
+
+
 def session_grammar(stream: str) -> GrammarCheck:
     """The grammar of ``stream`` by its id: the hook :func:`eventlog.verify` takes."""
     if stream.startswith(LEASE_PREFIX):
         return LeaseGrammar(stream)
+    if stream.startswith(FORMS_PREFIX):
+        return FormsGrammar(stream)
     if stream.startswith(WEBHOOK_PREFIX):
         return WebhookGrammar(stream)
     if stream == INDEX_STREAM:

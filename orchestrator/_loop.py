@@ -233,6 +233,7 @@ class Agent:
         if self.indexed is not None:
             await record_index_run(store, self.indexed, clock=self.clock)
         config = self.session_config()
+        self.effects.forms_store = store  # forms answered from other processes
         shown, hidden = self.effects.visible_catalog(refresh_context(config))
         return await Session.create(
             store,
@@ -266,6 +267,7 @@ class Agent:
         """:meth:`resume` from the session's events as ``read`` (see :meth:`Session.open`)."""
         if self.indexed is not None:
             await record_index_run(store, self.indexed, clock=self.clock)
+        self.effects.forms_store = store  # forms answered from other processes
         async with self.mcp_connected():
             session = await Session.open(
                 store,

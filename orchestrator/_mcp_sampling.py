@@ -111,6 +111,37 @@ def oversized(params: bytes) -> int | None:
     return size if isinstance(size, int) else None
 
 
+QUESTION_KEY = "skillogSampling"
+"""Marks skillog's own form asking a human about a sampling request (re-drive leaves it
+to the sampling request that asks it)."""
+
+
+def sampling_question(server: str, index: int, request: ModelRequest) -> bytes:
+    """The form ``policy.mcp.sampling_ask`` puts to a human before the model is asked:
+    what the server would send the model, and ``approve``/``reason``."""
+    text = " / ".join(p.text for m in request.messages for p in m.parts if isinstance(p, TextPart))
+    message = (
+        f"MCP server {server} asks the session's model (request {index} of its call, "
+        f"at most {request.max_tokens} tokens). System: {(request.system or '-')[:300]}. "
+        f"Messages: {text[:1000]}. Let it?"
+    )
+    schema = {
+        "type": "object",
+        "properties": {"approve": {"type": "boolean"}, "reason": {"type": "string"}},
+        "required": ["approve"],
+    }
+    return encode_canonical({"message": message, "requestedSchema": schema, QUESTION_KEY: index})
+
+
+def is_sampling_question(params: bytes) -> bool:
+    """Whether recorded form parameters are skillog's own sampling question."""
+    try:
+        value = msgspec.json.decode(params)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(value, dict) and QUESTION_KEY in value
+
+
 def allows(servers: tuple[str, ...], server: str) -> bool:
     return "*" in servers or server in servers
 
@@ -158,7 +189,7 @@ class CallRequests:
         size = oversized(params)
         if size is not None:
             refusal = f"the request is {size} bytes; the limit is {MAX_PARAMS_BYTES}"
-        elif not allows(rules.sampling, server):
+        elif not allows(rules.sampling, server) and not allows(rules.sampling_ask, server):
             refusal = (
                 f"policy does not let MCP server {server!r} sample the session's model "
                 "(policy.mcp.sampling)"
@@ -176,6 +207,9 @@ class CallRequests:
                 request = sampling_request(config, params)
             except SamplingRefusedError as e:
                 refusal = f"skillog cannot take up this sampling request: {e}"
+        if request is not None and allows(rules.sampling_ask, server):
+            refusal = await self._ask_human(index, request)
+            request = None if refusal is not None else request
         digest = ctx.rec.blob(params)
         request_hash = "" if request is None else _request_hash(request)
         await ctx.commit(
@@ -202,6 +236,23 @@ class CallRequests:
             return None, f"the model failed: {error}"
         await ctx.commit([self._answered(index, response, None, start)])
         return sampling_result(response, config.model), None
+
+    async def _ask_human(self, index: int, request: ModelRequest) -> str | None:
+        """Put ``sampling_ask``'s question to a human as skillog's own form of the call
+        (recorded like a server's, answered through the same channel); the refusal,
+        or None when approved."""
+        question = sampling_question(self._server, index, request)
+        form, self._forms = self._forms, self._forms + 1
+        answer, _ = await elicit(self._ctx, self._server, form, question)
+        decided = msgspec.json.decode(answer or b"{}")
+        content = decided.get("content") or {}
+        if decided.get("action") == "accept" and content.get("approve") is True:
+            return None
+        why = content.get("reason") or f"the human chose {decided.get('action', 'cancel')}"
+        return (
+            f"a human did not let MCP server {self._server!r} sample the session's model "
+            f"(policy.mcp.sampling_ask): {str(why)[:500]}"
+        )
 
     def _answered(
         self, index: int, response: ModelResponse | None, error: str | None, start: int

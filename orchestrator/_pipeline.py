@@ -186,6 +186,7 @@ def _recorded(state: SessionState, call_id: str, fresh: frozenset[str]) -> Recor
         started=progress.started.get(call_id),
         install=progress.installs.get(call_id),
         task=progress.tasks.get(call_id),
+        forms=tuple(f for (c, _), f in sorted(progress.forms.items()) if c == call_id),
     )
 
 

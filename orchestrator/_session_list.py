@@ -37,6 +37,7 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     state: str = ""
     end_reason: str | None = None
     pending_approvals: int = 0
+    pending_forms: int = 0
     started_ns: int = 0
     forked_from: str | None = None
     fork_at_seq: int | None = None
@@ -89,6 +90,7 @@ def session_row(row: CatalogRow) -> SessionRow:
         state=entry.status,
         end_reason=entry.end_reason,
         pending_approvals=len(entry.pending),
+        pending_forms=len(entry.forms),
         started_ns=entry.created_at,
         forked_from=entry.forked_from,
         fork_at_seq=entry.fork_at_seq,
@@ -102,24 +104,33 @@ def session_row(row: CatalogRow) -> SessionRow:
 
 def entry_status_text(entry: SessionEntry) -> str:
     """:func:`status_text` of a catalog row."""
-    return _status_text(entry.status, entry.end_reason, len(entry.pending), entry.provider)
+    return _status_text(
+        entry.status, entry.end_reason, len(entry.pending), entry.provider, len(entry.forms)
+    )
 
 
 def status_text(state: SessionState) -> str:
     """``ended (max_turns)``, ``suspended: awaiting approval (2 pending)``,
     ``suspended: approvals decided, resume it``, ``open (resumable)``; a session of
     ``skillog mcp serve`` that has not ended is an MCP client's connection, which no
-    one can resume (``open (MCP client connection, not resumable)``)."""
+    one can resume (``open (MCP client connection, not resumable)``); one whose MCP
+    server's form waits for a human, ``open: waiting for input (1 form)``."""
     reason = state.ended.reason if state.ended is not None else None
     provider = state.config.provider if state.config is not None else ""
-    return _status_text(state.status, reason, len(state.pending_approvals), provider)
+    progress = state.turn_progress
+    forms = len(progress.forms) if progress is not None else 0
+    return _status_text(state.status, reason, len(state.pending_approvals), provider, forms)
 
 
-def _status_text(status: str, end_reason: str | None, pending: int, provider: str) -> str:
+def _status_text(
+    status: str, end_reason: str | None, pending: int, provider: str, forms: int = 0
+) -> str:
     if status == "ended":
         return f"ended ({end_reason})"
     if provider == "mcp":
         return "open (MCP client connection, not resumable)"
+    if forms:
+        return f"open: waiting for input ({forms} form{'s' if forms > 1 else ''})"
     if status == "awaiting_approval":
         return f"suspended: awaiting approval ({pending} pending)"
     if status == "resumable":

@@ -24,6 +24,8 @@ from ._events import (
     CatalogSnapshot,
     ContextCompacted,
     Event,
+    McpElicitationAnswered,
+    McpElicited,
     McpRoot,
     McpRootsChanged,
     McpSampleAnswered,
@@ -98,6 +100,7 @@ class TurnProgress:
         "called",
         "changes",
         "decided_while_suspended",
+        "forms",
         "installs",
         "started",
         "tasks",
@@ -117,6 +120,9 @@ class TurnProgress:
         self.decided_while_suspended: set[str] = set()
         self.started: dict[str, ScriptStarted] = {}
         self.tasks: dict[str, McpTaskCreated] = {}
+        # The MCP forms asked and not answered yet, by (call, index): a process that
+        # died while one waited leaves it here, and the call run again asks it again.
+        self.forms: dict[tuple[str, int], McpElicited] = {}
         self.changes: dict[str, list[ViewChange]] = {}
         # What each recorded approval request said a lazy install would install.
         self.installs: dict[str, tuple[str, ...]] = {}
@@ -129,6 +135,7 @@ class TurnProgress:
         other.started = dict(self.started)
         other.installs = dict(self.installs)
         other.tasks = dict(self.tasks)
+        other.forms = dict(self.forms)
         other.changes = {k: list(v) for k, v in self.changes.items()}
         return other
 
@@ -464,6 +471,13 @@ def _progress(progress: TurnProgress, event: Event, call_id: str, *, suspended: 
             progress.started[call_id] = event
         case McpTaskCreated():
             progress.tasks[call_id] = event
+        case McpElicited() if event.valid:
+            progress.forms[call_id, event.index] = event
+        case McpElicitationAnswered():
+            progress.forms.pop((call_id, event.index), None)
+        case ToolCompleted() | ToolInterrupted() if progress.forms:
+            for key in [k for k in progress.forms if k[0] == call_id]:
+                del progress.forms[key]
         case SkillActivated() | SkillDeactivated() | SkillChanged():
             progress.changes.setdefault(call_id, []).append(event)
         case _:

@@ -31,6 +31,17 @@ WEBHOOK_PREFIX = "webhook/"
 service's ``_notify``): about the log, in it, but in no session."""
 
 
+FORMS_PREFIX = "forms/"
+"""Every ``forms/<session>`` stream holds the human answers to the session's MCP forms
+(``mcp.form_answered``), written by ``skillog approvals answer``, the API or the
+console while the session's driver holds its lease and waits (``_mcp_elicit``)."""
+
+
+def forms_stream(session_id: str) -> str:
+    """The stream of the answers to ``session_id``'s MCP forms."""
+    return f"{FORMS_PREFIX}{session_id}"
+
+
 def webhook_stream(delivery: str) -> str:
     """The stream of the notification ``delivery`` (the notified event's hash)."""
     return f"{WEBHOOK_PREFIX}{delivery}"
@@ -47,5 +58,7 @@ LOG_STREAMS = frozenset({INDEX_STREAM, INSTALL_STREAM, MAINTENANCE_STREAM})
 
 def is_session_stream(stream: str) -> bool:
     """Sessions are every stream but the fleet's leases, the indexing runs, the installs,
-    the log's maintenance and the webhook deliveries."""
-    return stream not in LOG_STREAMS and not stream.startswith((LEASE_PREFIX, WEBHOOK_PREFIX))
+    the log's maintenance, the webhook deliveries and the answers to forms."""
+    return stream not in LOG_STREAMS and not stream.startswith(
+        (LEASE_PREFIX, WEBHOOK_PREFIX, FORMS_PREFIX)
+    )

@@ -15,15 +15,27 @@ that names a blob.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
-from eventlog import BlobReader, Checkpoint, EventStore, VerifyReport, split_type, verify
+from eventlog import (
+    BlobReader,
+    Checkpoint,
+    EventStore,
+    Fault,
+    StreamGrammar,
+    VerifyReport,
+    split_type,
+    verify,
+)
 
 from ._catalog import SESSIONS
-from ._grammar import session_grammar
+from ._events import CODEC, McpElicitationAnswered, McpFormAnswered
+from ._forms import check_answer_refs
+from ._grammar import GrammarCheck, Violation, session_grammar
+from ._streams import forms_stream, is_session_stream
 
 
 class _Prompt(msgspec.Struct):
@@ -183,14 +195,73 @@ async def verdict(
     chain, its signed head, the blobs it references), at a cost that depends on that
     session alone. Every reader shows this report; none decides on its own.
     """
-    return await verify(
+    named: list[tuple[str, int, McpElicitationAnswered]] = []
+
+    def grammar(stream: str) -> StreamGrammar:
+        rules = session_grammar(stream)
+        return _FormRefs(rules, named) if is_session_stream(stream) else rules
+
+    report = await verify(
         store,
         streams=None if session is None else (session,),
         checkpoints=checkpoints,
         keys=keys,
         tofu=tofu,
         progress=progress,
-        grammar=session_grammar,
+        grammar=grammar,
         references=blob_references,
         projection=SESSIONS,
     )
+    faults = await _form_answer_faults(store, named)
+    if not faults:
+        return report
+    return msgspec.structs.replace(
+        report, fault=report.fault or faults[0], faults=(*report.faults, *faults)
+    )
+
+
+ANSWERED_TAG = "mcp.elicitation_answered"
+_ANSWERED = msgspec.json.Decoder(McpElicitationAnswered).decode
+
+
+class _FormRefs:
+    """A session's grammar that also collects the ``mcp.elicitation_answered`` events
+    naming a human's answer in ``forms/<session>`` (checked once the chains are)."""
+
+    def __init__(
+        self, rules: GrammarCheck, named: list[tuple[str, int, McpElicitationAnswered]]
+    ) -> None:
+        self.rules, self.named = rules, named
+
+    def feed(self, rows: Sequence[Any]) -> Violation | None:
+        for row in rows:
+            if row[1] == ANSWERED_TAG:
+                try:
+                    body = _ANSWERED(row[3])
+                except (msgspec.DecodeError, msgspec.ValidationError):
+                    continue  # the grammar names a malformed body
+                if body.answer:
+                    self.named.append((self.rules.stream, row[0], body))
+        return self.rules.feed(rows)
+
+
+async def _form_answer_faults(
+    store: EventStore, named: list[tuple[str, int, McpElicitationAnswered]]
+) -> list[Fault]:
+    """A fault per recorded answer whose ``mcp.form_answered`` is missing or differs."""
+    faults = []
+    answers: dict[str, dict[str, McpFormAnswered]] = {}
+    for stream, seq, answered in named:
+        if stream not in answers:
+            answers[stream] = {}
+            async for event in store.read(forms_stream(stream)):
+                body = CODEC.decode(event)
+                if isinstance(body, McpFormAnswered):
+                    answers[stream][event.hash] = body
+        problem = check_answer_refs(answered, answers[stream].get(answered.answer))
+        if problem is not None:
+            detail = f"mcp.elicitation_answered (call {answered.call_id}): {problem}"
+            faults.append(
+                Fault(kind="grammar", stream=stream, seq=seq, detail=detail, rule="form_answer")
+            )
+    return faults

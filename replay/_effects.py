@@ -59,6 +59,7 @@ from orchestrator import (
     ToolCompleted,
     ToolContext,
     ToolOutcome,
+    is_sampling_question,
 )
 from orchestrator.runtime import GetBlob, McpStatus, McpTask, RefreshContext
 from orchestrator.scripts import SandboxUsed, ScriptRequest, ScriptResult
@@ -275,7 +276,7 @@ class RecordedEffects:
                 params = await self._store.get_blob(asked.params)
                 if isinstance(asked, McpSampled):
                     await requests.sample(params)
-                else:
+                elif not is_sampling_question(params):  # skillog's own: asked by sample
                     await requests.elicit(params)
         created = self._mcp_tasks.get(context.call_id)
         if task is not None and task.task_id is None and created is not None:
@@ -303,7 +304,10 @@ class RecordedEffects:
         if answered is None or answered.decided_by == "nobody":
             return None
         return ElicitationAnswer(
-            action=answered.action, decided_by=answered.decided_by, content=answered.content
+            action=answered.action,
+            decided_by=answered.decided_by,
+            content=answered.content,
+            answer=answered.answer,
         )
 
     def mcp_progress(self, progress: McpProgress) -> None:

@@ -39,6 +39,8 @@ from ._schemas import (
     ExportRequest,
     Forked,
     ForkRequest,
+    FormAnswerOut,
+    FormAnswerRequest,
     Health,
     LoginRequest,
     ReplayOut,
@@ -162,7 +164,7 @@ API: list[tuple[Operation, Handler]] = [
         Operation(
             "GET",
             "/api/approvals",
-            "pending approval requests (?session=)",
+            "pending approval requests and MCP forms (?session=)",
             "viewer",
             response=ApprovalList,
         ),
@@ -189,6 +191,17 @@ API: list[tuple[Operation, Handler]] = [
             DecisionOut,
         ),
         api.decide,
+    ),
+    (
+        Operation(
+            "POST",
+            S + "/forms/{call}/answer",
+            "answer a pending MCP form (accept with values, or decline)",
+            "approver",
+            FormAnswerRequest,
+            FormAnswerOut,
+        ),
+        api.answer_form_request,
     ),
     (
         Operation(

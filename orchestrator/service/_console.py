@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -18,6 +19,7 @@ from .._approvals import PendingApproval, pending_approvals
 from .._display import hidden_path, shown_html
 from .._events import PolicyConfig
 from .._fleet import session_config
+from .._forms import PendingForm, pending_forms
 from .._policy import suggested_rule
 from .._session import SessionNotFoundError
 from .._session_list import status_text, when
@@ -216,7 +218,69 @@ async def _inbox(request: Request, who: Principal) -> str:
         config = await session_config(store, p.session_id)
         if config is not None:
             policies[p.session_id] = config.policy
-    return _approvals(pending, policies, who)
+    forms = await pending_forms(store)
+    if not forms:
+        return _approvals(pending, policies, who)
+    return _forms(forms, who) + (_approvals(pending, policies, who) if pending else "")
+
+
+def _forms(forms: list[PendingForm], who: Principal) -> str:
+    """Each MCP form waiting for a human, rendered from its flat schema (the server's
+    words escaped): a field per property, Submit (accept) and Decline; the API checks
+    the values against the form and says which field does not fit."""
+    can = "" if who.may("approver") else " disabled"
+    items = []
+    for f in forms:
+        required = set(f.schema.get("required", []))
+        fields = "".join(
+            _field(str(name), spec, name in required)
+            for name, spec in f.schema.get("properties", {}).items()
+            if isinstance(spec, dict)
+        )
+        items.append(
+            f'<article class="approval form" data-session="{escape(f.session_id)}" '
+            f'data-call="{escape(f.call_id)}" data-index="{f.index}"><dl>'
+            f'<dt>session</dt><dd><a href="/console/sessions/{escape(f.session_id)}">'
+            f"{escape(f.session_id)}</a></dd>"
+            f"<dt>call</dt><dd>{escape(f.call_id)}</dd>"
+            f"<dt>form from</dt><dd>MCP server {escape(f.server)}</dd>"
+            f"<dt>message</dt><dd><pre>{escape(f.message)}</pre></dd>"
+            f"<dt>requested</dt><dd>{when(f.requested_at)} UTC</dd></dl>"
+            f'<fieldset class="fields">{fields}</fieldset>'
+            f'<button class="answer" data-action="accept"{can}>Submit</button> '
+            f'<button class="answer" data-action="decline"{can}>Decline</button>'
+            '<p class="message"></p></article>'
+        )
+    return "".join(items)
+
+
+def _field(name: str, spec: dict[str, Any], required: bool) -> str:
+    kind = spec.get("type")
+    title = escape(str(spec.get("title") or name))
+    star = " *" if required else ""
+    data = f'data-field="{escape(name)}" data-kind="{escape(str(kind))}"'
+    if kind == "array":
+        items = spec.get("items") or {}
+        choices = items.get("enum") or [c.get("const") for c in items.get("anyOf", [])]
+        boxes = "".join(
+            f'<label><input type="checkbox" class="choice" value="{escape(str(c))}"> '
+            f"{escape(str(c))}</label> "
+            for c in choices
+        )
+        return f'<div class="field" {data}><span>{title}{star}</span> {boxes}</div>'
+    if kind == "boolean":
+        control = '<input type="checkbox" class="value">'
+    elif isinstance(spec.get("enum"), list):
+        options = "".join(
+            f'<option value="{escape(str(c))}">{escape(str(c))}</option>' for c in spec["enum"]
+        )
+        control = f'<select class="value"><option value=""></option>{options}</select>'
+    elif kind in ("integer", "number"):
+        step = "1" if kind == "integer" else "any"
+        control = f'<input type="number" step="{step}" class="value">'
+    else:
+        control = '<input type="text" maxlength="8192" class="value">'
+    return f'<div class="field" {data}><label>{title}{star} {control}</label></div>'
 
 
 async def approvals_page(request: Request) -> Response:

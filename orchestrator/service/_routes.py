@@ -21,6 +21,7 @@ from .._approvals import RememberError, decide_approval, pending_approvals
 from .._display import hidden_path
 from .._events import CODEC
 from .._fleet import lease_history, queue_session, session_config
+from .._forms import FormAnswerError, FormValuesError, answer_form, pending_forms
 from .._session import SessionNotFoundError
 from .._session_list import status_text
 from .._state import SessionState, apply
@@ -40,6 +41,8 @@ from ._schemas import (
     ExportOut,
     ExportRequest,
     FaultOut,
+    FormAnswerOut,
+    FormAnswerRequest,
     Health,
     ReplayOut,
     SessionList,
@@ -281,7 +284,56 @@ async def list_approvals(request: Request) -> Response:
     sid = request.query_params.get("session")
     if sid is not None and not _SESSION_ID.fullmatch(sid):
         raise ApiError(422, "not a session id", "query.session")
-    return json(ApprovalList(approvals=await pending_approvals(context(request).store, sid)))
+    store = context(request).store
+    return json(
+        ApprovalList(
+            approvals=await pending_approvals(store, sid), forms=await pending_forms(store, sid)
+        )
+    )
+
+
+def call_id(request: Request) -> str:
+    """The path's call id, or a 422."""
+    call: str = request.path_params["call"]
+    if not _SESSION_ID.fullmatch(call):
+        raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
+    return call
+
+
+async def answer_form_request(request: Request) -> Response:
+    """Answer a pending MCP form; ``decided_by`` is the token's name. 409 when the
+    form is not pending (never asked, answered, its call over), 422 when the values do
+    not fit it."""
+    principal = require(request, "approver")
+    sid = session_id(request)
+    call = call_id(request)
+    req = await body(request, FormAnswerRequest)
+    if req.action == "decline" and req.values:
+        raise ApiError(422, "a declined form takes no values", "values")
+    try:
+        answer, digest = await answer_form(
+            context(request).store,
+            sid,
+            call,
+            action=req.action,
+            values=req.values or {},
+            decided_by=principal.name,
+            index=req.index,
+        )
+    except FormValuesError as e:
+        raise ApiError(422, str(e), "values") from e
+    except FormAnswerError as e:
+        raise ApiError(409, str(e)) from e
+    return json(
+        FormAnswerOut(
+            session_id=sid,
+            call_id=call,
+            index=answer.index,
+            action=answer.action,
+            decided_by=answer.decided_by,
+            answer=digest,
+        )
+    )
 
 
 async def decide(request: Request) -> Response:
@@ -289,9 +341,7 @@ async def decide(request: Request) -> Response:
     the call is not pending (never requested, decided, expired, lost a race)."""
     principal = require(request, "approver")
     sid = session_id(request)
-    call = request.path_params["call"]
-    if not _SESSION_ID.fullmatch(call):
-        raise ApiError(422, "a call id is 1-128 letters, digits, '_', '.' or '-'", "call")
+    call = call_id(request)
     req = await body(request, DecisionRequest)
     try:
         decision = await decide_approval(

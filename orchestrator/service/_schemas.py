@@ -3,12 +3,13 @@ same types the OpenAPI schema is generated from."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from .._approvals import PendingApproval
 from .._events import SkillInfo
+from .._forms import PendingForm
 from .._session_list import SessionRow
 
 Task = Annotated[str, msgspec.Meta(min_length=1, max_length=32_000)]
@@ -144,7 +145,34 @@ class EventPage(_Out, frozen=True, kw_only=True):
 
 
 class ApprovalList(_Out, frozen=True, kw_only=True):
+    """The pending approval requests, and the MCP forms waiting for a human
+    (``forms``: each with the server's message and flat schema, as the server wrote
+    them)."""
+
     approvals: list[PendingApproval]
+    forms: list[PendingForm] = []
+
+
+class FormAnswerRequest(_In, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A human's answer to a pending MCP form: ``accept`` with ``values`` (the form's
+    fields, checked against its schema) or ``decline``; ``index`` which form of the
+    call (default: its first pending one)."""
+
+    action: Literal["accept", "decline"]
+    values: Annotated[dict[str, Any], msgspec.Meta(max_length=100)] | None = None
+    index: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class FormAnswerOut(_Out, frozen=True, kw_only=True):
+    """The answer as recorded in ``forms/<session>``: ``answer`` the event's hash, which
+    the session's ``mcp.elicitation_answered`` names once the driver takes it."""
+
+    session_id: str
+    call_id: str
+    index: int
+    action: str
+    decided_by: str
+    answer: str
 
 
 class DecisionOut(_Out, frozen=True, kw_only=True):

@@ -37,6 +37,7 @@ def parameters(fn: object, skip: tuple[str, ...] = ("self", "cls")) -> list[str]
                 o.ApprovalRequest,
                 o.ApprovalDecision,
                 o.PendingApproval,
+                o.PendingForm,
                 o.InterruptedCall,
             )
         ],

@@ -279,7 +279,15 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "webhook_wrong_delivery": ("webhook/d", [sending(1, delivery="e")]),
         "webhook_order": ("webhook/d", [sending(1), sending(2)]),
         "webhook_after_final": ("webhook/d", [sending(1), sent(1, "delivered"), sending(2)]),
+        "form_wrong_session": ("forms/s", [form_answer("other")]),
     }
+
+
+def form_answer(session: str) -> tuple[str, bytes]:
+    from orchestrator._events import McpFormAnswered
+
+    return encoded(McpFormAnswered(session=session, call_id="c", index=0, params="p",
+                                   action="decline", decided_by="h"))  # fmt: skip
 
 
 def sending(attempt: int, delivery: str = "d") -> tuple[str, bytes]:

@@ -88,6 +88,43 @@ function setupDecisions() {
   });
 }
 
+// Submit/Decline on an MCP form in the inbox: the values read from its fields by kind
+// (the API checks them against the form and names a field that does not fit).
+function setupForms() {
+  document.addEventListener("click", async (event) => {
+    const button = event.target.closest("button.answer");
+    if (!button) return;
+    const article = button.closest("article.form");
+    const action = button.dataset.action;
+    const body = { action, index: Number(article.dataset.index) };
+    if (action === "accept") {
+      const values = {};
+      for (const field of article.querySelectorAll("div.field")) {
+        const kind = field.dataset.kind;
+        if (kind === "array") {
+          values[field.dataset.field] = Array.from(field.querySelectorAll("input.choice:checked")).map((b) => b.value);
+          continue;
+        }
+        const input = field.querySelector(".value");
+        if (kind === "boolean") { values[field.dataset.field] = input.checked; continue; }
+        if (input.value === "") continue;  // left empty: not given
+        values[field.dataset.field] = (kind === "integer" || kind === "number") ? Number(input.value) : input.value;
+      }
+      body.values = values;
+    }
+    const url = "/api/sessions/" + encodeURIComponent(article.dataset.session) + "/forms/" +
+      encodeURIComponent(article.dataset.call) + "/answer";
+    const result = await call("POST", url, body);
+    const message = article.querySelector(".message");
+    if (result.ok) {
+      say(message, (action === "accept" ? "answered" : "declined") + " by " + result.data.decided_by, true);
+      article.querySelectorAll("button.answer").forEach((b) => { b.disabled = true; });
+    } else {
+      say(message, failure(result), false);
+    }
+  });
+}
+
 // A result that stays on the page until its "Dismiss" button is pressed.
 function notice(text, ok) {
   const box = document.getElementById("notices");
@@ -499,13 +536,15 @@ function makePreview(trace) {
 // a new request is added, one decided elsewhere removed; one being worked on here (a
 // reason typed, a message shown) is left alone, so a live update never wipes it.
 function mergeApprovals(panel, html) {
-  const key = (a) => a.dataset.session + "/" + a.dataset.call;
+  const key = (a) => a.dataset.session + "/" + a.dataset.call + "/" + (a.dataset.index || "");
   const fresh = document.createElement("template");
   fresh.innerHTML = html;  // server-escaped
   const incoming = new Map(Array.from(fresh.content.querySelectorAll("article.approval")).map((a) => [key(a), a]));
   for (const article of Array.from(panel.querySelectorAll("article.approval"))) {
     const picked = article.querySelector("input.pick");
-    const busy = article.querySelector("input.reason").value || article.querySelector(".message").textContent ||
+    const reason = article.querySelector("input.reason");
+    const typed = Array.from(article.querySelectorAll("div.field .value")).some((i) => i.value || i.checked);
+    const busy = (reason && reason.value) || typed || article.querySelector(".message").textContent ||
       (picked && picked.checked);
     if (!incoming.has(key(article)) && !busy) article.remove();
     incoming.delete(key(article));
@@ -605,5 +644,6 @@ document.addEventListener("DOMContentLoaded", () => {
   setupLogout();
   setupSubmit();
   setupDecisions();
+  setupForms();
   setupLive();
 });

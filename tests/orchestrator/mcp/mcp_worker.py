@@ -7,6 +7,9 @@ usage: mcp_worker.py run|resume DB SERVER_DIR EFFECT (the class the config gives
        ``modern`` server's ``job`` over streamable HTTP at URL)
        mcp_worker.py stdio-task-run|stdio-task-resume DB SERVER_DIR (the same, the
        ``modern`` server over stdio: a resumed session starts it anew)
+       mcp_worker.py form-run|form-resume DB SERVER_DIR (a session whose call ``f1`` is
+       the ``modern`` server's ``form``, idempotent, with nobody in the process to answer:
+       the form waits for ``skillog approvals answer``)
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 import trio
 
 from eventlog import open_sqlite_store
-from orchestrator import Agent
+from orchestrator import Agent, McpToolRules, PolicyConfig
 from orchestrator.adapters import ScriptedModel
 from orchestrator.mcp import McpServerConfig
 
@@ -55,9 +58,40 @@ async def task(mode: str, db: str, where: str) -> None:
             await agent.resume(store, "tasked")
 
 
+FORM = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name"],
+}
+FORM_TURNS = [
+    {"tool_calls": [{"id": "f1", "name": "mcp__modern__form", "arguments": {"schema": FORM}}]},
+    {"text": "done"},
+]
+
+
+async def form(mode: str, db: str, server_dir: str) -> None:
+    server = McpServerConfig(
+        name="modern",
+        command=sys.executable,
+        args=(str(Path(server_dir) / "mcp_server.py"), "modern"),
+        effects={"form": "idempotent"},
+    )
+    policy = PolicyConfig(mcp=McpToolRules(elicitation_timeout_ms=60_000))
+    turns = FORM_TURNS if mode == "form-run" else FORM_TURNS[1:]
+    agent = Agent(model=ScriptedModel(turns), model_name="m", mcp_servers=[server], policy=policy)
+    async with open_sqlite_store(db) as store:
+        if mode == "form-run":
+            await agent.run(store, "go", session_id="formed")
+        else:
+            await agent.resume(store, "formed")
+
+
 async def main(mode: str, db: str, server_dir: str, effect: str = "") -> None:
     if "task-" in mode:
         await task(mode, db, server_dir)
+        return
+    if mode.startswith("form-"):
+        await form(mode, db, server_dir)
         return
     server = McpServerConfig(
         name="tracker",

@@ -13,7 +13,13 @@ from typing import Any
 import msgspec
 
 from eventlog import open_sqlite_store
-from orchestrator import Agent, McpToolRules, PolicyConfig
+from orchestrator import (
+    Agent,
+    ElicitationAnswer,
+    ElicitationRequest,
+    McpToolRules,
+    PolicyConfig,
+)
 from orchestrator._events import (
     CODEC,
     McpSampleAnswered,
@@ -32,7 +38,7 @@ Stdio = Any
 
 
 async def _run(
-    tmp_path: Path, stdio: Stdio, policy: PolicyConfig, *turns: Any
+    tmp_path: Path, stdio: Stdio, policy: PolicyConfig, *turns: Any, elicitor: Any = None
 ) -> tuple[str, list[Any], dict[str, bytes]]:
     async with open_sqlite_store(tmp_path / "log.db") as store:
         session = await Agent(
@@ -40,6 +46,7 @@ async def _run(
             model_name="test-model",
             mcp_servers=[stdio("modern", "modern")],
             policy=policy,
+            elicitor=elicitor,
         ).run(store, "ask the server")
         events = [CODEC.decode(e) async for e in store.read(session.id)]
         blobs = {
@@ -135,5 +142,39 @@ async def test_content_skillog_cannot_sample_is_refused_with_the_reason(
     db = sqlite3.connect(tmp_path / "log.db")
     (body,) = db.execute("SELECT body FROM events WHERE type = 'mcp.sampled'").fetchone()
     assert msgspec.json.decode(body)["request_hash"] == ""
+    code, output = await _replay_cli(tmp_path / "log.db", session)
+    assert code == 0, output
+
+
+async def test_sampling_ask_puts_each_request_to_a_human_first(
+    tmp_path: Path, stdio: Stdio
+) -> None:
+    """``policy.mcp.sampling_ask``: before the model is asked, a human approves or denies
+    through the forms' channel (here the embedding program's elicitor; a worker's goes to
+    ``skillog approvals``); recorded as skillog's own form of the call, then the request."""
+    asked: list[ElicitationRequest] = []
+    verdicts = iter([{"approve": True}, {"approve": False, "reason": "not today"}])
+
+    async def human(request: ElicitationRequest) -> ElicitationAnswer:
+        asked.append(request)
+        content = msgspec.json.encode(next(verdicts)).decode()
+        return ElicitationAnswer(action="accept", decided_by="ops", content=content)
+
+    policy = PolicyConfig(mcp=McpToolRules(sampling_ask=("modern",)))
+    answer = {"text": "Paris", "usage": {"input_tokens": 11, "output_tokens": 2}}
+    session, events, _ = await _run(
+        tmp_path, stdio, policy, _ask("capital of France?"), answer, _ask("and of Peru?"),
+        elicitor=human,
+    )  # fmt: skip
+    assert "MCP server modern asks the session's model" in asked[0].message
+    assert "capital of France?" in asked[0].message and "Let it?" in asked[0].message
+    sampled = [e for e in events if isinstance(e, McpSampled)]
+    assert [s.allowed for s in sampled] == [True, False]
+    assert "not today" in sampled[1].reason and "sampling_ask" in sampled[1].reason
+    order = [type(e).__name__ for e in events]
+    first = order.index("McpSampled")
+    assert order.index("McpElicited") < order.index("McpElicitationAnswered") < first
+    done = [e.content for e in events if isinstance(e, ToolCompleted)]
+    assert done[0] == "test-model: Paris" and "not today" in done[1]
     code, output = await _replay_cli(tmp_path / "log.db", session)
     assert code == 0, output
