@@ -38,7 +38,9 @@ async def follow(
                     data = json.loads(line[6:])
                 elif line == "" and data is not None:
                     assert ident is not None
-                    await send.send((ident, data))
+                    # no checkpoint here: a cancel lands in httpx's reader, which closes it (a
+                    # chunk can hold several messages)
+                    send.send_nowait((ident, data))
                     ident, data = None, None
 
     async with trio.open_nursery() as nursery:
