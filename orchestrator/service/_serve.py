@@ -89,6 +89,7 @@ async def serve(
 
     async with trio.open_nursery() as outer:
         await outer.start(tail)
+        outer.start_soon(ctx.tail.poll)
         if writer is not None:
             await outer.start(writer.run)
         driving = [w.running for w in workers]

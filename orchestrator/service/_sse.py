@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 
 import msgspec
@@ -47,6 +47,9 @@ ENDED = "session.ended"
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
+WATCHED_POLL_S = 0.01
+"""How often the tail looks for other processes' commits while a stream is followed
+(SQLite: a worker in its own process commits where this one cannot hear it)."""
 """The latest events of a followed session the tail holds for its live streams."""
 _ENCODER = msgspec.json.Encoder()
 
@@ -134,12 +137,14 @@ class Tail:
         # stream -> its latest events as the tail saw them, while followed: the streams
         # of one session share them instead of each reading the store on every commit.
         self._recent: dict[str, deque[Event]] = {}
+        self._followed = trio.Event()  # set while any stream is followed
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
         """While a live stream follows ``stream``; its wake-ups are forgotten when the
         last one leaves (memory stays with the streams followed now)."""
         self._watchers[stream] = self._watchers.get(stream, 0) + 1
+        self._followed.set()
         try:
             yield
         finally:
@@ -148,6 +153,8 @@ class Tail:
                 del self._watchers[stream]
                 self._committed.pop(stream, None)
                 self._recent.pop(stream, None)
+                if not self._watchers:
+                    self._followed = trio.Event()
 
     def kept(self) -> set[str]:
         """The streams this tail keeps anything for: those followed now."""
@@ -187,6 +194,20 @@ class Tail:
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
                     committed.set()
+
+    async def poll(self) -> None:
+        """Beside :meth:`run`, until cancelled: another process's commits (a ``skillog
+        worker`` beside this server on one SQLite file) wake nothing in this one, so
+        while a stream is followed the tail's follow looks every ``WATCHED_POLL_S`` (one
+        indexed read) instead of every quarter second; with nobody following, it is left
+        to its own slow poll. PostgreSQL's follow is woken by NOTIFY: nothing to do."""
+        wake: Callable[[], None] | None = getattr(self.store, "wake_followers", None)
+        if wake is None:
+            return
+        while True:
+            await self._followed.wait()
+            await trio.sleep(WATCHED_POLL_S)
+            wake()
 
 
 async def session_events(
