@@ -23,7 +23,7 @@ recorded, dropped rather than waited for (``orchestrator._previews``).
 from __future__ import annotations
 
 import contextlib
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 
@@ -47,6 +47,7 @@ ENDED = "session.ended"
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
+HIDDEN_KEPT = 4096
 WATCHED_POLL_S = 0.01
 """How often the tail looks for other processes' commits while a stream is followed
 (SQLite: a worker in its own process commits where this one cannot hear it)."""
@@ -138,6 +139,10 @@ class Tail:
         # of one session share them instead of each reading the store on every commit.
         self._recent: dict[str, deque[Event]] = {}
         self._followed = trio.Event()  # set while any stream is followed
+        # session -> its scripted model's path to hide (hidden_path), read once: a
+        # session's configuration is its first event(s), never changed (each of the
+        # bench's ~60 connections a second read it again, a thread hop each).
+        self._hidden: OrderedDict[str, str | None] = OrderedDict()
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
@@ -156,8 +161,23 @@ class Tail:
                 if not self._watchers:
                     self._followed = trio.Event()
 
+    async def hidden(self, stream: str) -> str | None:
+        """What :func:`event_out` hides in ``stream``'s events: its configuration's
+        scripted model path, remembered for the latest ``HIDDEN_KEPT`` sessions (not
+        while the configuration is not recorded yet: a fork's comes at seq 1)."""
+        if stream in self._hidden:
+            self._hidden.move_to_end(stream)
+            return self._hidden[stream]
+        config = await session_config(self.store, stream)
+        if config is not None:
+            self._hidden[stream] = hidden_path(config)
+            while len(self._hidden) > HIDDEN_KEPT:
+                self._hidden.popitem(last=False)
+        return hidden_path(config)
+
     def kept(self) -> set[str]:
-        """The streams this tail keeps anything for: those followed now."""
+        """The streams this tail keeps anything for: those followed now (besides
+        :meth:`hidden`'s bounded memory of paths)."""
         return set(self._watchers) | set(self._committed) | set(self._recent)
 
     def since(self, stream: str, seq: int) -> list[Event] | None:
@@ -305,7 +325,7 @@ class EventStreamResponse:
         async with frames, trio.open_nursery() as previewing:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
-            hidden = hidden_path(await session_config(self.store, self.stream))
+            hidden = await self.tail.hidden(self.stream)
             events = session_events(self.store, self.tail, self.stream, self.from_seq)
             async with closing(events):  # closed here when the client leaves, not by the GC
                 async for event in events:

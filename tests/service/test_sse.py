@@ -227,3 +227,29 @@ async def test_the_tail_polls_only_while_a_stream_is_followed(
         await trio.sleep(10)
         assert wakes <= followed + 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_sessions_configuration_is_read_once_for_its_streams(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each stream hides the session's scripted model path (``hidden_path``), from the
+    session's first events: read once per session by the tail, not once per connection."""
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    firsts: list[int] = []
+    real_read = service.store.read
+
+    def counted(stream: str, *, from_seq: int = 0, **kw: Any) -> Any:
+        if stream == session and kw.get("to_seq") == 2:
+            firsts.append(from_seq)  # session_config's read
+        return real_read(stream, from_seq=from_seq, **kw)
+
+    monkeypatch.setattr(service.store, "read", counted)
+    async with service.client("victor") as client:
+        for _ in range(4):  # one after the other: each a new connection
+            async with follow(client, f"/api/sessions/{session}/stream") as events:
+                with trio.fail_after(30):
+                    while (await events.receive())[0] < head:
+                        pass
+    assert len(firsts) == 1
