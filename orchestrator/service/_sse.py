@@ -47,11 +47,12 @@ ENDED = "session.ended"
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
+"""The latest events of a followed session the tail holds for its live streams."""
 HIDDEN_KEPT = 4096
+"""Sessions whose path to hide (:meth:`Tail.hidden`) the tail remembers."""
 WATCHED_POLL_S = 0.01
 """How often the tail looks for other processes' commits while a stream is followed
 (SQLite: a worker in its own process commits where this one cannot hear it)."""
-"""The latest events of a followed session the tail holds for its live streams."""
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -216,11 +217,12 @@ class Tail:
                     committed.set()
 
     async def poll(self) -> None:
-        """Beside :meth:`run`, until cancelled: another process's commits (a ``skillog
-        worker`` beside this server on one SQLite file) wake nothing in this one, so
-        while a stream is followed the tail's follow looks every ``WATCHED_POLL_S`` (one
-        indexed read) instead of every quarter second; with nobody following, it is left
-        to its own slow poll. PostgreSQL's follow is woken by NOTIFY: nothing to do."""
+        """Beside :meth:`run`, until cancelled, in a server whose sessions are driven by
+        other processes (``serve --workers 0`` beside ``skillog worker`` on one SQLite
+        file): their commits wake nothing in this one, so while a stream is followed the
+        tail's follow looks every ``WATCHED_POLL_S`` (one indexed read) instead of every
+        quarter second; with nobody following, it is left to its own slow poll.
+        PostgreSQL's follow is woken by NOTIFY: nothing to do."""
         wake: Callable[[], None] | None = getattr(self.store, "wake_followers", None)
         if wake is None:
             return
