@@ -71,6 +71,13 @@ def rss_mib(pid: int, kind: str = "VmRSS") -> float:
     return int(found.group(1)) / 1024 if found else float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds process ``pid`` has used (``/proc/PID/stat``): what
+    the load costs it, whatever else runs on the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Phase:
     """What one phase (idle or load) measured."""
@@ -237,9 +244,14 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
             nursery.start_soon(sample)
             idle, _ = await run_phase(url, token, 1, 5, 5, args.timeout)
             mark = len(samples["VmRSS"])
+            pids = {"server": proc.pid}
+            if getattr(args, "worker", None) is not None:
+                pids["worker"] = args.worker.pid
+            cpu0 = {k: cpu_s(pid) for k, pid in pids.items()}
             load, elapsed = await run_phase(
                 url, token, args.rate, args.seconds, args.followers, args.timeout
             )
+            cpu = {k: cpu_s(pid) - cpu0[k] for k, pid in pids.items()}
             loaded = len(samples["VmRSS"])
             await trio.sleep(args.rest)  # no load: does memory come back?
             nursery.cancel_scope.cancel()
@@ -264,6 +276,9 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
     print(f"  submit (POST /api/sessions): p50 {pct(load.submit_ms, .5):.1f} ms, "
           f"p99 {pct(load.submit_ms, .99):.1f} ms; {len(load.submit_errors)} failed "
           f"{sorted(set(load.submit_errors))[:3]}")  # fmt: skip
+    print("  CPU through the load: " + ", ".join(
+        f"{k} {v:.1f} s ({v * 1000 / max(1, sessions):.1f} ms per session)" for k, v in cpu.items()
+    ))  # fmt: skip
     l50, l99 = pct(load.latency_ms, 0.5), pct(load.latency_ms, 0.99)
     i50, i99 = pct(idle.latency_ms, 0.5), pct(idle.latency_ms, 0.99)
     print(f"  commit -> delivery under load: p50 {l50:.1f} ms, p99 {l99:.1f} ms "

@@ -120,6 +120,13 @@ class SqliteStore:
         self._appended.set()
         self._appended = trio.Event()
 
+    def wake_followers(self) -> None:
+        """Make every :meth:`follow` look for new events now, as a commit in this
+        process does: a follower that wants other processes' commits sooner than
+        ``poll_interval`` calls it at the pace it wants (``skillog serve``'s tail, while
+        someone follows a session)."""
+        self._committed()
+
     async def _submit(self, request: Request) -> Any:
         if self._writer is None:
             raise ReadOnlyDatabaseError(

@@ -89,6 +89,8 @@ async def serve(
 
     async with trio.open_nursery() as outer:
         await outer.start(tail)
+        if not workers:  # the commits come from other processes: look for them often
+            outer.start_soon(ctx.tail.poll)
         if writer is not None:
             await outer.start(writer.run)
         driving = [w.running for w in workers]

@@ -23,8 +23,8 @@ recorded, dropped rather than waited for (``orchestrator._previews``).
 from __future__ import annotations
 
 import contextlib
-from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 
 import msgspec
@@ -44,8 +44,15 @@ MAX_STREAMS_PER_TOKEN = 400
 MAX_STREAMS_PER_CLIENT = 400
 RETRY_AFTER_S = 5
 ENDED = "session.ended"
+MAX_BATCH = 64
+"""The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
 """The latest events of a followed session the tail holds for its live streams."""
+HIDDEN_KEPT = 4096
+"""Sessions whose path to hide (:meth:`Tail.hidden`) the tail remembers."""
+WATCHED_POLL_S = 0.01
+"""How often the tail looks for other processes' commits while a stream is followed
+(SQLite: a worker in its own process commits where this one cannot hear it)."""
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -132,12 +139,18 @@ class Tail:
         # stream -> its latest events as the tail saw them, while followed: the streams
         # of one session share them instead of each reading the store on every commit.
         self._recent: dict[str, deque[Event]] = {}
+        self._followed = trio.Event()  # set while any stream is followed
+        # session -> its scripted model's path to hide (hidden_path), read once: a
+        # session's configuration is its first event(s), never changed (each of the
+        # bench's ~60 connections a second read it again, a thread hop each).
+        self._hidden: OrderedDict[str, str | None] = OrderedDict()
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
         """While a live stream follows ``stream``; its wake-ups are forgotten when the
         last one leaves (memory stays with the streams followed now)."""
         self._watchers[stream] = self._watchers.get(stream, 0) + 1
+        self._followed.set()
         try:
             yield
         finally:
@@ -146,9 +159,26 @@ class Tail:
                 del self._watchers[stream]
                 self._committed.pop(stream, None)
                 self._recent.pop(stream, None)
+                if not self._watchers:
+                    self._followed = trio.Event()
+
+    async def hidden(self, stream: str) -> str | None:
+        """What :func:`event_out` hides in ``stream``'s events: its configuration's
+        scripted model path, remembered for the latest ``HIDDEN_KEPT`` sessions (not
+        while the configuration is not recorded yet: a fork's comes at seq 1)."""
+        if stream in self._hidden:
+            self._hidden.move_to_end(stream)
+            return self._hidden[stream]
+        config = await session_config(self.store, stream)
+        if config is not None:
+            self._hidden[stream] = hidden_path(config)
+            while len(self._hidden) > HIDDEN_KEPT:
+                self._hidden.popitem(last=False)
+        return hidden_path(config)
 
     def kept(self) -> set[str]:
-        """The streams this tail keeps anything for: those followed now."""
+        """The streams this tail keeps anything for: those followed now (besides
+        :meth:`hidden`'s bounded memory of paths)."""
         return set(self._watchers) | set(self._committed) | set(self._recent)
 
     def since(self, stream: str, seq: int) -> list[Event] | None:
@@ -185,6 +215,21 @@ class Tail:
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
                     committed.set()
+
+    async def poll(self) -> None:
+        """Beside :meth:`run`, until cancelled, in a server whose sessions are driven by
+        other processes (``serve --workers 0`` beside ``skillog worker`` on one SQLite
+        file): their commits wake nothing in this one, so while a stream is followed the
+        tail's follow looks every ``WATCHED_POLL_S`` (one indexed read) instead of every
+        quarter second; with nobody following, it is left to its own slow poll.
+        PostgreSQL's follow is woken by NOTIFY: nothing to do."""
+        wake: Callable[[], None] | None = getattr(self.store, "wake_followers", None)
+        if wake is None:
+            return
+        while True:
+            await self._followed.wait()
+            await trio.sleep(WATCHED_POLL_S)
+            wake()
 
 
 async def session_events(
@@ -268,7 +313,8 @@ class EventStreamResponse:
                         frame = await frames_out.receive()
                     except trio.EndOfChannel:  # the session ended: its last event is sent
                         frame = b""
-                more = frame != b""
+                frame, ended = _with_ready(frame, frames_out)
+                more = frame != b"" and not ended
                 try:
                     await send({"type": "http.response.body", "body": frame, "more_body": more})
                 except OSError:  # the connection is gone
@@ -281,7 +327,7 @@ class EventStreamResponse:
         async with frames, trio.open_nursery() as previewing:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
-            hidden = hidden_path(await session_config(self.store, self.stream))
+            hidden = await self.tail.hidden(self.stream)
             events = session_events(self.store, self.tail, self.stream, self.from_seq)
             async with closing(events):  # closed here when the client leaves, not by the GC
                 async for event in events:
@@ -301,3 +347,21 @@ async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
+
+
+def _with_ready(frame: bytes, frames: trio.MemoryReceiveChannel[bytes]) -> tuple[bytes, bool]:
+    """``frame`` and the frames already waiting behind it, as one body (one socket
+    write and one HTTP chunk for a catch-up's or a commit batch's events, not one each:
+    at 300 followers the writes were the HTTP loop's largest cost), and whether the
+    channel ended behind them."""
+    if not frame:
+        return frame, True
+    ready = [frame]
+    while len(ready) < MAX_BATCH:
+        try:
+            ready.append(frames.receive_nowait())
+        except trio.WouldBlock:
+            break
+        except trio.EndOfChannel:
+            return b"".join(ready), True
+    return b"".join(ready), False

@@ -55,7 +55,9 @@ async def messages(
                 elif line.startswith("data: "):
                     data = json.loads(line[6:])
                 elif line == "" and data is not None:
-                    await send.send((kind, data, ident))
+                    # no checkpoint here: a cancel lands in httpx's reader, which closes it (a
+                    # chunk can hold several messages)
+                    send.send_nowait((kind, data, ident))
                     kind, data, ident = "message", None, None
 
     async with trio.open_nursery() as nursery:

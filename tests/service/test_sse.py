@@ -7,11 +7,16 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 import trio
+import trio.testing
+
+from eventlog import MemoryStore, NewEvent, closing, open_sqlite_store
+from orchestrator.service._sse import WATCHED_POLL_S, Tail, session_events
 
 from .conftest import Service
 from .test_api import submit, wait_for
@@ -38,7 +43,9 @@ async def follow(
                     data = json.loads(line[6:])
                 elif line == "" and data is not None:
                     assert ident is not None
-                    await send.send((ident, data))
+                    # no checkpoint here: a cancel lands in httpx's reader, which closes it (a
+                    # chunk can hold several messages)
+                    send.send_nowait((ident, data))
                     ident, data = None, None
 
     async with trio.open_nursery() as nursery:
@@ -165,3 +172,84 @@ async def test_caught_up_followers_share_the_tails_read(
             break
         await trio.sleep(0.05)
     assert service.tail.kept() == set()
+
+
+async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
+    tmp_path: Path,
+) -> None:
+    """``serve --workers 0`` beside a ``skillog worker`` on one SQLite file: the worker's
+    commits wake nothing in the server, whose follow polls slowly (here once a minute).
+    While a stream is followed, the tail looks every ``WATCHED_POLL_S``: each commit
+    arrives in well under the streams' one-second fallback (before: a second each)."""
+    db = tmp_path / "log.db"
+    async with (
+        open_sqlite_store(db, poll_interval=60) as served,
+        open_sqlite_store(db) as other,  # another process, as far as wake-ups go
+        trio.open_nursery() as nursery,
+    ):
+        tail = Tail(served)
+        await nursery.start(tail.run)
+        nursery.start_soon(tail.poll)
+        waited = []
+        async with closing(session_events(served, tail, "s", 0)) as events:
+            for seq in range(4):
+                await other.append(
+                    "s", [NewEvent(type="t", body=b"{}", recorded_at=seq)], expected_seq=seq
+                )
+                started = trio.current_time()
+                with trio.fail_after(5):
+                    event = await anext(events)
+                waited.append(trio.current_time() - started)
+                assert event.seq == seq
+        nursery.cancel_scope.cancel()
+    assert max(waited) < 0.6, waited
+
+
+async def test_the_tail_polls_only_while_a_stream_is_followed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    wakes = 0
+
+    class Counted(MemoryStore):
+        def wake_followers(self) -> None:
+            nonlocal wakes
+            wakes += 1
+
+    tail = Tail(Counted())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(tail.poll)
+        await trio.sleep(10)
+        assert wakes == 0  # nobody follows: no reads
+        with tail.watching("s"):
+            await trio.sleep(1)
+        followed = wakes
+        assert 1 / WATCHED_POLL_S - 2 <= followed <= 1 / WATCHED_POLL_S + 1
+        await trio.sleep(10)
+        assert wakes <= followed + 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_sessions_configuration_is_read_once_for_its_streams(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each stream hides the session's scripted model path (``hidden_path``), from the
+    session's first events: read once per session by the tail, not once per connection."""
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    firsts: list[int] = []
+    real_read = service.store.read
+
+    def counted(stream: str, *, from_seq: int = 0, **kw: Any) -> Any:
+        if stream == session and kw.get("to_seq") == 2:
+            firsts.append(from_seq)  # session_config's read
+        return real_read(stream, from_seq=from_seq, **kw)
+
+    monkeypatch.setattr(service.store, "read", counted)
+    async with service.client("victor") as client:
+        for _ in range(4):  # one after the other: each a new connection
+            async with follow(client, f"/api/sessions/{session}/stream") as events:
+                with trio.fail_after(30):
+                    while (await events.receive())[0] < head:
+                        pass
+    assert len(firsts) == 1
