@@ -61,11 +61,9 @@ def slow(tmp_path: Path) -> tuple[Path, Path]:
     (skill / "scripts").mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: slow\ndescription: Slow.\n---\nWait.\n")
     (skill / "scripts" / "wait.py").write_text(
-        "import pathlib, time\n"
-        "gate = pathlib.Path(__file__).resolve().parent.parent / 'released'\n"
-        "deadline = time.monotonic() + 60\n"
-        "while not gate.exists() and time.monotonic() < deadline:\n"
-        "    time.sleep(0.05)\n"
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGUSR1, lambda *_: sys.exit(0))\n"
+        "time.sleep(60)\n"
     )
     turns = tmp_path / "turns.yaml"
     turns.write_text(
@@ -77,10 +75,29 @@ def slow(tmp_path: Path) -> tuple[Path, Path]:
     return skill, turns
 
 
-def release(skill: Path) -> None:
-    """Let the slow skill's running script finish (the skill folder is visible inside
-    the sandbox, so the script sees the file appear)."""
-    (skill / "released").touch()
+def release(driver: subprocess.Popen[str]) -> None:
+    """Let the slow script ``driver`` runs finish: SIGUSR1 to it (it exits 0 on it),
+    found among the driver's descendants (past bubblewrap, whose PID namespace hides
+    nothing from the host's /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    released, todo = 0, [driver.pid]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            todo.append(pid)
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if Path(argv[0].decode()).name != "bwrap" and any(a.endswith(b"wait.py") for a in argv):
+                os.kill(pid, signal.SIGUSR1)
+                released += 1
+    assert released == 1, f"{released} running wait.py scripts under {driver.pid}"
 
 
 def types(db: Path, stream: str) -> list[str]:
@@ -164,7 +181,7 @@ def test_resume_refuses_a_workers_session_then_waits_for_it(
     refused(skillog("resume", sid, "--db", db, "--approve", cwd=tmp_path), "alpha")
     waiting = spawn("resume", sid, "--wait", "--db", db, "--skills", skill, cwd=tmp_path)
     time.sleep(RELEASE_AFTER_S)
-    release(skill)
+    release(worker)
     out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, err
     assert "done" in out
@@ -186,7 +203,7 @@ def test_a_worker_and_a_second_resume_leave_a_resumed_session_alone(
     assert worker.returncode == 0, worker.stderr
     assert "nothing to do" in worker.stdout
     refused(skillog("resume", sid, "--db", db, cwd=tmp_path), "resume:")
-    release(skill)
+    release(driver)
     _, err = driver.communicate(timeout=60)
     assert driver.returncode == 0, err
     assert_ran_once(db, sid)
@@ -204,7 +221,7 @@ def test_resume_refuses_a_session_skillog_run_is_driving(
     refused(skillog("resume", sid, "--db", db, cwd=tmp_path), "run:")
     worker = skillog("worker", "--db", db, "--once", cwd=tmp_path)
     assert "nothing to do" in worker.stdout  # never the fleet's: it was not submitted
-    release(skill)
+    release(run)
     run.communicate(timeout=60)
     assert run.returncode == 0
     assert_ran_once(db, sid)
@@ -229,7 +246,7 @@ def test_resume_refuses_a_session_serves_worker_is_driving(
     try:
         wait_for_script(db, sid)
         refused(skillog("resume", sid, "--db", db, cwd=tmp_path), "")
-        release(skill)
+        release(serve)
         deadline = time.monotonic() + 60
         while "session.ended" not in types(db, sid):
             assert time.monotonic() < deadline
