@@ -169,6 +169,10 @@ def test_ctrl_c_on_skillog_run_mid_answer_records_the_partial_text_and_resume_co
         stderr=secondary,
         cwd=tmp_path,
         env=env,
+        # Ctrl-C live, as on a terminal, even when this suite was started with SIGINT
+        # ignored (a background job of a non-interactive shell: `.ci/run &`), which the
+        # child would inherit, and which Python then leaves ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(secondary)
     seen = b""
