@@ -284,10 +284,7 @@ async def pending_forms(store: EventStore, session_id: str | None = None) -> lis
         forms = await _session_forms(store, sid)
         if forms.ended or not forms.open:
             continue
-        waiting = _unconsumed(await _answers(store, sid), forms.consumed)
-        for (call_id, index), item in sorted(forms.open.items()):
-            if any(_answers_form(a, call_id, index, item.asked.params) for a, _, _ in waiting):
-                continue
+        for (call_id, index), item in await _unanswered(store, sid, forms):
             params = await store.get_blob(item.asked.params)
             message, schema = check_form(params or b"")
             pending.append(
@@ -308,6 +305,19 @@ async def pending_forms(store: EventStore, session_id: str | None = None) -> lis
 
 def _answers_form(answer: McpFormAnswered, call_id: str, index: int, params: str) -> bool:
     return (answer.call_id, answer.index, answer.params) == (call_id, index, params)
+
+
+async def _unanswered(
+    store: EventStore, session_id: str, forms: _SessionForms
+) -> list[tuple[tuple[str, int], _Open]]:
+    """The session's open forms that no answer in ``forms/<session>`` fills yet (one
+    the session has not taken), by call and index."""
+    waiting = _unconsumed(await _answers(store, session_id), forms.consumed)
+    return [
+        ((call_id, index), item)
+        for (call_id, index), item in sorted(forms.open.items())
+        if not any(_answers_form(a, call_id, index, item.asked.params) for a, _, _ in waiting)
+    ]
 
 
 async def answer_form(
@@ -332,17 +342,13 @@ async def answer_form(
         raise FormAnswerError(f"no session {session_id!r} in this database; `skillog sessions`")
     if forms.ended:
         raise FormAnswerError(f"session {session_id} has ended; no form of it waits for an answer")
-    head = await store.head(forms_stream(session_id))
-    waiting = _unconsumed(await _answers(store, session_id), forms.consumed)
-    candidates = sorted(
-        (key, item)
-        for key, item in forms.open.items()
-        if key[0] == call_id and (index is None or key[1] == index)
-    )
+    head = await store.head(forms_stream(session_id))  # before the answers: see append
+
+    def named(key: tuple[str, int]) -> bool:
+        return key[0] == call_id and (index is None or key[1] == index)
+
     which = f"call {call_id}" + ("" if index is None else f" (form {index})")
-    for (_, i), item in candidates:
-        if any(_answers_form(a, call_id, i, item.asked.params) for a, _, _ in waiting):
-            continue
+    for (_, i), item in [f for f in await _unanswered(store, session_id, forms) if named(f[0])]:
         params = await store.get_blob(item.asked.params)
         _, schema = check_form(params or b"")
         content = check_values(values or {}, schema) if action == "accept" else None
@@ -367,7 +373,7 @@ async def answer_form(
                 "written: look again with `skillog approvals`"
             ) from e
         return body, event.hash
-    if candidates:
+    if any(named(key) for key in forms.open):
         raise FormAnswerError(
             f"{which} of session {session_id} is already answered; the session takes the "
             "answer when it goes on"
