@@ -22,6 +22,13 @@ Three hops, each bounded:
   :data:`POLL_S` by :class:`SideFileReader` while someone follows. It is a separate
   file on purpose: previews never take the log's write lock nor touch its format, and
   deleting the side file loses nothing but previews.
+
+Every batch that crosses processes names its writer (:attr:`SideFileWriter.origin`,
+:attr:`NotifyWriter.origin`), and a reader skips the batches of the writer it is told
+to: a process that publishes to its own board *and* to other processes must not read
+its own previews back. (Skipping by session instead, "the sessions this process drives
+now", republished the last batch of an answer that ended between the writer's flush
+and the reader's poll: a follower saw its end twice.)
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -83,7 +91,21 @@ PreviewSink = Callable[[Preview], None]
 """Where previews go; called on the trio thread, must not block."""
 
 _ENCODER = msgspec.json.Encoder()
-_BATCH = msgspec.json.Decoder(list[Preview])
+
+
+class _Batch(msgspec.Struct, frozen=True):
+    """Previews as they cross processes, with the writer that sent them."""
+
+    origin: str
+    previews: list[Preview]
+
+
+_BATCH = msgspec.json.Decoder(_Batch)
+
+
+def _origin() -> str:
+    """A writer's name, unique among the processes sharing a log."""
+    return uuid.uuid4().hex
 
 
 def encode_preview(preview: Preview) -> bytes:
@@ -209,7 +231,10 @@ def side_file(db: Path) -> Path:
 
 
 class PreviewWriter(Protocol):
-    """Publishes previews to other processes; :meth:`run` (in a nursery) sends them."""
+    """Publishes previews to other processes, each batch named ``origin``; :meth:`run`
+    (in a nursery) sends them."""
+
+    origin: str
 
     def publish(self, preview: Preview) -> None: ...
 
@@ -228,15 +253,17 @@ def preview_writer(store: EventStore) -> PreviewWriter | None:
 
 
 def preview_reader(
-    store: EventStore, board: PreviewBoard, local: Callable[[str], bool] = lambda _: False
+    store: EventStore, board: PreviewBoard, skip: PreviewWriter | None = None
 ) -> SideFileReader | NotifyReader | None:
     """What brings other processes' previews over ``store`` into ``board`` (see
-    :func:`preview_writer`), skipping the sessions for which ``local`` is true."""
+    :func:`preview_writer`), skipping those that ``skip`` (this process's writer, whose
+    previews it publishes to ``board`` itself) sent."""
+    origin = None if skip is None else skip.origin
     db = side_file_log(store)
     if db is not None:
-        return SideFileReader(db, board, local)
+        return SideFileReader(db, board, skip=origin)
     if hasattr(store, "notifications"):
-        return NotifyReader(store, board, local)
+        return NotifyReader(store, board, skip=origin)
     return None
 
 
@@ -272,11 +299,13 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 class _Queue:
     """A writer's queue: :meth:`publish` only appends (at most :data:`MAX_PENDING`; past
-    it the oldest are dropped, counted in :attr:`dropped`); :meth:`take` empties it."""
+    it the oldest are dropped, counted in :attr:`dropped`); :meth:`take` empties it.
+    ``origin`` names the writer in what it sends."""
 
     def __init__(self) -> None:
         self._pending: list[Preview] = []
         self.dropped = 0
+        self.origin = _origin()
 
     def publish(self, preview: Preview) -> None:
         self._pending.append(preview)
@@ -310,7 +339,7 @@ class SideFileWriter(_Queue):
                 try:
                     if conn is None:
                         conn = await trio.to_thread.run_sync(_connect, self.path)
-                    await trio.to_thread.run_sync(_write, conn, batch)
+                    await trio.to_thread.run_sync(_write, conn, _Batch(self.origin, batch))
                 except sqlite3.Error as e:  # busy, or no room: these previews are lost
                     self.dropped += len(batch)
                     log.debug("previews: %d dropped writing %s: %s", len(batch), self.path, e)
@@ -319,12 +348,10 @@ class SideFileWriter(_Queue):
                 conn.close()
 
 
-def _write(conn: sqlite3.Connection, batch: Sequence[Preview]) -> None:
+def _write(conn: sqlite3.Connection, batch: _Batch) -> None:
     with conn:
         conn.execute("BEGIN IMMEDIATE")
-        cursor = conn.execute(
-            "INSERT INTO previews (batch) VALUES (?)", (_ENCODER.encode(list(batch)),)
-        )
+        cursor = conn.execute("INSERT INTO previews (batch) VALUES (?)", (_ENCODER.encode(batch),))
         conn.execute("DELETE FROM previews WHERE id <= ?", ((cursor.lastrowid or 0) - SIDE_ROWS,))
 
 
@@ -332,13 +359,11 @@ class SideFileReader:
     """Reads the side file of the log at ``db`` into ``board`` every :data:`POLL_S`,
     while the board has followers (nobody following: nothing is read). Starts
     :data:`CATCH_UP_ROWS` batches before the file's end (about two seconds): a follower
-    gets what streamed of the answer just before it came. Previews of a session for which
-    ``local`` is true are skipped (this process drives it and published them itself)."""
+    gets what streamed of the answer just before it came. The batches of writer ``skip``
+    are skipped (this process's: it published them itself)."""
 
-    def __init__(
-        self, db: Path, board: PreviewBoard, local: Callable[[str], bool] = lambda _: False
-    ) -> None:
-        self.path, self.board, self.local = side_file(db), board, local
+    def __init__(self, db: Path, board: PreviewBoard, *, skip: str | None = None) -> None:
+        self.path, self.board, self.skip = side_file(db), board, skip
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         conn: sqlite3.Connection | None = None
@@ -360,15 +385,15 @@ class SideFileReader:
                     log.debug("previews: reading %s: %s", self.path, e)
                     continue
                 for batch in batches:
-                    for preview in batch:
-                        if not self.local(preview.session):
+                    if batch.origin != self.skip:
+                        for preview in batch.previews:
                             self.board.publish(preview)
         finally:
             if conn is not None:
                 conn.close()
 
 
-def _read(conn: sqlite3.Connection, last: int) -> tuple[int, list[list[Preview]]]:
+def _read(conn: sqlite3.Connection, last: int) -> tuple[int, list[_Batch]]:
     if last < 0:
         row = conn.execute("SELECT coalesce(max(id), 0) FROM previews").fetchone()
         last = max(int(row[0]) - CATCH_UP_ROWS, 0)
@@ -390,25 +415,32 @@ MAX_PAYLOAD = 7900  # PostgreSQL refuses a NOTIFY payload of 8000 bytes or more
 RECONNECT_S = 1.0
 
 
-def payloads(batch: Sequence[Preview]) -> tuple[list[str], int]:
-    """``batch`` as JSON lists under :data:`MAX_PAYLOAD` bytes each, and how many
-    previews did not fit any (one preview over the limit alone: dropped)."""
+def payloads(batch: Sequence[Preview], origin: str) -> tuple[list[str], int]:
+    """``batch`` as JSON batches of writer ``origin`` (see :class:`_Batch`) under
+    :data:`MAX_PAYLOAD` bytes each, and how many previews did not fit any (one preview
+    over the limit alone: dropped)."""
+    head = b'{"origin":' + _ENCODER.encode(origin) + b',"previews":['
+    room = MAX_PAYLOAD - len(head) - len(b"]}")
     out: list[str] = []
     group: list[bytes] = []
-    size = 2
+    size = 0
     dropped = 0
+
+    def close() -> None:
+        out.append((head + b",".join(group) + b"]}").decode())
+
     for preview in batch:
         encoded = _ENCODER.encode(preview)
-        if len(encoded) + 3 > MAX_PAYLOAD:
+        if len(encoded) >= room:
             dropped += 1
             continue
-        if size + len(encoded) + 1 > MAX_PAYLOAD:
-            out.append("[" + b",".join(group).decode() + "]")
-            group, size = [], 2
+        if size + len(encoded) >= room:
+            close()
+            group, size = [], 0
         group.append(encoded)
         size += len(encoded) + 1
     if group:
-        out.append("[" + b",".join(group).decode() + "]")
+        close()
     return out, dropped
 
 
@@ -434,7 +466,7 @@ class NotifyWriter(_Queue):
                         batch = self.take()
                         if not batch:
                             continue
-                        sent, dropped = payloads(batch)
+                        sent, dropped = payloads(batch, self.origin)
                         self.dropped += dropped
                         try:
                             await send(sent)
@@ -448,13 +480,11 @@ class NotifyWriter(_Queue):
 
 class NotifyReader:
     """Listens on :data:`CHANNEL` and publishes what comes into ``board`` (the
-    previews of sessions for which ``local`` is true skipped); a lost connection is
-    opened again (what was sent meanwhile is lost: previews)."""
+    batches of writer ``skip`` skipped); a lost connection is opened again (what was
+    sent meanwhile is lost: previews)."""
 
-    def __init__(
-        self, store: EventStore, board: PreviewBoard, local: Callable[[str], bool] = lambda _: False
-    ) -> None:
-        self.store, self.board, self.local = store, board, local
+    def __init__(self, store: EventStore, board: PreviewBoard, *, skip: str | None = None) -> None:
+        self.store, self.board, self.skip = store, board, skip
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         notifications = self.store.notifications  # type: ignore[attr-defined]
@@ -471,8 +501,8 @@ class NotifyReader:
                                 batch = _BATCH.decode(payload)
                             except msgspec.DecodeError:
                                 continue  # not ours
-                            for preview in batch:
-                                if not self.local(preview.session):
+                            if batch.origin != self.skip:
+                                for preview in batch.previews:
                                     self.board.publish(preview)
             except SkillogError as e:
                 log.debug("previews: listening: %s", e)

@@ -93,8 +93,7 @@ async def serve(
             outer.start_soon(ctx.tail.poll)
         if writer is not None:
             await outer.start(writer.run)
-        driving = [w.running for w in workers]
-        reader = preview_reader(ctx.store, ctx.previews, lambda s: any(s in r for r in driving))
+        reader = preview_reader(ctx.store, ctx.previews, skip=writer)
         if reader is not None:
             await outer.start(reader.run)
         if ctx.webhook is not None:

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import msgspec
+import pytest
 import trio
 
 from eventlog import MemoryStore
@@ -17,6 +18,7 @@ from orchestrator._previews import (
     SIDE_ROWS,
     SideFileReader,
     SideFileWriter,
+    _Batch,
     payloads,
     side_file,
 )
@@ -82,7 +84,7 @@ async def test_the_side_file_keeps_its_last_batches_and_a_reader_reads_on(tmp_pa
 
     conn = _connect(side_file(db))
     for n in range(SIDE_ROWS + 10):
-        _write(conn, [preview(n)])
+        _write(conn, _Batch("w", [preview(n)]))
     (rows,) = conn.execute("SELECT count(*) FROM previews").fetchone()
     conn.close()
     assert rows == SIDE_ROWS
@@ -91,11 +93,17 @@ async def test_the_side_file_keeps_its_last_batches_and_a_reader_reads_on(tmp_pa
 def test_notify_payloads_stay_under_the_limit() -> None:
     batch = [preview(n, text="é" * 300) for n in range(100)]
     huge = preview(101, text="x" * MAX_PAYLOAD)
-    sent, dropped = payloads([*batch, huge])
+    sent, dropped = payloads([*batch, huge], "w1")
     assert dropped == 1
     assert all(len(p.encode()) < MAX_PAYLOAD for p in sent) and len(sent) > 1
-    back = [q for p in sent for q in msgspec.json.decode(p, type=list[Preview])]
-    assert back == batch
+    back = [msgspec.json.decode(p, type=_Batch) for p in sent]
+    assert {b.origin for b in back} == {"w1"}
+    assert [q for b in back for q in b.previews] == batch
+    # The largest preview that fits alone, in a payload of its own under the limit.
+    for size in range(MAX_PAYLOAD - 200, MAX_PAYLOAD):
+        sent, dropped = payloads([preview(1, text="y" * size)], "w1")
+        assert all(len(p.encode()) < MAX_PAYLOAD for p in sent)
+        assert len(sent) + dropped == 1
 
 
 def test_a_side_file_that_is_not_ours_is_skipped(tmp_path: Path) -> None:
@@ -105,5 +113,31 @@ def test_a_side_file_that_is_not_ours_is_skipped(tmp_path: Path) -> None:
     conn.execute("CREATE TABLE previews (id INTEGER PRIMARY KEY, batch BLOB NOT NULL)")
     conn.execute("INSERT INTO previews (batch) VALUES (?)", (b"not json",))
     conn.execute("INSERT INTO previews (batch) VALUES (?)", (msgspec.json.encode([preview(1)]),))
-    last, batches = _read(conn, 0)
-    assert last == 2 and batches == [[preview(1)]]
+    ours = _Batch("w", [preview(1)])
+    conn.execute("INSERT INTO previews (batch) VALUES (?)", (msgspec.json.encode(ours),))
+    last, batches = _read(conn, 0)  # a batch of an older skillog (no origin) is skipped too
+    assert last == 3 and batches == [ours]
+
+
+async def test_a_reader_skips_its_own_process_writer(tmp_path: Path) -> None:
+    """A process that publishes to its board and to the side file reads back only the
+    other processes' previews, whenever they come (the serve-level race this closes:
+    tests/service/test_previews.py)."""
+    db = tmp_path / "x.db"
+    mine, theirs, board = SideFileWriter(db), SideFileWriter(db), PreviewBoard()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(mine.run)
+        await nursery.start(theirs.run)
+        with board.following("s") as seen:
+            await nursery.start(SideFileReader(db, board, skip=mine.origin).run)
+            await trio.sleep(0.25)  # the reader has set where it starts
+            mine.publish(preview(1, text="mine"))
+            await trio.sleep(0.1)
+            theirs.publish(preview(1, text="theirs"))
+            with trio.fail_after(10):
+                got = await seen.receive()
+            await trio.sleep(0.3)  # two more polls: nothing else comes
+            with pytest.raises(trio.WouldBlock):
+                seen.receive_nowait()
+        nursery.cancel_scope.cancel()
+    assert got.text == "theirs"

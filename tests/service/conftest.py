@@ -18,6 +18,7 @@ import trio
 from eventlog import EventStore
 from orchestrator._catalog import open_log
 from orchestrator._events import PolicyConfig
+from orchestrator._previews import PreviewBoard
 from orchestrator.cli._main import _parser
 from orchestrator.cli._serve import build
 from orchestrator.service import Webhook, new_token, serve
@@ -49,6 +50,7 @@ class Service:
     config: Path
     db: Path
     tail: Tail
+    previews: PreviewBoard
 
     def client(self, who: str | None = "alice", **kw: object) -> httpx.AsyncClient:
         headers = {} if who is None else {"authorization": f"Bearer {self.tokens[who]}"}
@@ -118,7 +120,15 @@ async def running_service(
                 ctx, "127.0.0.1:0", stop=stop, workers=workers, task_status=task_status
             )
         )
-        yield Service(url=urls[0], tokens=tokens, store=store, config=config, db=db, tail=ctx.tail)
+        yield Service(
+            url=urls[0],
+            tokens=tokens,
+            store=store,
+            config=config,
+            db=db,
+            tail=ctx.tail,
+            previews=ctx.previews,
+        )
         stop.set()
 
 

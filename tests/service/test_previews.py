@@ -20,7 +20,7 @@ import trio
 from standin import StandIn, anthropic_events
 
 from orchestrator._events import CODEC, ModelResponded
-from orchestrator._previews import side_file
+from orchestrator._previews import POLL_S, side_file
 
 from .conftest import running_service
 from .test_api import submit
@@ -107,12 +107,22 @@ async def test_a_follower_sees_the_text_before_the_response(
     config, tokens = service_env
     async with running_service(tmp_path, config, tokens, turns=SLOW) as service:
         async with service.client("victor") as client:
-            # Follow from before the first delta: the session is submitted while the
-            # stream is open (a follower joining mid-answer sees the rest).
+            # The follower joins after the submission: what streamed before it came,
+            # it gets first (the board keeps the answer so far), then the rest.
             session = await submit(service)
             seen = await watch(client, session)
+            # Someone follows (the side file is read) after the session ended: the
+            # answer kept for late joiners is still the one the workers published, none
+            # of it read back from the side file they wrote (CI saw a follower get the
+            # last pieces twice when the answer ended between a flush and a poll).
+            with service.previews.following("another"):
+                await trio.sleep(4 * POLL_S)
+            with service.previews.following(session) as late:
+                kept = [late.receive_nowait() for _ in range(late.statistics().current_buffer_used)]
         stored = [e.hash async for e in service.store.read(session)]
     check_previews(seen, stored, whole=True)
+    assert [p.n for p in kept] == list(range(1, len(kept) + 1))
+    assert "".join(p.text for p in kept) == TEXT
     # The in-process workers wrote the side file too (for followers elsewhere), as
     # private as the log.
     assert side_file(service.db).stat().st_mode & 0o777 == 0o600
