@@ -143,13 +143,10 @@ async def _drive(
     policy: RetryPolicy,
     ending: SessionEnded | None,
     reopen: Callable[[], Awaitable[Session]],
-    *,
-    end: bool,
 ) -> Session:
     """``drive`` as the recording did, reopened after each recorded interruption (as
     ``Agent.resume`` would); ``ending``: the recording's last event, when it ended the
-    session with the last prompt unanswered, which is ended so (``end``) unless a
-    cancel's end is copied instead. Returns the session last driven."""
+    session with the last prompt unanswered. Returns the session last driven."""
     while True:
         calls.scope, calls.interrupted = trio.CancelScope(), False
         with calls.scope:
@@ -161,7 +158,7 @@ async def _drive(
             calls.stopped = True
             break
         live = await reopen()
-    if calls.stopped and ending is not None and end:
+    if calls.stopped and ending is not None:
         await live.end(ending.reason, ending.error)
     return live
 
@@ -246,10 +243,7 @@ async def redrive(store: EventStore, recording: Recording) -> RedriveReport:
         policy = _retry_policy(bodies[start:])
         ending = _unanswered_ending(bodies)
         with cursor.cut:
-            if cursor.stop_at is None or cursor.next < cursor.stop_at:  # else never driven
-                await _drive_all(
-                    live, calls, policy, ending, reopen, recording, store, target, cursor
-                )
+            await _drive_all(live, calls, policy, ending, reopen, recording, store, target, cursor)
         if cursor.stop_at is not None and cursor.next == cursor.stop_at:
             await _copy(store, target, recording, cursor.stop_at, len(recording))
     except BaseExceptionGroup as group:  # a nursery of run_tools wraps errors
@@ -285,8 +279,7 @@ async def _drive_all(
     """Drive as the recording did, through its suspensions and the decisions recorded
     while it waited."""
     bodies = recording.bodies
-    own_end = cursor.stop_at is None  # else the cancel's events, its end too, are copied
-    live = await _drive(live, calls, policy, ending, reopen, end=own_end)
+    live = await _drive(live, calls, policy, ending, reopen)
     while live.state.status == "awaiting_approval":
         # The recording suspended here too; its next events are the decisions some
         # process recorded while the session waited. They are not the runtime's to
@@ -302,7 +295,7 @@ async def _drive_all(
         if end == cursor.stop_at:
             break  # the cancel came next: no driver resumed after these decisions
         live = await reopen()
-        live = await _drive(live, calls, policy, ending, reopen, end=own_end)
+        live = await _drive(live, calls, policy, ending, reopen)
 
 
 def _cancel_start(recording: Recording) -> int | None:
