@@ -26,6 +26,7 @@ from orchestrator._events import (
     ToolCompleted,
     ToolInterrupted,
 )
+from orchestrator._grammar import session_grammar
 from orchestrator.adapters import ScriptedModel
 from replay import BrokenLogError, load_recording, redrive
 
@@ -271,3 +272,30 @@ async def test_an_old_sessions_cancel_without_its_marker_verifies_and_redrives()
     recording = await load_recording(store, "s")
     assert replay._redrive._cancel_start(recording) == len(recording) - 4
     assert (await redrive(store, recording)).ok
+
+
+@pytest.mark.parametrize("closes", [3, 4])
+async def test_the_marker_is_checked_whatever_the_batches_of_rows(closes: int) -> None:
+    """Verify feeds a stream's rows in batches (a PostgreSQL cursor's cut anywhere):
+    the cancel's rows may come in earlier batches than its end."""
+    store = await forged(await golden("cancelled"), "golden-cancelled", end_with(closes=closes))
+    rows = [(e.seq, e.type, e.recorded_at, e.body) async for e in store.read("s")]
+    for size in range(1, len(rows) + 1):
+        grammar = session_grammar("s")
+        found = [grammar.feed(rows[i : i + size]) for i in range(0, len(rows), size)]
+        rules = [(v.seq, v.rule) for v in found if v is not None]
+        assert rules == ([] if closes == 3 else [(len(rows) - 1, "cancel_marker")]), size
+
+
+async def test_the_marker_is_checked_in_every_store(catalog_store: EventStore) -> None:
+    """The same finding on SQLite and PostgreSQL, whose verify reads rows its own way."""
+    source = await golden("cancelled")
+    for sid, edit in (("ok", end_with()), ("bad", end_with(closes=4))):
+        copy = await forged(source, "golden-cancelled", edit)
+        events = [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at)
+                  async for e in copy.read("s")]  # fmt: skip
+        blobs = [data async for _, data in source.read_blobs()]
+        await catalog_store.append(sid, events, expected_seq=0, blobs=blobs)
+    assert (await verdict(catalog_store, "ok")).ok
+    report = await verdict(catalog_store)
+    assert [(f.stream, f.rule) for f in report.faults] == [("bad", "cancel_marker")]
