@@ -75,19 +75,28 @@ async def redrives(store: EventStore) -> list[Any]:
     return list(recording.bodies)
 
 
-async def test_a_cancel_between_the_answer_and_an_intent_redrives_from_its_marker(
-    make_skill: SkillMaker, kit: type[Kit], tmp_path: Path, marker_only: None
-) -> None:
+async def cancel_mid_turn(
+    store: EventStore, make_skill: SkillMaker, kit: type[Kit]
+) -> SessionEnded:
+    """A real cancel between the answer and the second call's intent: ``tool.called``
+    of the load, then the cancel's two results and its end (``closes`` 2)."""
     skill = make_skill("two", files={"scripts/x.py": "print('x')\n"})
     agent = kit.agent(
         [turn(call("skills.load", names=["two"]),
               call("skills.run_script", skill="two", path="scripts/x.py"))],
         [skill], policy=PolicyConfig(sandbox="off"),
     )  # fmt: skip
+    with held_after_the_answer() as (held, go):
+        ended = await cut_then_cancel(store, agent, held)
+        go.set()
+    return ended
+
+
+async def test_a_cancel_between_the_answer_and_an_intent_redrives_from_its_marker(
+    make_skill: SkillMaker, kit: type[Kit], tmp_path: Path, marker_only: None
+) -> None:
     async with open_sqlite_store(tmp_path / "log.db") as store:
-        with held_after_the_answer() as (held, go):
-            ended = await cut_then_cancel(store, agent, held)
-            go.set()
+        ended = await cancel_mid_turn(store, make_skill, kit)
         recorded = await redrives(store)
     # The load had its intent: an error result; the script never started: closed last.
     *_, load, script, end = recorded
@@ -194,18 +203,8 @@ async def finding(store: MemoryStore) -> str:
 
 @pytest.fixture
 async def mid_turn(make_skill: SkillMaker, kit: type[Kit]) -> MemoryStore:
-    """A real cancel between the answer and the second call's intent: ``tool.called``
-    of the load, then the cancel's two results and its end (``closes`` 2)."""
-    skill = make_skill("two", files={"scripts/x.py": "print('x')\n"})
-    agent = kit.agent(
-        [turn(call("skills.load", names=["two"]),
-              call("skills.run_script", skill="two", path="scripts/x.py"))],
-        [skill], policy=PolicyConfig(sandbox="off"),
-    )  # fmt: skip
     store = MemoryStore()
-    with held_after_the_answer() as (held, go):
-        await cut_then_cancel(store, agent, held)
-        go.set()
+    await cancel_mid_turn(store, make_skill, kit)
     return store
 
 
