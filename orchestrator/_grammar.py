@@ -22,7 +22,8 @@ Properties that keep it cheap and honest:
   not the grammar. So every violation is at one event (stream, seq, rule), found the
   moment that event is read; nothing is checked "at the end".
 * **Bounded state.** A session's state is its phase, its turn and the tool calls of the
-  last model response; a lease stream's, its last holder. Memory does not grow with
+  last model response (and its last two rows per such call, which a cancel's
+  ``closes`` may count); a lease stream's, its last holder. Memory does not grow with
   the length of the log.
 * **Reads only what it needs.** Bodies are decoded into structs of the few fields a
   rule reads (``call_id``, ``turn``, ...), never the whole body.
