@@ -667,15 +667,15 @@ class SessionGrammar(GrammarCheck):
         batch = self.batch
         at = seq - batch[0][0]
         rows = [*self.tail, *batch[:at]][-closes:] if closes else []
-        if len(rows) < closes:  # pragma: no cover - the tail holds `most` rows
-            raise _Broken("cancel_marker", f"closes {closes} counts events not seen")
         stamp = batch[at][2]
-        for row in reversed(rows):
+        for row in reversed(rows):  # the nearest first: the last response is among them
             problem = _not_a_cancels(row, stamp)
             if problem is not None:
                 raise _Broken(
                     "cancel_marker", f"closes {closes} counts seq {row[0]} ({row[1]}), {problem}"
                 )
+        if len(rows) < closes:  # pragma: no cover - the tail holds `most` rows since it
+            raise _Broken("cancel_marker", f"closes {closes} counts events not seen")
 
     def _open_detail(self) -> str:
         names = ("not called", "called", "awaiting approval", "approved", "denied", "under way")
