@@ -8,9 +8,10 @@ each call whose intent is durable but whose outcome is not gets one: ``at-most-o
 calls resolve as ``tool.interrupted`` (it may or may not have taken effect, as after a
 crash, and it is never run again), ``pure`` and ``idempotent`` ones as an error result
 (not re-run: the session will not go on); then ``session.ended`` with reason
-``cancelled``. A call the model asked for whose intent was never recorded cannot be
-closed without inventing one, so such a session is refused (resume it until the turn
-suspends or ends, then cancel)."""
+``cancelled``, which says how many events before it are the cancel's (``closes``). A
+call the model asked for whose intent was never recorded is closed last, as an error
+result with no ``tool.called`` (it never ran; the driver the cancel cut finds the
+stream moved on when it appends the intent, and never starts it)."""
 
 from __future__ import annotations
 
@@ -84,7 +85,9 @@ def closing_events(state: SessionState, by: str, reason: str) -> list[Event]:
             content = f"the session was {why}; this call did not finish and is not run again"
             bodies.append(cancelled(call, content))
     bodies += never_started
-    bodies.append(SessionEnded(reason="cancelled", turns=state.turn, error=why))
+    # ``closes``: the log itself says where the cancel's transaction begins (verify
+    # checks it; re-drive starts the cancel there), so no reader infers it from stamps.
+    bodies.append(SessionEnded(reason="cancelled", turns=state.turn, error=why, closes=len(bodies)))
     return bodies
 
 

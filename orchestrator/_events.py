@@ -269,7 +269,10 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     where the active skills' instructions go (:data:`InstructionsMode`).
     ``context_rules``: the version of the context budget's rules the session estimates
     and compacts by (``orchestrator._context.CONTEXT_RULES``; 0 in sessions recorded
-    before it), so a re-drive decides as the session did (docs/context.md)."""
+    before it), so a re-drive decides as the session did (docs/context.md).
+    ``cancel_rules``: how a cancel of the session is recorded (:data:`CANCEL_RULES`; 0
+    in sessions recorded before it), so verify and re-drive know whether its
+    ``session.ended`` (``cancelled``) must say which events the cancel wrote."""
 
     event_type: ClassVar[str] = "session.started"
     agent: str
@@ -292,6 +295,15 @@ class SessionStarted(Event, frozen=True, kw_only=True):
     estimator: str = ""
     instructions_mode: InstructionsMode = "system"
     context_rules: int = 0
+    cancel_rules: int = 0
+
+
+CANCEL_RULES = 1
+"""How a new session's cancel is recorded, kept in ``session.started.cancel_rules``.
+0: the cancel's ``session.ended`` says nothing of the events before it that the
+cancel's transaction wrote (re-drive finds them as it did then: the trailing events of
+a cancel's kinds stamped like the end; docs/replay.md). 1: it says how many
+(``session.ended.closes``), verify checks it and re-drive starts the cancel there."""
 
 
 class SessionForked(Event, frozen=True, kw_only=True):
@@ -935,6 +947,11 @@ class LeaseReleased(Event, frozen=True, kw_only=True):
 
 
 class SessionEnded(Event, frozen=True, kw_only=True):
+    """The session is over. ``closes``, written by a cancel only (``orchestrator._cancel``,
+    :data:`CANCEL_RULES` 1): how many events right before this one the cancel wrote in
+    its transaction (the outcomes of the open calls, the denials of pending approvals);
+    absent from every other end, so their bytes are as before."""
+
     event_type: ClassVar[str] = "session.ended"
     reason: Literal[
         "completed",
@@ -947,6 +964,7 @@ class SessionEnded(Event, frozen=True, kw_only=True):
     ]
     turns: int
     error: str | None = None
+    closes: int | msgspec.UnsetType = msgspec.UNSET
 
 
 class WebhookSending(Event, frozen=True, kw_only=True):

@@ -22,7 +22,8 @@ Properties that keep it cheap and honest:
   not the grammar. So every violation is at one event (stream, seq, rule), found the
   moment that event is read; nothing is checked "at the end".
 * **Bounded state.** A session's state is its phase, its turn and the tool calls of the
-  last model response; a lease stream's, its last holder. Memory does not grow with
+  last model response (and its last two rows per such call, which a cancel's
+  ``closes`` may count); a lease stream's, its last holder. Memory does not grow with
   the length of the log.
 * **Reads only what it needs.** Bodies are decoded into structs of the few fields a
   rule reads (``call_id``, ``turn``, ...), never the whole body.
@@ -94,6 +95,9 @@ RULES: dict[str, str] = {
     "answer_without_summary": "context.summary_answered with no summary call waiting for it",
     "cancel_not_ending": "after a call closed as cancelled before its tool.called, anything "
     "but other such calls and session.ended (cancelled)",
+    "cancel_marker": "a cancel's session.ended whose closes does not count the events its "
+    "transaction wrote before it (one of another kind or stamp, fewer than its calls closed "
+    "as never started), closes on another end, or none where the session's rules want it",
     "end_with_open_calls": "session.ended while tool calls of the last response are open",
     "end_reason": "session.ended with a reason the session's state contradicts",
     "lease_start": "a lease stream that begins with neither lease.acquired nor the queued release",
@@ -178,6 +182,11 @@ class _Failed(msgspec.Struct):
 
 class _Ended(msgspec.Struct):
     reason: str
+    closes: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Started(msgspec.Struct):
+    cancel_rules: int = 0
 
 
 class _Acquired(msgspec.Struct):
@@ -217,7 +226,7 @@ _CALL, _MAYBE_CALL, _TURN = _decoder(_Call), _decoder(_MaybeCall), _decoder(_Tur
 _CALLED, _COMPLETED, _RESOLVED = _decoder(_Called), _decoder(_Completed), _decoder(_Resolved)
 _SUSPENDED, _RESPONDED, _ENDED = _decoder(_Suspended), _decoder(_Responded), _decoder(_Ended)
 _ACQUIRED, _RENEWED, _RELEASED = _decoder(_Acquired), _decoder(_Renewed), _decoder(_Released)
-_FAILED = _decoder(_Failed)
+_FAILED, _STARTED = _decoder(_Failed), _decoder(_Started)
 _ATTEMPT, _SENT = _decoder(_Attempt), _decoder(_Sent)
 _FORM_ANSWER = _decoder(_FormAnswer)
 
@@ -338,6 +347,12 @@ class SessionGrammar(GrammarCheck):
         self.summary_open = False  # context.summary_requested without its answer yet
         self.calls: dict[str, int] = {}  # the last response's calls -> their progress
         self.open_calls = 0  # calls of the last response without an outcome
+        self.cancel_rules = 0  # session.started's: whether a cancel's end says its closes
+        self.never_started = 0  # calls a cancel closed as never started (CANCELLING)
+        # The rows a cancel's ``closes`` may count: the last of earlier batches (a cancel
+        # writes at most two per call of the last response) and the batch being fed.
+        self.tail: list[Row] = []
+        self.batch: Sequence[Row] = ()
         self.running: dict[str, Step] = {  # the steps of a started session
             "message.user": _nothing,
             "mcp.tools_listed": _nothing,  # what a server offers: before the next prompt
@@ -361,6 +376,13 @@ class SessionGrammar(GrammarCheck):
         for tag in _CALL_EVENTS:
             self.running[tag] = self._call_event_of(tag)
 
+    def feed(self, rows: Iterable[Row]) -> Violation | None:
+        self.batch = batch = rows if isinstance(rows, Sequence) else list(rows)
+        found = super().feed(batch)
+        keep = 2 * len(self.calls) if self.phase != self.ENDED else 0
+        self.tail = [*self.tail, *batch[-keep:]][-keep:] if keep else []
+        return found
+
     def step(self, seq: int, tag: str, body: bytes) -> None:
         phase = self.phase
         if phase == self.RUNNING:
@@ -368,10 +390,10 @@ class SessionGrammar(GrammarCheck):
                 self.running[tag](body)
                 return
             if tag == "session.ended":
-                self._ended(body)
+                self._ended(seq, body)
                 return
         if phase == self.CANCELLING:
-            self._cancelling(tag, body)
+            self._cancelling(seq, tag, body)
             return
         if self.unchecked:
             return
@@ -390,6 +412,7 @@ class SessionGrammar(GrammarCheck):
             if phase != self.HEADER:
                 raise _Broken("second_start", "the session has already started")
             self.phase = self.STARTED
+            self.cancel_rules = _STARTED(body).cancel_rules
         elif tag == "session.forked":
             if phase != self.HEADER:
                 raise _Broken("fork_after_start", "session.forked comes before session.started")
@@ -535,6 +558,7 @@ class SessionGrammar(GrammarCheck):
             # session.ended may follow.
             self.calls[completed.call_id] = DONE
             self.open_calls -= 1
+            self.never_started = 1
             # In place: ``feed`` holds this dict's lookup for the rest of its batch.
             self.running.clear()
             self.running["tool.completed"] = self._cancelled_completed
@@ -555,13 +579,14 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("cancel_not_ending", f"an outcome of call {completed.call_id!r}")
         self.calls[completed.call_id] = DONE
         self.open_calls -= 1
+        self.never_started += 1
 
-    def _cancelling(self, tag: str, body: bytes) -> None:
+    def _cancelling(self, seq: int, tag: str, body: bytes) -> None:
         if tag == "tool.completed":
             self._cancelled_completed(body)
             return
         if tag == "session.ended" and _ENDED(body).reason == "cancelled":
-            self._ended(body)
+            self._ended(seq, body)
             return
         raise _Broken("cancel_not_ending", f"{tag} after a call was closed as never started")
 
@@ -597,8 +622,9 @@ class SessionGrammar(GrammarCheck):
                 "suspend_without_pending", f"suspended for {ids}, awaiting approval: {waiting}"
             )
 
-    def _ended(self, body: bytes) -> None:
-        reason = _ENDED(body).reason
+    def _ended(self, seq: int, body: bytes) -> None:
+        ended = _ENDED(body)
+        reason = ended.reason
         if self.open_calls:
             raise _Broken("end_with_open_calls", self._open_detail())
         # The loop (``_loop.drive``) ends a session for a reason its state shows: a
@@ -612,7 +638,44 @@ class SessionGrammar(GrammarCheck):
             raise _Broken("end_reason", f"ended {reason} while turn {self.turn} awaits an answer")
         if reason == "completed" and (self.turn == 0 or self.calls):
             raise _Broken("end_reason", "ended completed, but the last answer asked for tools")
+        if reason == "cancelled":
+            self._check_closes(seq, ended.closes)
+        elif ended.closes is not msgspec.UNSET:
+            raise _Broken("cancel_marker", f"closes on an end ({reason}) no cancel wrote")
         self.phase, self.fast = self.ENDED, {}
+
+    def _check_closes(self, seq: int, closes: int | msgspec.UnsetType) -> None:
+        """A cancel's end (``orchestrator._cancel``) says how many events before it its
+        transaction wrote: each is one a cancel writes, stamped with the end's clock
+        reading (the store keeps no transaction ids; a stamp proves only a difference),
+        and they include every call the cancel closed as never started."""
+        if closes is msgspec.UNSET:
+            if self.cancel_rules >= 1:
+                raise _Broken(
+                    "cancel_marker",
+                    "no closes (the events the cancel wrote before it), which a session "
+                    f"with cancel_rules {self.cancel_rules} records",
+                )
+            return  # recorded before the marker (docs/replay.md: found as then)
+        most = 2 * len(self.calls)  # a denial and an outcome per call of the last response
+        if not self.never_started <= closes <= most:
+            raise _Broken(
+                "cancel_marker",
+                f"closes {closes}: the cancel wrote at least the {self.never_started} closes "
+                f"of calls that never started and at most {most} events",
+            )
+        batch = self.batch
+        at = seq - batch[0][0]
+        rows = [*self.tail, *batch[:at]][-closes:] if closes else []
+        stamp = batch[at][2]
+        for row in reversed(rows):  # the nearest first: the last response is among them
+            problem = _not_a_cancels(row, stamp)
+            if problem is not None:
+                raise _Broken(
+                    "cancel_marker", f"closes {closes} counts seq {row[0]} ({row[1]}), {problem}"
+                )
+        if len(rows) < closes:  # pragma: no cover - the tail holds `most` rows since it
+            raise _Broken("cancel_marker", f"closes {closes} counts events not seen")
 
     def _open_detail(self) -> str:
         names = ("not called", "called", "awaiting approval", "approved", "denied", "under way")
@@ -621,6 +684,25 @@ class SessionGrammar(GrammarCheck):
 
 
 def _nothing(body: bytes) -> None:
+    return None
+
+
+def _not_a_cancels(row: Row, stamp: int | None) -> str | None:
+    """Why ``row`` is not an event of the cancel whose end is stamped ``stamp`` (None
+    when it may be): a cancel writes denials, error results ``cancelled`` and
+    ``tool.interrupted``, all stamped with one clock reading."""
+    tag = _tag(row[1])
+    if tag == "tool.completed":
+        completed = _COMPLETED(row[3])
+        ours = completed.is_error and completed.error_type == "cancelled"
+    elif tag == "approval.resolved":
+        ours = not _RESOLVED(row[3]).approved
+    else:
+        ours = tag == "tool.interrupted"
+    if not ours:
+        return "which a cancel does not write"
+    if stamp is not None and row[2] is not None and row[2] != stamp:
+        return f"stamped {row[2]}, the end {stamp}: a cancel stamps its events alike"
     return None
 
 

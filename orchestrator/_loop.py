@@ -35,6 +35,7 @@ from eventlog import EventStore, SkillogError
 from ._context import CONTEXT_RULES, Tokenizer, choose_estimator, context_window_for
 from ._effects import Approver, Elicitor, LiveEffects, ProgressSink, Reconciler
 from ._events import (
+    CANCEL_RULES,
     CatalogMode,
     Event,
     InstructionsMode,
@@ -217,6 +218,7 @@ class Agent:
             estimator=choose_estimator(self.tokenizer),
             instructions_mode=self.instructions_mode,
             context_rules=CONTEXT_RULES,
+            cancel_rules=CANCEL_RULES,
         )
 
     def predicates(self) -> dict[str, Predicate]:

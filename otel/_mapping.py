@@ -579,6 +579,14 @@ class SessionMapper:
         return True
 
     def _tool_completed(self, body: ToolCompleted, event: Event) -> None:
+        span = self._tools.pop(body.call_id, None)
+        if span is None:
+            # No tool.called: a cancel closed the call between the model's answer and
+            # its intent (orchestrator._cancel). It never ran: no execute_tool span, no
+            # tool call counted; the root notes what the model asked for.
+            attrs: Attributes = {sc.TOOL_NAME: body.tool, sc.TOOL_CALL_ID: body.call_id}
+            self._annotate(None, "skillog.tool.not_run", event, attrs)
+            return
         error = _error_type(body.error_type) if body.is_error else None
         if self._metrics:
             metric = self._tool_metrics.get((body.tool, error))
@@ -588,9 +596,6 @@ class SessionMapper:
                     metric[sc.ERROR_TYPE] = error
                 self._tool_metrics[body.tool, error] = metric
             self._measure(sc.M_TOOL_CALLS, 1, metric)
-        span = self._tools.pop(body.call_id, None)
-        if span is None:
-            return
         if len(span.skills) == 1:
             span.attributes.update(self._skill_attrs(span.skills[0]))
         elif span.skills:

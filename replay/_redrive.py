@@ -292,6 +292,8 @@ async def _drive_all(
             break
         await _copy(store, target, recording, cursor.next, end)
         cursor.next = end
+        if end == cursor.stop_at:
+            break  # the cancel came next: no driver resumed after these decisions
         live = await reopen()
         live = await _drive(live, calls, policy, ending, reopen)
 
@@ -299,13 +301,40 @@ async def _drive_all(
 def _cancel_start(recording: Recording) -> int | None:
     """Where a cancel's events begin (``orchestrator._cancel``: the outcomes it gave the
     open calls, the denials of pending approvals, then ``session.ended`` cancelled, all
-    in one transaction, stamped alike), when the recording ends with one that no
-    driver wrote; None otherwise. A cancel that cut a model call is re-driven as an
-    unanswered ending instead (:func:`_unanswered_ending`)."""
-    bodies, events = recording.bodies, recording.events
+    in one transaction) when the recording ends with one: no driver wrote them. None
+    otherwise.
+
+    The cancel's end says how many events before it are its own (``closes``, checked
+    by verify). Only a session recorded before it (``session.started.cancel_rules`` 0)
+    may end without it; for those the cancel's events are found as they were then
+    (:func:`_cancel_start_unmarked`)."""
+    bodies = recording.bodies
     last = bodies[-1]
     if not isinstance(last, SessionEnded) or last.reason != "cancelled":
         return None
+    end = len(bodies) - 1
+    if isinstance(last.closes, int):
+        if not 0 <= last.closes <= end - 2:
+            raise BrokenLogError(
+                recording.session, end, f"closes {last.closes} counts events before the "
+                "session's catalog; run skillog log verify",
+            )  # fmt: skip
+        return end - last.closes
+    config = next(b for b in bodies if isinstance(b, SessionStarted))
+    if config.cancel_rules >= 1:
+        raise BrokenLogError(
+            recording.session, end, "a cancel's session.ended without closes in a session "
+            "whose rules record it; run skillog log verify",
+        )  # fmt: skip
+    return _cancel_start_unmarked(recording)
+
+
+def _cancel_start_unmarked(recording: Recording) -> int | None:
+    """The cancel's first event in a session recorded before ``closes``: the trailing
+    events of the kinds a cancel writes, stamped like its end (the cancel stamped its
+    transaction with one clock reading). A cancel that cut a model call is re-driven as
+    an unanswered ending instead (:func:`_unanswered_ending`)."""
+    bodies, events = recording.bodies, recording.events
     if _unanswered_ending(bodies) is not None:
         return None
     at, stamp = len(bodies) - 1, events[-1].recorded_at

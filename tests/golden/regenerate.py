@@ -27,6 +27,7 @@ from eventlog import EventStore, export_jsonl, open_sqlite_store
 from orchestrator import ToolContext, decide_approval, pending_approvals
 from orchestrator.cli._demo import TASK
 from orchestrator.cli._demo import demo_agent as cli_demo_agent
+from orchestrator._cancel import cancel_session
 from orchestrator._effects import ApprovalDecision, ApprovalRequest
 from orchestrator._events import PolicyConfig
 from orchestrator._host_tools import HostTool
@@ -157,11 +158,26 @@ async def decide_then_resume(agent: Agent, store: EventStore, session_id: str) -
     await agent.resume(store, session_id)
 
 
+async def deny_one_then_cancel(agent: Agent, store: EventStore, session_id: str) -> None:
+    """A reviewer denies the email from another 'process'; then an operator cancels
+    the suspended session: the script's approval is denied, both calls get an error
+    result, the session ends (``closes``: the cancel's three events before its end)."""
+    await decide_approval(
+        store, session_id, "call_1_1", approved=False, decided_by="golden reviewer",
+        reason="not yet", clock=fixed_clock(T0 + 10**12),
+    )  # fmt: skip
+    await cancel_session(
+        store, session_id, by="golden operator", reason="wrong day",
+        clock=fixed_clock(T0 + 2 * 10**12),
+    )  # fmt: skip
+
+
 Continue = Callable[[Agent, EventStore, str], Awaitable[None]]
 SCENARIOS: dict[str, tuple[Callable[[], tuple[Agent, str]], Continue | None]] = {
     "demo": (demo_agent, None),
     "lifecycle": (lifecycle_agent, None),
     "approvals": (approvals_agent, decide_then_resume),
+    "cancelled": (approvals_agent, deny_one_then_cancel),
 }
 
 

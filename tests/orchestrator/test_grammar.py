@@ -219,6 +219,12 @@ NEVER_STARTED = encoded(
                   duration_ms=0, error_type="cancelled")
 )  # fmt: skip
 CANCEL_END = encoded(SessionEnded(reason="cancelled", turns=1, error="cancelled by sam"))
+CANCEL_END_CLOSING = encoded(  # closes: the never-started close before it is the cancel's
+    SessionEnded(reason="cancelled", turns=1, error="cancelled by sam", closes=1)
+)
+CANCEL_END_CLOSING_NONE = encoded(  # leaves the cancel's never-started close out
+    SessionEnded(reason="cancelled", turns=1, error="cancelled by sam", closes=0)
+)
 
 
 def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
@@ -270,6 +276,7 @@ def _mutations() -> dict[str, tuple[str, list[tuple[str, bytes]]]]:
         "summary_unanswered": ("s", [*a[:3], SUMMARY_ASKED, a[3]]),
         "answer_without_summary": ("s", [*a[:3], SUMMARY_ANSWERED]),
         "cancel_not_ending": ("s", [*a[:5], NEVER_STARTED, a[5]]),
+        "cancel_marker": ("s", [*a[:5], NEVER_STARTED, CANCEL_END_CLOSING_NONE]),
         "end_with_open_calls": ("s", [*demo[:6], demo[-1]]),
         "end_reason": ("s", without(demo, len(demo) - 2)),
         "lease_start": ("lease/x", [encoded_release("done")]),
@@ -320,6 +327,7 @@ def test_a_cancel_closes_calls_that_never_started_then_ends() -> None:
     assert tag(a[4]) == "model.responded" and b"call_0_0" in a[4][1]
     cancelled = [*a[:5], NEVER_STARTED, CANCEL_END]
     assert violations("s", cancelled) == []
+    assert violations("s", [*a[:5], NEVER_STARTED, CANCEL_END_CLOSING]) == []
     assert violations("s", cancelled[:-1]) == []  # a prefix
     assert violations("s", [*a[:5], NEVER_STARTED, NEVER_STARTED]) == ["cancel_not_ending"]
     ended = encoded(SessionEnded(reason="completed", turns=1))

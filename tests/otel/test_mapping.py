@@ -311,3 +311,38 @@ async def test_write_ahead_events_map_to_spans() -> None:
     assert "skillog.session.suspended" in [e.name for e in root.events]
     (tool,) = [s for s in spans if s.name == "execute_tool send"]
     assert tool.status == "error" and tool.attributes["error.type"] == "interrupted"
+
+
+async def test_a_call_closed_before_its_intent_is_no_span_and_no_tool_call() -> None:
+    """A cancel between the model's answer and a call's intent closes the call with
+    no tool.called (orchestrator._cancel): it never ran, so it is not an execute_tool
+    span nor counted in skillog.tool.calls; the root carries skillog.tool.not_run."""
+    from pathlib import Path
+
+    from eventlog import import_jsonl
+    from orchestrator._cancel import record_cancel
+
+    golden = MemoryStore()
+    await import_jsonl(golden, str(Path(__file__).parents[1] / "golden" / "approvals.jsonl"))
+    answered = (await _events(golden, "golden-approvals"))[:5]  # ends with model.responded
+    assert answered[-1].type == "model.responded"
+    store = MemoryStore()
+    await store.append(
+        "s1",
+        [NewEvent(type=e.type, body=e.body, recorded_at=e.recorded_at) for e in answered],
+        expected_seq=0,
+        blobs=[data async for _, data in golden.read_blobs()],
+    )
+    await record_cancel(store, "s1", by="sam", clock=lambda: answered[-1].recorded_at + 1)
+    events = await _events(store)
+    assert [e.type for e in events[5:]] == ["tool.completed", "session.ended"]
+    spans, measurements = map_session(events)
+    assert not [s for s in spans if s.name.startswith("execute_tool")]
+    assert not [m for m in measurements if m.instrument == "skillog.tool.calls"]
+    root = next(s for s in spans if s.name.startswith("invoke_agent"))
+    (not_run,) = [e for e in root.events if e.name == "skillog.tool.not_run"]
+    assert not_run.attributes == {
+        "gen_ai.tool.name": "skills.load",
+        "gen_ai.tool.call.id": "call_0_0",
+    }
+    assert root.attributes["error.type"] == "cancelled"

@@ -20,7 +20,7 @@ from replay import load_recording, redrive, replay_session
 from replay._compare import in_call_order
 
 GOLDEN = Path(__file__).parents[1] / "golden"
-NAMES = ["demo", "lifecycle", "approvals"]
+NAMES = ["demo", "lifecycle", "approvals", "cancelled"]
 V01 = GOLDEN / "v0.1"
 """Logs written by skillog 0.1, before write-ahead: kept to prove old logs still
 verify, replay and resume."""
@@ -43,13 +43,33 @@ V02 = GOLDEN / "v0.2"
 signatures (issue 18): kept to prove they still verify and replay."""
 
 
+V03 = GOLDEN / "v0.3"
+"""Logs written before a cancel's ``session.ended`` said which events the cancel wrote
+(``closes``; ``session.started.cancel_rules`` 0): kept to prove they still verify,
+replay and re-drive, the cancel's events found as they were then."""
+
+
 @pytest.mark.parametrize(
-    "path", [V01 / "demo.jsonl", V01 / "lifecycle.jsonl", *(V02 / f"{n}.jsonl" for n in NAMES)]
+    "path",
+    [
+        V01 / "demo.jsonl",
+        V01 / "lifecycle.jsonl",
+        *(V02 / f"{n}.jsonl" for n in ("demo", "lifecycle", "approvals")),
+        V03 / "cancelled.jsonl",
+    ],
 )
 def test_logs_written_by_earlier_versions_still_verify_and_replay(cli: Cli, path: Path) -> None:
     code, out, err = cli("replay", f"golden-{path.stem}", "--jsonl", path)
     assert (code, err) == (0, "")
     assert "every request reproduced byte for byte" in out and "✗" not in out
+
+
+def test_a_cancel_recorded_before_its_marker_still_redrives(cli: Cli) -> None:
+    code, out, err = cli(
+        "replay", "golden-cancelled", "--jsonl", V03 / "cancelled.jsonl", "--redrive"
+    )
+    assert (code, err) == (0, "")
+    assert "re-drive: the current code reproduces all" in out and "✗" not in out
 
 
 async def test_a_log_written_before_write_ahead_resumes_mid_turn(golden) -> None:  # type: ignore[no-untyped-def]
