@@ -224,13 +224,14 @@ def test_console_shows_the_answer_as_it_streams_in_chromium(
     them: a scripted stream of 0.75 s raced Playwright's polls on a loaded machine (the
     page showed the text between two of its looks, then the recorded response)."""
     import standin
-    from chromium import ARGS, CHROMIUM, need_chromium
-    from playwright.sync_api import expect, sync_playwright
+    from chromium import need_chromium
+    from playwright.sync_api import expect
 
     from orchestrator.service import new_token
     from orchestrator.skills._config import add_service_token
 
     from .conftest import write_skill
+    from .test_browser import logged_in
     from .test_cli_serve import start, stop
 
     need_chromium()
@@ -250,28 +251,20 @@ def test_console_shows_the_answer_as_it_streams_in_chromium(
             "--poll-ms", "100",
         )  # fmt: skip
         try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                try:
-                    page = browser.new_page()
-                    page.goto(url + "/console/login")
-                    page.fill("#token", token)
-                    page.click("#login button")
-                    page.fill("#task", "stream to me")
-                    page.click("#submit button")
-                    page.wait_for_url(url + "/console/sessions/*")
-                    responded = page.locator('#events li[data-type="model.responded"]')
-                    # Some text shows while the answer streams, none of it recorded yet.
-                    expect(page.locator("#preview")).to_contain_text("".join(ANSWER[:2]))
-                    api.gate.set()
-                    assert responded.count() == 0
-                    assert "".join(ANSWER) not in page.locator("#trace").inner_text()
-                    # Then the recorded response replaces it.
-                    expect(responded).to_have_count(1, timeout=30_000)
-                    expect(page.locator("#preview")).to_be_hidden()
-                    expect(page.locator("#trace .said")).to_have_text("".join(ANSWER))
-                finally:
-                    browser.close()
+            with logged_in(url, token) as page:
+                page.fill("#task", "stream to me")
+                page.click("#submit button")
+                page.wait_for_url(url + "/console/sessions/*")
+                responded = page.locator('#events li[data-type="model.responded"]')
+                # Some text shows while the answer streams, none of it recorded yet.
+                expect(page.locator("#preview")).to_contain_text("".join(ANSWER[:2]))
+                assert responded.count() == 0  # held: it cannot be recorded yet
+                assert "".join(ANSWER) not in page.locator("#trace").inner_text()
+                api.gate.set()
+                # Then the recorded response replaces it.
+                expect(responded).to_have_count(1, timeout=30_000)
+                expect(page.locator("#preview")).to_be_hidden()
+                expect(page.locator("#trace .said")).to_have_text("".join(ANSWER))
         finally:
             stop(proc)
         assert api.held
