@@ -26,9 +26,14 @@ def need_chromium() -> None:
         reason = "Debian's chromium is not installed (apt-get install chromium)"
     else:
         try:
-            import playwright.sync_api  # noqa: F401
+            from playwright.sync_api import expect
         except ImportError:
             reason = "playwright is not installed (pip install -e '.[test]')"
+        else:
+            # Playwright's assertions wait 5 s by default: too short for a page fed by
+            # a server and a worker on a loaded 2-core machine. Waits end when the
+            # condition holds; the deadline only bounds a real failure.
+            expect.set_options(timeout=30_000)
     if reason:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI must run the browser test: {reason}")

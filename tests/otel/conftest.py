@@ -11,7 +11,6 @@ import hashlib
 import http.server
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -322,15 +321,17 @@ async def store() -> MemoryStore:
 class Receiver:
     """An OTLP/HTTP endpoint on 127.0.0.1 that decodes what it is sent.
 
-    ``status`` is the HTTP status it answers; ``delay`` how long it waits first;
-    ``fail_after`` makes it answer 503 once that many requests were accepted.
+    ``status`` is the HTTP status it answers; ``hold`` makes it wait before answering
+    until ``released`` is set (at the latest when the fixture ends); ``fail_after``
+    makes it answer 503 once that many requests were accepted.
     """
 
     def __init__(self) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
         self.paths: list[str] = []
         self.status = 200
-        self.delay = 0.0
+        self.hold = False
+        self.released = threading.Event()
         self.fail_after: int | None = None
         self.attempts = 0
         self.lock = threading.Lock()
@@ -347,8 +348,8 @@ class Receiver:
                         and len(receiver.requests) >= receiver.fail_after
                     ):
                         status = 503
-                if receiver.delay:
-                    time.sleep(receiver.delay)
+                if receiver.hold:
+                    receiver.released.wait(60)
                 if status == 200:
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
@@ -395,6 +396,7 @@ def receiver() -> Iterator[Receiver]:
     try:
         yield r
     finally:
+        r.released.set()
         r.server.shutdown()
         r.server.server_close()
         r.thread.join(5)

@@ -114,13 +114,16 @@ async def test_error_status_is_reported(store: MemoryStore, receiver: Any) -> No
 
 
 async def test_slow_endpoint_times_out_without_hanging(store: MemoryStore, receiver: Any) -> None:
-    receiver.delay = 1.0
+    # Held until the exporter gave up: a fixed 1 s delay raced a loaded machine (the
+    # request counted as accepted if the two 0.2 s attempts took over 1 s in all).
+    receiver.hold = True
     exporter = _exporter(receiver.url, timeout=0.2)
     options = ExportOptions(retries=1, backoff_s=0.01)
-    with trio.fail_after(5), pytest.raises(ExportFailedError, match="2 attempts"):
+    with trio.fail_after(30), pytest.raises(ExportFailedError, match="2 attempts"):
         await export_sessions(store, exporter, options=options)
     exporter.shutdown()
     assert receiver.requests == []
+    receiver.released.set()
 
 
 async def test_resume_after_partial_export(kit: Any, receiver: Any, tmp_path: Path) -> None:

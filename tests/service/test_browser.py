@@ -78,7 +78,7 @@ def test_console_in_chromium(server: tuple[str, dict[str, str]]) -> None:
             expect(page.locator('#events li[data-type="session.suspended"]')).to_have_count(1)
             expect(page.locator("#live")).to_have_text("live")
             request = page.locator("article.approval")
-            expect(request).to_have_count(1, timeout=10_000)
+            expect(request).to_have_count(1, timeout=30_000)
             expect(request).to_contain_text("skills.run_script")
             expect(request).to_contain_text("<i>x</i>")  # the argument, as text
             expect(request.locator("dd").nth(3)).to_have_text("user")

@@ -76,11 +76,11 @@ def test_cancel_and_resume_while_driven_in_chromium(driving: tuple[str, str, Pat
         expect(page.locator('#events li[data-type="prompt.rendered"]')).to_have_count(
             1, timeout=30_000
         )
-        page.wait_for_timeout(1000)  # a few pieces have streamed
+        expect(page.locator("#preview")).to_contain_text("This answer streams")  # streaming
         page.click('#actions button[data-action="cancel"]')
         page.click('#actions button[data-action="cancel-yes"]')
         expect(page.locator("#notices .notice.ok")).to_contain_text("cancelled: cancelled by ada")
-        expect(page.locator("#status")).to_have_text("ended (cancelled)", timeout=10_000)
+        expect(page.locator("#status")).to_have_text("ended (cancelled)", timeout=30_000)
         expect(page.locator('#actions button[data-action="resume"]')).to_be_disabled()
         kinds = _types(url, token, session)
         assert kinds.count("model.interrupted") == 1 and kinds[-1] == "session.ended", kinds

@@ -34,9 +34,13 @@ from .test_api import submit, wait_for
 
 STOP_WAIT_S = 10
 
-SLOW_MODEL = """\
+# About 30 s of streaming (a piece of 16 characters every 400 ms): a cancel sent a
+# second or so in lands mid-stream however loaded the machine is (a 2 s answer could
+# end first, and the session then completed instead of being cut).
+SLOW_TEXT = " ".join(["This answer streams slowly, sixteen characters at a time."] * 20)
+SLOW_MODEL = f"""\
 turns:
-  - text: "This answer streams slowly, sixteen characters at a time, so it can be cut."
+  - text: "{SLOW_TEXT}"
     stream_delay_ms: 400
 """
 

@@ -215,50 +215,56 @@ async def test_a_provider_stream_reaches_a_follower_while_it_streams(
     assert request.body["system"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
-def test_console_shows_the_answer_as_it_streams_in_chromium(tmp_path: Path) -> None:
+def test_console_shows_the_answer_as_it_streams_in_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The session page shows the streamed text below the trace before the response is
-    recorded, and drops it for the recorded response when ``model.responded`` lands."""
-    from chromium import ARGS, CHROMIUM, need_chromium
-    from playwright.sync_api import expect, sync_playwright
+    recorded, and drops it for the recorded response when ``model.responded`` lands.
+    A stand-in of the API holds the answer after two pieces until the page has shown
+    them: a scripted stream of 0.75 s raced Playwright's polls on a loaded machine (the
+    page showed the text between two of its looks, then the recorded response)."""
+    import standin
+    from chromium import need_chromium
+    from playwright.sync_api import expect
 
     from orchestrator.service import new_token
     from orchestrator.skills._config import add_service_token
 
     from .conftest import write_skill
+    from .test_browser import logged_in
     from .test_cli_serve import start, stop
 
     need_chromium()
+    monkeypatch.setattr(standin, "HOLD_S", 60.0)  # the page may be slow to show it
     config = tmp_path / "config.yaml"
     token, entry = new_token("ada", ("admin",))
     add_service_token(str(config), entry)
     skill = write_skill(tmp_path)
-    (tmp_path / "turns.yaml").write_text(SLOW.replace("60", "150"))
-    env = {**os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home")}
-    proc, url = start(
-        tmp_path, env, "--model", f"scripted:{tmp_path / 'turns.yaml'}", "--skills", str(skill),
-        "--poll-ms", "100",
-    )  # fmt: skip
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(url + "/console/login")
-                page.fill("#token", token)
-                page.click("#login button")
+    with StandIn().serving() as api:
+        api.stream(anthropic_events(EVENTS), hold_after=4)  # held after two pieces
+        env = {
+            **os.environ, "SKILLOG_CONFIG": str(config), "HOME": str(tmp_path / "home"),
+            "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.url,
+        }  # fmt: skip
+        proc, url = start(
+            tmp_path, env, "--model", "anthropic:claude-test", "--skills", str(skill),
+            "--poll-ms", "100",
+        )  # fmt: skip
+        try:
+            with logged_in(url, token) as page:
                 page.fill("#task", "stream to me")
                 page.click("#submit button")
                 page.wait_for_url(url + "/console/sessions/*")
                 responded = page.locator('#events li[data-type="model.responded"]')
                 # Some text shows while the answer streams, none of it recorded yet.
-                expect(page.locator("#preview")).to_contain_text("Streaming, one piece")
-                assert responded.count() == 0
-                assert TEXT not in page.locator("#trace").inner_text()
+                expect(page.locator("#preview")).to_contain_text("".join(ANSWER[:2]))
+                assert responded.count() == 0  # held: it cannot be recorded yet
+                assert "".join(ANSWER) not in page.locator("#trace").inner_text()
+                api.gate.set()
                 # Then the recorded response replaces it.
                 expect(responded).to_have_count(1, timeout=30_000)
                 expect(page.locator("#preview")).to_be_hidden()
-                expect(page.locator("#trace .said")).to_have_text(TEXT)
-            finally:
-                browser.close()
-    finally:
-        stop(proc)
+                expect(page.locator("#trace .said")).to_have_text("".join(ANSWER))
+        finally:
+            stop(proc)
+        assert api.held
