@@ -13,8 +13,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import gated
 import pytest
 import trio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -380,31 +382,32 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
     while ``log archive`` runs again and again: every archive holds only sessions that
     had ended, each session is archived once, and the log verifies after every run
     (but for the catalog race noted below) and wholly once the worker is done."""
-    (tmp_path / "skills" / "greet" / "scripts" / "hi.py").write_text(
-        # Sessions end one by one, a second apart: slower than one archive-and-verify
-        # round (two CLI processes), so some archive runs while sessions remain.
-        "import time\ntime.sleep(1.0)\nprint('hi')\n"
-    )
+    # Each script runs until the test lets it end, a few before each archive run: some
+    # archive runs while sessions remain, however slow the machine (a fixed one-second
+    # script let all twelve end before the first archive under load).
+    (tmp_path / "skills" / "greet" / "scripts" / "hi.py").write_text(gated.GATED_SCRIPT)
     ids = []
     for i in range(12):
-        code, out, err = cli("submit", f"task {i}", "--model", cli.model(), "--approve")
+        code, out, err = cli("submit", f"task {i}", "--model", cli.model(), "--tier", "org",
+                             "--skills", tmp_path / "skills" / "greet")  # fmt: skip
         assert code == 0, err
         ids.append(out.strip())
     cli("log", "keygen", "--out", tmp_path / "k.pem", db=False)
     worker = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.cli", "worker", "--db", str(cli.db), "--skills",
-         str(tmp_path / "skills" / "greet"), "--concurrency", "1", "--poll-ms", "50"],
+         str(tmp_path / "skills" / "greet"), "--tier", "org", "--concurrency", "12",
+         "--poll-ms", "50"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )  # fmt: skip
     archived: list[str] = []
     runs: list[int] = []  # sessions archived so far, after each run that wrote a file
-    partial = False
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 90
         n = 0
         while len(archived) < len(ids) and time.monotonic() < deadline:
             n += 1
+            let_some_end(worker.pid, cli.db, ids, deadline)
             code, out, err = cli("log", "archive", "--before", now(), "--key", "k.pem",
                                  "--out", f"a{n}.jsonl")  # fmt: skip
             assert code == 0, err
@@ -414,7 +417,6 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
             faults = json.loads(out)["faults"]
             assert all(f["kind"] == "catalog" for f in faults), out + err
             if not (tmp_path / f"a{n}.jsonl").exists():
-                time.sleep(0.1)
                 continue
             store, _ = trio.run(load_archive, tmp_path / f"a{n}.jsonl")
             stones = trio.run(_tombstoned, cli.db)
@@ -424,14 +426,49 @@ def test_archive_while_a_worker_runs_takes_only_what_ended(cli: Cli, tmp_path: P
                     assert last == "session.ended", (info.stream, last)
                     assert info.stream not in archived
                     archived.append(info.stream)
-            partial = partial or len(archived) < len(ids)
             runs.append(len(archived))
     finally:
+        gated.release(worker.pid, "hi.py")
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
     assert sorted(archived) == sorted(ids)
-    assert partial, f"every session ended before an archive ran: {runs}"
+    assert runs[0] < len(ids), f"every session ended before an archive ran: {runs}"
     assert cli.rows() == [] and cli("log", "verify")[0] == 0
+
+
+def let_some_end(worker: int, db: str | Path, ids: list[str], deadline: float) -> None:
+    """Let up to four of the gated scripts running under ``worker`` end, and wait until
+    one more of sessions ``ids`` has ended."""
+    done = len(ended(db, ids))
+    if done == len(ids):
+        return
+
+    def more() -> bool:
+        return len(ended(db, ids)) > done
+
+    until(lambda: gated.release(worker, "hi.py", at_most=4) > 0 or more(), deadline, "a script")
+    until(more, deadline, f"a session to end after {done}")
+
+
+def until(condition: Callable[[], bool], deadline: float, what: str) -> None:
+    while not condition():
+        assert time.monotonic() < deadline, f"waited in vain for {what}"
+        time.sleep(0.05)
+
+
+def ended(db: str | Path, ids: list[str]) -> set[str]:
+    """Which of sessions ``ids`` have ended, or were archived, in the log at ``db``."""
+
+    async def read() -> set[str]:
+        async with open_store(db, readonly=True) as store:
+            streams = {info.stream for info in await store.streams()}
+            done = set()
+            for stream in ids:
+                if stream not in streams or await _last_type(store, stream) == "session.ended":
+                    done.add(stream)
+            return done
+
+    return trio.run(read)
 
 
 async def _tombstoned(db: str | Path) -> set[str]:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import gated
 import pytest
 import trio
 
@@ -60,11 +61,7 @@ def slow(tmp_path: Path) -> tuple[Path, Path]:
     skill = tmp_path / "skills" / "slow"
     (skill / "scripts").mkdir(parents=True)
     (skill / "SKILL.md").write_text("---\nname: slow\ndescription: Slow.\n---\nWait.\n")
-    (skill / "scripts" / "wait.py").write_text(
-        "import signal, sys, time\n"
-        "signal.signal(signal.SIGUSR1, lambda *_: sys.exit(0))\n"
-        "time.sleep(60)\n"
-    )
+    (skill / "scripts" / "wait.py").write_text(gated.GATED_SCRIPT)
     turns = tmp_path / "turns.yaml"
     turns.write_text(
         "turns:\n"
@@ -76,27 +73,8 @@ def slow(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def release(driver: subprocess.Popen[str]) -> None:
-    """Let the slow script ``driver`` runs finish: SIGUSR1 to it (it exits 0 on it),
-    found among the driver's descendants (past bubblewrap, whose PID namespace hides
-    nothing from the host's /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    released, todo = 0, [driver.pid]
-    while todo:
-        for pid in children.get(todo.pop(), []):
-            todo.append(pid)
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if Path(argv[0].decode()).name != "bwrap" and any(a.endswith(b"wait.py") for a in argv):
-                os.kill(pid, signal.SIGUSR1)
-                released += 1
+    """Let the slow script ``driver`` runs finish (it exits 0 on SIGUSR1)."""
+    released = gated.release(driver.pid, "wait.py")
     assert released == 1, f"{released} running wait.py scripts under {driver.pid}"
 
 
