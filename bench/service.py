@@ -22,8 +22,9 @@ log (each seq once, in order, hashes equal). Printed:
 
 ``--micro N`` measures the server's CPU per request instead, load-independent: against
 one ``serve --workers 0`` (nothing runs the sessions), N submissions in a row, then N
-follows (connect, first event, close) of those sessions, each the server's CPU seconds
-(``/proc/PID/stat``) over N; ``--rounds`` repeats both; ``--only submit|follow`` does
+follows (connect, first event, close) of the last one while another stream follows it
+throughout (as hundreds follow the newest session under load), each the server's CPU
+seconds (``/proc/PID/stat``) over N; ``--rounds`` repeats both; ``--only submit|follow`` does
 one of them (the other's figure is then meaningless), for a profiler attached to the
 printed pid (``py-spy record --pid PID``).
 
@@ -244,8 +245,9 @@ async def micro(args: argparse.Namespace, db: str | None) -> None:
     args.separate_worker = False
     proc, url = start_server(tmp, db or str(tmp / "service.db"), args, ["--workers", "0"])
     print(f"service micro bench ({args.label}): serve --workers 0, pid {proc.pid}; "
-          f"{args.micro} submissions in a row, then {args.micro} follows (connect, first "
-          f"event, close); server CPU from /proc")  # fmt: skip
+          f"{args.micro} submissions in a row, then {args.micro} follows of the last "
+          f"(connect, first event, close; another stream follows it throughout); server CPU "
+          f"from /proc")  # fmt: skip
     headers = {"authorization": f"Bearer {token}"}
     try:
         async with httpx.AsyncClient(
@@ -262,10 +264,14 @@ async def micro(args: argparse.Namespace, db: str | None) -> None:
                     response = await client.post("/api/sessions", json={"task": f"task {i}"})
                     response.raise_for_status()
                     sessions.append(response.json()["session_id"])
-                cpu1 = cpu_s(proc.pid)
-                for i in range(args.micro if args.only != "submit" else 0):
-                    await first_event(client, sessions[i % len(sessions)])
-                cpu2 = cpu_s(proc.pid)
+                async with trio.open_nursery() as nursery:
+                    # as in the load bench, where hundreds follow the newest session
+                    await nursery.start(hold, client, sessions[-1])
+                    cpu1 = cpu_s(proc.pid)
+                    for _ in range(args.micro if args.only != "submit" else 0):
+                        await first_event(client, sessions[-1])
+                    cpu2 = cpu_s(proc.pid)
+                    nursery.cancel_scope.cancel()
                 n = args.micro
                 print(f"  round {r + 1}: CPU per POST /api/sessions {(cpu1 - cpu0) * 1000 / n:.2f} "
                       f"ms, per follow {(cpu2 - cpu1) * 1000 / n:.2f} ms "
@@ -273,6 +279,17 @@ async def micro(args: argparse.Namespace, db: str | None) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+async def hold(client: httpx.AsyncClient, session: str, task_status: trio.TaskStatus[None]) -> None:
+    """Follow ``session`` until cancelled (started once its first event arrived)."""
+    started = False
+    async with client.stream("GET", f"/api/sessions/{session}/stream") as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and not started:
+                task_status.started()
+                started = True
 
 
 async def first_event(client: httpx.AsyncClient, session: str) -> None:

@@ -176,6 +176,10 @@ class Tail:
                 self._hidden.popitem(last=False)
         return hidden_path(config)
 
+    def seen(self, stream: str) -> bool:
+        """Whether a live stream follows ``stream`` now (so it has events)."""
+        return stream in self._watchers
+
     def kept(self) -> set[str]:
         """The streams this tail keeps anything for: those followed now (besides
         :meth:`hidden`'s bounded memory of paths)."""
