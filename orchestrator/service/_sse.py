@@ -176,10 +176,6 @@ class Tail:
                 self._hidden.popitem(last=False)
         return hidden_path(config)
 
-    def seen(self, stream: str) -> bool:
-        """Whether a live stream follows ``stream`` now (so it has events)."""
-        return stream in self._watchers
-
     def kept(self) -> set[str]:
         """The streams this tail keeps anything for: those followed now (besides
         :meth:`hidden`'s bounded memory of paths)."""
@@ -200,6 +196,10 @@ class Tail:
         if committed is None:
             committed = self._committed[stream] = trio.Event()
         return committed
+
+    def seen(self, stream: str) -> bool:
+        """Whether a live stream follows ``stream`` now (so it has events)."""
+        return stream in self._watchers
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
