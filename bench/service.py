@@ -18,6 +18,15 @@ log (each seq once, in order, hashes equal). Printed:
 
     .venv/bin/python bench/service.py [--rate 50] [--seconds 60] [--followers 200]
                                       [--postgres] [--demo] [--separate-worker]
+    .venv/bin/python bench/service.py --micro 300 [--rounds 3]
+
+``--micro N`` measures the server's CPU per request instead, load-independent: against
+one ``serve --workers 0`` (nothing runs the sessions), N submissions in a row, then N
+follows (connect, first event, close) of the last one while another stream follows it
+throughout (as hundreds follow the newest session under load), each the server's CPU
+seconds (``/proc/PID/stat``) over N; ``--rounds`` repeats both; ``--only submit|follow`` does
+one of them (the other's figure is then meaningless), for a profiler attached to the
+printed pid (``py-spy record --pid PID``).
 
 The sessions load a skill, read one of its files and answer (16 events, no script):
 the service is what is measured. ``--demo`` runs the demo's sessions instead, with a
@@ -203,7 +212,9 @@ def module(path: Path) -> Any:
     return loaded
 
 
-def start_server(tmp: Path, db: str, args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+def start_server(
+    tmp: Path, db: str, args: argparse.Namespace, workers: list[str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
     """``skillog serve`` as the service tests start it (tests/service/test_cli_serve.py)."""
     model = DEMO / "turns.yaml" if args.demo else tmp / "light.yaml"
     if not args.demo:
@@ -215,7 +226,8 @@ def start_server(tmp: Path, db: str, args: argparse.Namespace) -> tuple[subproce
         "--skills", str(DEMO / "skills"), "--tier", "org", "--concurrency", str(args.concurrency),
         "--poll-ms", str(args.poll_ms), "--project", str(tmp),
     ]  # fmt: skip
-    workers = ["--workers", "0"] if args.separate_worker else []
+    if workers is None:
+        workers = ["--workers", "0"] if args.separate_worker else []
     proc, url = start(tmp, env, "--db", db, "--model", f"scripted:{model}", *common, *workers)
     if args.separate_worker:  # the worker in a process of its own, on the same log
         args.worker = subprocess.Popen(
@@ -223,6 +235,70 @@ def start_server(tmp: Path, db: str, args: argparse.Namespace) -> tuple[subproce
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
     return proc, url
+
+
+async def micro(args: argparse.Namespace, db: str | None) -> None:
+    """CPU per submission and per follow of one ``serve --workers 0`` (``--micro N``)."""
+    tmp = Path(tempfile.mkdtemp(prefix="skillog-bench-service-"))
+    token, entry = new_token("bench", ("admin",))
+    add_service_token(str(tmp / "config.yaml"), entry)
+    args.separate_worker = False
+    proc, url = start_server(tmp, db or str(tmp / "service.db"), args, ["--workers", "0"])
+    print(f"service micro bench ({args.label}): serve --workers 0, pid {proc.pid}; "
+          f"{args.micro} submissions in a row, then {args.micro} follows of the last "
+          f"(connect, first event, close; another stream follows it throughout); server CPU "
+          f"from /proc")  # fmt: skip
+    headers = {"authorization": f"Bearer {token}"}
+    try:
+        async with httpx.AsyncClient(
+            base_url=url, headers=headers, trust_env=False, timeout=args.timeout
+        ) as client:
+            for _ in range(3):  # warm up: imports, first reads, caches
+                sid = (await client.post("/api/sessions", json={"task": "warm"})).json()
+                await first_event(client, sid["session_id"])
+            for r in range(args.rounds):
+                load = os.getloadavg()[0]
+                cpu0 = cpu_s(proc.pid)
+                sessions = []
+                for i in range(args.micro if args.only != "follow" else 1):
+                    response = await client.post("/api/sessions", json={"task": f"task {i}"})
+                    response.raise_for_status()
+                    sessions.append(response.json()["session_id"])
+                async with trio.open_nursery() as nursery:
+                    # as in the load bench, where hundreds follow the newest session
+                    await nursery.start(hold, client, sessions[-1])
+                    cpu1 = cpu_s(proc.pid)
+                    for _ in range(args.micro if args.only != "submit" else 0):
+                        await first_event(client, sessions[-1])
+                    cpu2 = cpu_s(proc.pid)
+                    nursery.cancel_scope.cancel()
+                n = args.micro
+                print(f"  round {r + 1}: CPU per POST /api/sessions {(cpu1 - cpu0) * 1000 / n:.2f} "
+                      f"ms, per follow {(cpu2 - cpu1) * 1000 / n:.2f} ms "
+                      f"(load average {load:.1f} -> {os.getloadavg()[0]:.1f})")  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+async def hold(client: httpx.AsyncClient, session: str, task_status: trio.TaskStatus[None]) -> None:
+    """Follow ``session`` until cancelled (started once its first event arrived)."""
+    started = False
+    async with client.stream("GET", f"/api/sessions/{session}/stream") as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and not started:
+                task_status.started()
+                started = True
+
+
+async def first_event(client: httpx.AsyncClient, session: str) -> None:
+    """Follow ``session`` until its first event arrives, then close."""
+    async with client.stream("GET", f"/api/sessions/{session}/stream") as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data: "):
+                return
 
 
 async def main(args: argparse.Namespace, db: str | None) -> None:
@@ -313,10 +389,19 @@ if __name__ == "__main__":
         "--postgres", action="store_true",
         help="on a throwaway PostgreSQL cluster (tests/pgcluster.py) instead of SQLite",
     )  # fmt: skip
+    parser.add_argument(
+        "--micro", type=int, default=0, metavar="N",
+        help="CPU per submission and per follow: N of each against serve --workers 0",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --micro (3)")
+    parser.add_argument(
+        "--only", choices=("submit", "follow"), help="--micro: only this (to profile it)"
+    )
     options = parser.parse_args()
     options.label = "SQLite"
+    run = micro if options.micro else main
     if not options.postgres:
-        trio.run(main, options, None)
+        trio.run(run, options, None)
         raise SystemExit(0)
     fleet = module(HERE / "fleet.py")
     pg = fleet.pg_urls()
@@ -324,6 +409,6 @@ if __name__ == "__main__":
         raise SystemExit("no PostgreSQL server binaries (initdb) found")
     try:
         options.label = "PostgreSQL"
-        trio.run(main, options, pg[1]())
+        trio.run(run, options, pg[1]())
     finally:
         pg[0].stop()

@@ -3,15 +3,24 @@ sources held, and when."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+import weakref
 from collections.abc import Callable
 from typing import Literal
 
-from eventlog import ConcurrencyError, Event, EventStore, NewEvent
+from eventlog import ConcurrencyError, Event, EventStore, Head, NewEvent
 
 from ._events import CODEC, CatalogIndexed, SkillEnvBuilt, SkillsInstalled
 from ._streams import INDEX_STREAM, INSTALL_STREAM
 from .skills import Catalog, CatalogRecord, EnvRecord, InstalledSkill
+
+# The last event of each index stream this process appended or read, per store: a head
+# with that event's seq and hash is that event (the hash commits to its type and body),
+# so deduplicating against it needs no read. ``serve`` records the same indexing run at
+# every submission; the read was one thread hop of each. Weak keys: a closed store's
+# entries go with it.
+_LAST: weakref.WeakKeyDictionary[EventStore, dict[str, Event]] = weakref.WeakKeyDictionary()
 
 
 async def record_index_run(
@@ -73,18 +82,35 @@ async def append_to_index(
     for attempt in range(attempts):
         head = await store.head(stream)
         if head is not None and dedupe:
-            last = await _event_at(store, stream, head.seq)
+            last = await _last(store, stream, head)
             if last is not None and (last.type, last.body) == (event.type, event.body):
                 return last
         try:
             (committed,) = await store.append(
                 stream, [event], expected_seq=0 if head is None else head.seq + 1
             )
+            _remember(store, committed)
             return committed
         except ConcurrencyError:
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _last(store: EventStore, stream: str, head: Head) -> Event | None:
+    """The event at ``head``: remembered when this process last saw it, else read."""
+    known = _LAST.get(store, {}).get(stream)
+    if known is not None and (known.seq, known.hash) == (head.seq, head.hash):
+        return known
+    last = await _event_at(store, stream, head.seq)
+    if last is not None:
+        _remember(store, last)
+    return last
+
+
+def _remember(store: EventStore, event: Event) -> None:
+    with contextlib.suppress(TypeError):  # a store with no weak reference: read each time
+        _LAST.setdefault(store, {})[event.stream] = event
 
 
 async def _event_at(store: EventStore, stream: str, seq: int) -> Event | None:

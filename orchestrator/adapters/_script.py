@@ -7,6 +7,7 @@ for files and for code alike, and a broken file is reported at its ``$.turns[N]`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -123,11 +124,18 @@ def load_script(path: str | Path) -> Script:
         data = path.read_bytes()
     except OSError as e:
         raise ScriptError(f"{path}: cannot read the model script: {e.strerror or e}") from e
+    return _script_of(str(path), path.suffix == ".json", data)
+
+
+@functools.lru_cache(maxsize=16)
+def _script_of(source: str, is_json: bool, data: bytes) -> Script:
+    """The script in ``data``, parsed once per content: ``serve`` builds an agent (and
+    so reads its scripted model) for every submission, and the pure-Python YAML parser
+    took most of that. The file is read every time, so an edit is seen at once; the
+    result is frozen, shared by every model built from the same bytes."""
     try:
-        decoded: object = (
-            msgspec.json.decode(data) if path.suffix == ".json" else yaml.safe_load(data)
-        )
+        decoded: object = msgspec.json.decode(data) if is_json else yaml.safe_load(data)
     except (msgspec.DecodeError, yaml.YAMLError) as e:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
-        raise ScriptError(f"{path}: the model script is not valid {kind}: {e}") from e
-    return parse_script(decoded, source=str(path))
+        kind = "JSON" if is_json else "YAML"
+        raise ScriptError(f"{source}: the model script is not valid {kind}: {e}") from e
+    return parse_script(decoded, source=source)

@@ -99,6 +99,8 @@ class TokenBook:
         self._stamp = None
 
     async def _refresh(self) -> None:
+        if trio.current_time() * 1e9 - self._checked < _RELOAD_NS:
+            return  # looked less than a second ago: no lock (a trip through the scheduler)
         # One reader at a time: a request arriving while the file is read waits for it
         # (before the first read there is no token to accept it with).
         async with self._reading:

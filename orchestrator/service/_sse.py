@@ -197,6 +197,10 @@ class Tail:
             committed = self._committed[stream] = trio.Event()
         return committed
 
+    def seen(self, stream: str) -> bool:
+        """Whether a live stream follows ``stream`` now (so it has events)."""
+        return stream in self._watchers
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
         start = int(await last()) + 1 if last is not None else 0

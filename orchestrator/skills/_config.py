@@ -11,6 +11,7 @@ a file.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import os
@@ -195,39 +196,39 @@ def default_install_dir(env: Mapping[str, str] | None = None) -> str:
 def load_config(path: str) -> SkillsConfig:
     """Read the configuration at ``path``; a missing file gives the defaults."""
     text = _read(path)
-    return SkillsConfig() if text is None else _parse(path, text).skills
+    return SkillsConfig() if text is None else _parsed(path, text).skills
 
 
 def load_log_config(path: str) -> LogConfig:
     """The ``log:`` section of the configuration at ``path`` (defaults if missing)."""
     text = _read(path)
-    return LogConfig() if text is None else _parse(path, text).log
+    return LogConfig() if text is None else _parsed(path, text).log
 
 
 def load_service_config(path: str) -> ServiceConfig:
     """The ``service:`` section of the configuration at ``path`` (defaults if missing)."""
     text = _read(path)
-    return ServiceConfig() if text is None else _parse(path, text).service
+    return ServiceConfig() if text is None else _parsed(path, text).service
 
 
 def load_model_config(path: str) -> ModelConfig:
     """The ``model:`` section of the configuration at ``path`` (defaults if missing)."""
     text = _read(path)
-    return ModelConfig() if text is None else _parse(path, text).model
+    return ModelConfig() if text is None else _parsed(path, text).model
 
 
 def load_policy_section(path: str) -> dict[str, Any]:
     """The ``policy:`` section of the configuration at ``path`` as YAML data (nulls
     kept: in a policy, null means "no limit"); empty if missing."""
     text = _read(path)
-    return {} if text is None else _parse(path, text).policy
+    return {} if text is None else copy.deepcopy(_parsed(path, text).policy)
 
 
 def load_mcp_servers(path: str) -> tuple[McpServerConfig, ...]:
     """The MCP servers of the configuration at ``path`` (none if it is missing), each
     named by its key, in name order."""
     text = _read(path)
-    servers = McpConfig() if text is None else _parse(path, text).mcp
+    servers = McpConfig() if text is None else _parsed(path, text).mcp
     out = []
     for key in sorted(servers.servers):
         server = servers.servers[key]
@@ -251,7 +252,7 @@ def add_service_token(path: str, token: ServiceToken) -> None:
         edited = (text + ("\n" if text and not text.endswith("\n") else "")) + section
         _write_atomic(path, edited, "service configuration")
         return
-    tokens = _parse(path, text).service.tokens
+    tokens = _parsed(path, text).service.tokens
     _set_service_tokens(path, text, (*tokens, token))
 
 
@@ -259,7 +260,7 @@ def remove_service_tokens(path: str, name: str) -> int:
     """Remove the tokens named ``name`` from ``path`` atomically; how many there were
     (the file is not written when none is)."""
     text = _read(path) or ""
-    tokens = _parse(path, text).service.tokens if text else ()
+    tokens = _parsed(path, text).service.tokens if text else ()
     kept = tuple(t for t in tokens if t.name != name)
     if len(kept) < len(tokens):
         _set_service_tokens(path, text, kept)
@@ -268,7 +269,7 @@ def remove_service_tokens(path: str, name: str) -> int:
 
 def _set_service_tokens(path: str, text: str, tokens: tuple[ServiceToken, ...]) -> None:
     # The section exists: the file is written afresh (its comments are not kept).
-    merged = msgspec.structs.replace(_parse(path, text), service=ServiceConfig(tokens=tokens))
+    merged = msgspec.structs.replace(_parsed(path, text), service=ServiceConfig(tokens=tokens))
     doc = {k: v for k, v in msgspec.json.decode(msgspec.json.encode(merged)).items()
            if getattr(merged, k) != getattr(_File(), k)}  # fmt: skip
     edited = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
@@ -283,7 +284,7 @@ def save_config(path: str, config: SkillsConfig) -> None:
     ``config`` (a layout the editor does not handle), the section is written afresh.
     """
     text = _read(path) or ""
-    parsed = _parse(path, text) if text else _File()
+    parsed = _parsed(path, text) if text else _File()
     old = _plain(parsed.skills)
     new = _plain(config)
     edited = set_skills_keys(text, {k: v for k, v in new.items() if old.get(k) != v})
@@ -352,6 +353,16 @@ def _file_info() -> mi.Type:
     configuration three times, and ``serve`` builds one per submission and one per
     session its worker takes: 17% of its event loop under bench/service.py)."""
     return mi.type_info(_File)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: str, text: str) -> _File:
+    """:func:`_parse`, once per text: a long-running process (``serve``, a worker) reads
+    the configuration for every agent it builds, three sections each. The file is still
+    read every time, so a change is seen at once; its text is the key, so an unchanged
+    file is not parsed again (0.2 ms of YAML and conversion per read; the results are
+    frozen structs, shared)."""
+    return _parse(path, text)
 
 
 def _parse(path: str, text: str) -> _File:

@@ -120,3 +120,36 @@ async def test_many_sessions_indexing_at_once_all_start(tmp_path: Path) -> None:
         for catalog in catalogs:
             nursery.start_soon(record_index_run, store, catalog)
     assert 1 <= len([e async for e in store.read(INDEX_STREAM)]) <= 30
+
+
+async def test_an_unchanged_run_costs_one_head_read_and_another_processs_run_is_seen(
+    tmp_path: Path,
+) -> None:
+    """Every submission to a service records its indexing run: when the index stream's
+    head is the run this process last saw (same seq and hash), nothing else is read;
+    a run another process recorded in between moves the head, and ours is recorded
+    again after it."""
+    write(tmp_path, "good")
+    catalog = build_catalog([SkillSource(path=str(tmp_path), tier=Tier.USER, label="t")])
+    write(tmp_path, "other")
+    changed = build_catalog([SkillSource(path=str(tmp_path), tier=Tier.USER, label="t")])
+    db = tmp_path / "log.db"
+    async with open_sqlite_store(db) as store, open_sqlite_store(db) as other:
+        reads: list[str] = []
+        read = store.read
+
+        def counted(stream: str, **kw: int):  # type: ignore[no-untyped-def]
+            reads.append(stream)
+            return read(stream, **kw)
+
+        store.read = counted  # type: ignore[method-assign]
+        first = await record_index_run(store, catalog, clock=lambda: 1)
+        for t in range(2, 6):
+            assert await record_index_run(store, catalog, clock=lambda t=t: t) == first
+        assert reads == []  # the head was the run this store appended: nothing read
+        theirs = await record_index_run(other, changed, clock=lambda: 6)
+        ours = await record_index_run(store, catalog, clock=lambda: 7)
+        assert reads == [INDEX_STREAM]  # the head moved: the event there is read once
+        assert (first.seq, theirs.seq, ours.seq) == (0, 1, 2)
+        assert await record_index_run(store, catalog, clock=lambda: 8) == ours
+        assert reads == [INDEX_STREAM]

@@ -112,3 +112,27 @@ def test_the_presets_are_the_servers_policy_then_the_configurations_profiles(
         "third-party",
     )
     assert presets["trusting"].script_timeout_ms == 1234  # --policy over the profile
+
+
+async def test_a_configuration_edit_is_recorded_by_the_next_submission(
+    service: Service,
+) -> None:
+    """The server keeps what it parsed of the configuration, keyed by the file's text:
+    each submission records what the file says at that moment."""
+    import os
+
+    first = await submit(service)
+    started, _ = await start_of(service, str(first["session_id"]))
+    assert started.context_window == 0 and started.compact_catalog_over == 50
+    text = service.config.read_text()
+    stat = service.config.stat()
+    edited = text + "model:\n  context_window: 4321\nskills:\n  compact_catalog_over: 7\n"
+    service.config.write_text(edited)
+    os.utime(service.config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    second = await submit(service)
+    started, _ = await start_of(service, str(second["session_id"]))
+    assert started.context_window == 4321 and started.compact_catalog_over == 7
+    service.config.write_text(text)
+    third = await submit(service)
+    started, _ = await start_of(service, str(third["session_id"]))
+    assert started.context_window == 0 and started.compact_catalog_over == 50

@@ -289,3 +289,28 @@ def test_recorded_configuration_errors() -> None:
         RecordedModel([ONE], expected_hashes=["a"])
     with pytest.raises(AdapterConfigError, match="1 outcomes but 2 expected hashes"):
         RecordedModel([ONE], expected_hashes=["a", "b"], request_hash=sha)
+
+
+async def test_a_script_file_is_parsed_once_per_content_and_an_edit_is_seen(
+    tmp_path: Path,
+) -> None:
+    """``serve`` builds a model per submission: the file is read each time, parsed only
+    when its bytes changed; every model still starts at the first turn."""
+    import os
+
+    from orchestrator.adapters import adapter_from_spec
+
+    path = tmp_path / "turns.yaml"
+    path.write_text("turns:\n  - text: one\n")
+    stat = path.stat()
+    first, second = (adapter_from_spec(f"scripted:{path}") for _ in range(2))
+    assert isinstance(first, ScriptedModel) and isinstance(second, ScriptedModel)
+    assert first.turns[0] is second.turns[0]  # one parse, shared (frozen)
+    assert (await first.complete(REQUEST)).parts == (TextPart(text="one"),)
+    assert first.calls == 1 and second.calls == 0
+    assert (await second.complete(REQUEST)).parts == (TextPart(text="one"),)
+    path.write_text("turns:\n  - text: two\n")  # same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
+    assert load_script(path).turns[0].text == "two"
+    third = adapter_from_spec(f"scripted:{path}")
+    assert (await third.complete(REQUEST)).parts == (TextPart(text="two"),)

@@ -184,3 +184,31 @@ def test_the_log_section_names_trusted_keys_and_survives_a_skills_rewrite(tmp_pa
     path.write_text("log:\n  trusted_key: x\n")
     with pytest.raises(ConfigError, match=r"unknown key 'log\.trusted_key'; did you mean"):
         load_log_config(str(path))
+
+
+def test_an_unchanged_file_is_parsed_once_and_any_edit_is_seen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running process reads the configuration for every agent it builds: the
+    text decides whether to parse again, so an edit is seen on the next read even when
+    the file keeps its size and its mtime (a stat key would miss it)."""
+    import os
+
+    from orchestrator.skills import _config, load_model_config
+
+    parsed: list[str] = []
+    parse = _config._parse
+    monkeypatch.setattr(_config, "_parse", lambda p, t: parsed.append(t) or parse(p, t))
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  context_window: 1000\n")
+    stat = path.stat()
+    assert [load_model_config(str(path)).context_window for _ in range(5)] == [1000] * 5
+    assert load_config(str(path)) == SkillsConfig()
+    assert len(parsed) == 1
+    path.write_text("model:\n  context_window: 2000\n")  # same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same mtime
+    assert load_model_config(str(path)).context_window == 2000
+    assert len(parsed) == 2
+    path.write_text("model:\n  context_window: 1000\n")  # back: parsed once already
+    assert load_model_config(str(path)).context_window == 1000
+    assert len(parsed) == 2
