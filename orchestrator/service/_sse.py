@@ -10,10 +10,14 @@ followers read their sessions thousands of times a second (bench/service.py). Re
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
 
-The tail also holds the latest events it saw of each followed session (``RECENT``):
-a live stream that is caught up takes the new ones from there, so one commit costs one
-read of the log (the tail's), not one per follower; a stream that is behind (a
-reconnection, a slow client, the first read) reads the store by seq as before.
+The tail also holds the latest events it saw of each session (``RECENT`` each, for
+the sessions followed now and the latest ones committed to, ``HELD_BYTES`` in all), with
+each one's SSE frame encoded once: a live stream that is caught up takes the new ones
+from there, and so does a new stream of a session the tail saw from its first event, so
+one commit costs one read of the log (the tail's), not one per follower, and a follow
+that connects to a session begun since the server started reads nothing; a stream the
+tail cannot serve whole (a session begun earlier, a long one, a slow client) reads the
+store by seq as before.
 
 Asked for (``?previews=1``), previews of streamed answers and MCP calls' progress are
 interleaved as ``event: delta`` and ``event: progress`` messages with no id: never
@@ -36,6 +40,7 @@ from eventlog import Event, EventStore, closing
 from .._display import hidden_path, shown_json
 from .._fleet import session_config
 from .._previews import Preview, PreviewBoard, encode_preview
+from .._streams import is_session_stream
 from ._errors import error_response
 from ._schemas import EventOut
 
@@ -47,7 +52,10 @@ ENDED = "session.ended"
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
-"""The latest events of a followed session the tail holds for its live streams."""
+"""The latest events of a session the tail holds for its live streams."""
+HELD_BYTES = 8 << 20
+"""The most event bytes the tail holds for sessions nobody follows now (the latest
+sessions committed to, for the streams that connect next)."""
 HIDDEN_KEPT = 4096
 """Sessions whose path to hide (:meth:`Tail.hidden`) the tail remembers."""
 WATCHED_POLL_S = 0.01
@@ -128,6 +136,27 @@ def sse_frame(event: Event, hidden: str | None = None) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event, hidden)))
 
 
+class Held:
+    """An event the tail holds, with its SSE frame once a stream asked for it: the
+    streams of one session share one encoding."""
+
+    __slots__ = ("_frame", "_hidden", "event")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        self._frame: bytes | None = None
+        self._hidden: str | None = None
+
+    def frame(self, hidden: str | None) -> bytes:
+        if self._frame is None or self._hidden != hidden:
+            self._frame, self._hidden = sse_frame(self.event, hidden), hidden
+        return self._frame
+
+
+def _size(event: Event) -> int:
+    return len(event.body) + 256  # the envelope's fields and the objects around them
+
+
 class Tail:
     """Wakes the live streams of a session when something commits to it (see the
     module docstring): a commit wakes only its own session's followers."""
@@ -136,9 +165,13 @@ class Tail:
         self.store = store
         self._committed: dict[str, trio.Event] = {}  # stream -> set at its next commit
         self._watchers: dict[str, int] = {}  # stream -> live streams following it
-        # stream -> its latest events as the tail saw them, while followed: the streams
-        # of one session share them instead of each reading the store on every commit.
-        self._recent: dict[str, deque[Event]] = {}
+        # stream -> its latest events as the tail saw them (RECENT at most): the streams
+        # of one session share them instead of each reading the store on every commit,
+        # and a session's next stream takes them instead of reading it from the start.
+        # Followed sessions' are kept; the others' (from their first event only) while
+        # they fit in HELD_BYTES, the least recently committed to dropped first.
+        self._recent: OrderedDict[str, deque[Held]] = OrderedDict()
+        self._held_bytes = 0
         self._followed = trio.Event()  # set while any stream is followed
         # session -> its scripted model's path to hide (hidden_path), read once: a
         # session's configuration is its first event(s), never changed (each of the
@@ -158,7 +191,7 @@ class Tail:
             if not self._watchers[stream]:
                 del self._watchers[stream]
                 self._committed.pop(stream, None)
-                self._recent.pop(stream, None)
+                self._trim()
                 if not self._watchers:
                     self._followed = trio.Event()
 
@@ -177,18 +210,59 @@ class Tail:
         return hidden_path(config)
 
     def kept(self) -> set[str]:
-        """The streams this tail keeps anything for: those followed now (besides
-        :meth:`hidden`'s bounded memory of paths)."""
-        return set(self._watchers) | set(self._committed) | set(self._recent)
+        """The streams this tail keeps anything for because they are followed now
+        (besides :meth:`held`'s and :meth:`hidden`'s bounded memories)."""
+        return (
+            set(self._watchers) | set(self._committed) | (set(self._recent) & set(self._watchers))
+        )
 
-    def since(self, stream: str, seq: int) -> list[Event] | None:
+    def held(self) -> int:
+        """The event bytes the tail holds (``HELD_BYTES`` at most, beyond the followed
+        sessions' ``RECENT`` each)."""
+        return self._held_bytes
+
+    def since(self, stream: str, seq: int) -> list[Held] | None:
         """The events of ``stream`` from ``seq`` on that the tail holds, when it holds
         every one of them (``[]``: none committed since, as far as the tail has seen);
         None when it cannot say (it began holding after ``seq``): read the store."""
         recent = self._recent.get(stream)
-        if not recent or recent[0].seq > seq:
+        if not recent or recent[0].event.seq > seq:
             return None
-        return [e for e in recent if e.seq >= seq] if recent[-1].seq >= seq else []
+        if recent[-1].event.seq < seq:
+            return []
+        return list(recent)[seq - recent[0].event.seq :]  # contiguous seqs
+
+    def _hold(self, event: Event) -> None:
+        """Keep ``event`` for the streams of its session (see ``_recent``)."""
+        recent = self._recent.get(event.stream)
+        if recent is not None and event.seq != recent[-1].event.seq + 1:
+            self._drop(event.stream)  # not the next one (never, from one follow)
+            recent = None
+        if recent is None:
+            watched = event.stream in self._watchers
+            if not watched and (event.seq != 0 or not is_session_stream(event.stream)):
+                return  # a new stream could not start from these
+            recent = self._recent[event.stream] = deque()
+        else:
+            self._recent.move_to_end(event.stream)
+        if len(recent) == RECENT:
+            self._held_bytes -= _size(recent.popleft().event)
+        recent.append(Held(event))
+        self._held_bytes += _size(event)
+        self._trim()
+
+    def _drop(self, stream: str) -> None:
+        self._held_bytes -= sum(_size(held.event) for held in self._recent.pop(stream))
+
+    def _trim(self) -> None:
+        """Drop the least recently committed-to sessions nobody follows while the tail
+        holds more than ``HELD_BYTES``."""
+        if self._held_bytes <= HELD_BYTES:
+            return
+        for stream in [s for s in self._recent if s not in self._watchers]:
+            self._drop(stream)
+            if self._held_bytes <= HELD_BYTES:
+                return
 
     def next_commit(self, stream: str) -> trio.Event:
         """Set when the next commit to ``stream`` after this call is seen."""
@@ -203,15 +277,7 @@ class Tail:
         task_status.started()
         async with closing(self.store.follow(from_position=start)) as events:
             async for event in events:
-                if event.stream in self._watchers:
-                    recent = self._recent.get(event.stream)
-                    if recent is None:
-                        recent = self._recent[event.stream] = deque(maxlen=RECENT)
-                    if not recent or event.seq == recent[-1].seq + 1:
-                        recent.append(event)
-                    else:  # not the next one (never, from one follow): start again there
-                        recent.clear()
-                        recent.append(event)
+                self._hold(event)
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
                     committed.set()
@@ -238,24 +304,43 @@ async def session_events(
     """Every event of ``stream`` from ``from_seq`` on, each once and in seq order, then
     those committed later, until cancelled or the session's ``session.ended`` (nothing
     follows it: an ended session is never driven again)."""
+    async with closing(_batches(store, tail, stream, from_seq)) as batches:
+        async for batch in batches:
+            for held in batch:
+                yield held.event
+
+
+async def _batches(
+    store: EventStore, tail: Tail, stream: str, from_seq: int
+) -> AsyncIterator[list[Held]]:
+    """:func:`session_events` as the batches they come in (what the tail holds, or up
+    to ``MAX_BATCH`` from one read of the store), the last one ending with the end."""
     next_seq = from_seq
     with tail.watching(stream):
         while True:
             committed = tail.next_commit(stream)  # before the read: a later commit sets it
             held = tail.since(stream, next_seq)
             if held is None:  # catching up: from the store
+                batch: list[Held] = []
                 async with closing(store.read(stream, from_seq=next_seq)) as events:
                     async for event in events:
                         next_seq = event.seq + 1
-                        yield event
+                        batch.append(Held(event))
                         if is_end(event):
+                            yield batch
                             return
-            else:  # live: what the tail saw, shared by every stream of the session
-                for event in held:
-                    next_seq = event.seq + 1
-                    yield event
-                    if is_end(event):
-                        return
+                        if len(batch) == MAX_BATCH:
+                            yield batch
+                            batch = []
+                if batch:
+                    yield batch
+            elif held:  # live: what the tail saw, shared by every stream of the session
+                ends = [n for n, h in enumerate(held) if is_end(h.event)]
+                if ends:
+                    yield held[: ends[0] + 1]
+                    return
+                next_seq = held[-1].event.seq + 1
+                yield held
             with trio.move_on_after(1.0):
                 await committed.wait()
 
@@ -328,10 +413,10 @@ class EventStreamResponse:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
             hidden = await self.tail.hidden(self.stream)
-            events = session_events(self.store, self.tail, self.stream, self.from_seq)
-            async with closing(events):  # closed here when the client leaves, not by the GC
-                async for event in events:
-                    await frames.send(sse_frame(event, hidden))
+            batches = _batches(self.store, self.tail, self.stream, self.from_seq)
+            async with closing(batches):  # closed here when the client leaves, not by the GC
+                async for batch in batches:  # one message per batch, each frame encoded once
+                    await frames.send(b"".join([held.frame(hidden) for held in batch]))
             previewing.cancel_scope.cancel()
 
     async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:
