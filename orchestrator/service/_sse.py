@@ -62,6 +62,8 @@ WATCHED_POLL_S = 0.01
 """How often the tail looks for other processes' commits while a stream is followed
 (SQLite: a worker in its own process commits where this one cannot hear it)."""
 _ENCODER = msgspec.json.Encoder()
+Frame = tuple[bytes, bool]
+"""What a stream writes next, and whether its body ends there (the session's end)."""
 
 
 class StreamLimits:
@@ -154,7 +156,9 @@ class Held:
 
 
 def _size(event: Event) -> int:
-    return len(event.body) + 256  # the envelope's fields and the objects around them
+    """About what holding ``event`` costs: its body, its frame (the body again, as JSON
+    with the envelope) and the objects around them."""
+    return 2 * len(event.body) + 512
 
 
 class Tail:
@@ -386,29 +390,32 @@ class EventStreamResponse:
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": True})
-        frames_in, frames_out = trio.open_memory_channel[bytes](64)
+        # A stream's writes were the HTTP loop's largest cost at 300 followers: the retry
+        # line goes with the first message (not a write of its own), the last event
+        # with the end of the body (not one more).
+        first = b"retry: 1000\n\n"
+        frames_in, frames_out = trio.open_memory_channel[Frame](64)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._produce, frames_in)
             nursery.start_soon(_until_disconnect, receive, nursery.cancel_scope)
             while True:
-                frame = b": keepalive\n\n"
+                frame, ended = b": keepalive\n\n", False
                 with trio.move_on_after(KEEPALIVE_S):
                     try:
-                        frame = await frames_out.receive()
-                    except trio.EndOfChannel:  # the session ended: its last event is sent
-                        frame = b""
-                frame, ended = _with_ready(frame, frames_out)
-                more = frame != b"" and not ended
+                        frame, ended = await frames_out.receive()
+                    except trio.EndOfChannel:  # never before the end's frame
+                        frame, ended = b"", True
+                frame, ended = _with_ready(frame, ended, frames_out)
+                body, first = first + frame, b""
                 try:
-                    await send({"type": "http.response.body", "body": frame, "more_body": more})
+                    await send({"type": "http.response.body", "body": body, "more_body": not ended})
                 except OSError:  # the connection is gone
-                    more = False
-                if not more:
+                    ended = True
+                if ended:
                     nursery.cancel_scope.cancel()
                     return
 
-    async def _produce(self, frames: trio.MemorySendChannel[bytes]) -> None:
+    async def _produce(self, frames: trio.MemorySendChannel[Frame]) -> None:
         async with frames, trio.open_nursery() as previewing:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
@@ -416,16 +423,17 @@ class EventStreamResponse:
             batches = _batches(self.store, self.tail, self.stream, self.from_seq)
             async with closing(batches):  # closed here when the client leaves, not by the GC
                 async for batch in batches:  # one message per batch, each frame encoded once
-                    await frames.send(b"".join([held.frame(hidden) for held in batch]))
+                    frame = b"".join([held.frame(hidden) for held in batch])
+                    await frames.send((frame, is_end(batch[-1].event)))
             previewing.cancel_scope.cancel()
 
-    async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:
+    async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[Frame]) -> None:
         """Previews interleaved with the events, dropped rather than waited for when
         the client reads slowly: the recorded response is the answer."""
         with board.following(self.stream) as previews:
             async for preview in previews:
                 with contextlib.suppress(trio.WouldBlock):
-                    frames.send_nowait(preview_frame(preview))
+                    frames.send_nowait((preview_frame(preview), False))
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
@@ -434,19 +442,20 @@ async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-def _with_ready(frame: bytes, frames: trio.MemoryReceiveChannel[bytes]) -> tuple[bytes, bool]:
+def _with_ready(
+    frame: bytes, ended: bool, frames: trio.MemoryReceiveChannel[Frame]
+) -> tuple[bytes, bool]:
     """``frame`` and the frames already waiting behind it, as one body (one socket
-    write and one HTTP chunk for a catch-up's or a commit batch's events, not one each:
-    at 300 followers the writes were the HTTP loop's largest cost), and whether the
-    channel ended behind them."""
-    if not frame:
-        return frame, True
+    write and one HTTP chunk for a catch-up's or a commit batch's events, not one each),
+    and whether the stream ends with them."""
     ready = [frame]
-    while len(ready) < MAX_BATCH:
+    while not ended and len(ready) < MAX_BATCH:
         try:
-            ready.append(frames.receive_nowait())
+            frame, ended = frames.receive_nowait()
         except trio.WouldBlock:
             break
         except trio.EndOfChannel:
-            return b"".join(ready), True
-    return b"".join(ready), False
+            ended = True
+            break
+        ready.append(frame)
+    return b"".join(ready), ended
