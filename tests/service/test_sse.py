@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,37 @@ async def follow(
         await nursery.start(read)
         yield receive
         nursery.cancel_scope.cancel()
+
+
+async def five_followers_to_the_end(
+    service: Service, session: str, head: int, caught_up: Callable[[], None]
+) -> int:
+    """Five streams of a suspended ``session`` catch up to ``head``; ``caught_up()``;
+    the approval; each receives the rest. Each got every seq once, in order; returns
+    the last seq."""
+    url = f"/api/sessions/{session}/stream"
+    async with service.client("victor") as client, contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(follow(client, url)) for _ in range(5)]
+        got: list[list[int]] = [[] for _ in streams]
+        with trio.fail_after(30):
+            for n, events in enumerate(streams):
+                while not got[n] or got[n][-1] < head:
+                    got[n].append((await events.receive())[0])
+        caught_up()
+        async with service.client("alice") as admin:
+            view = (await admin.get(f"/api/sessions/{session}")).json()
+            call = view["pending_approvals"][0]["call_id"]
+            await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
+        with trio.fail_after(30):
+            for n, events in enumerate(streams):
+                while True:
+                    seq, event = await events.receive()
+                    got[n].append(seq)
+                    if event["type"] == "session.ended":
+                        break
+    end = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    assert all(seqs == list(range(end + 1)) for seqs in got)
+    return end
 
 
 async def test_resume_with_last_event_id_misses_nothing(service: Service) -> None:
@@ -135,7 +166,6 @@ async def test_caught_up_followers_share_the_tails_read(
     session = await submit(service)
     await wait_for(service, session, "awaiting_approval")
     head = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    url = f"/api/sessions/{session}/stream"
     reads: list[int] = []
     real_read = service.store.read
 
@@ -146,31 +176,13 @@ async def test_caught_up_followers_share_the_tails_read(
             # worker resuming the session, which reads what came after its fold)
         return real_read(stream, from_seq=from_seq, **kw)
 
-    async with service.client("victor") as client, contextlib.AsyncExitStack() as stack:
-        streams = [await stack.enter_async_context(follow(client, url)) for _ in range(5)]
-        got: list[list[int]] = [[] for _ in streams]
-        with trio.fail_after(30):
-            for n, events in enumerate(streams):
-                while not got[n] or got[n][-1] < head:
-                    got[n].append((await events.receive())[0])
-        monkeypatch.setattr(service.store, "read", counted)
-        async with service.client("alice") as admin:
-            view = (await admin.get(f"/api/sessions/{session}")).json()
-            call = view["pending_approvals"][0]["call_id"]
-            await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
-        with trio.fail_after(30):
-            for n, events in enumerate(streams):
-                while True:
-                    seq, event = await events.receive()
-                    got[n].append(seq)
-                    if event["type"] == "session.ended":
-                        break
-    end = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    assert all(seqs == list(range(end + 1)) for seqs in got)
+    await five_followers_to_the_end(
+        service, session, head, lambda: monkeypatch.setattr(service.store, "read", counted)
+    )
     # At most one read each (the look after catching up, before the tail held any of
     # the session's events), none per commit: before the tail shared, every commit
     # cost each follower a read.
-    assert len(reads) <= len(streams) and set(reads) <= {head + 1}
+    assert len(reads) <= 5 and set(reads) <= {head + 1}
     for _ in range(100):  # the server's side of the streams ends just after the client's
         if not service.tail.kept():
             break
@@ -289,27 +301,7 @@ async def test_new_followers_of_a_session_the_tail_saw_begin_read_nothing(
 
     monkeypatch.setattr(service.store, "read", counted)
     monkeypatch.setattr(_sse, "sse_frame", frame)
-    url = f"/api/sessions/{session}/stream"
-    async with service.client("victor") as client, contextlib.AsyncExitStack() as stack:
-        streams = [await stack.enter_async_context(follow(client, url)) for _ in range(5)]
-        got: list[list[int]] = [[] for _ in streams]
-        with trio.fail_after(30):
-            for n, events in enumerate(streams):
-                while not got[n] or got[n][-1] < head:
-                    got[n].append((await events.receive())[0])
-        async with service.client("alice") as admin:
-            view = (await admin.get(f"/api/sessions/{session}")).json()
-            call = view["pending_approvals"][0]["call_id"]
-            await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
-        with trio.fail_after(30):
-            for n, events in enumerate(streams):
-                while True:
-                    seq, event = await events.receive()
-                    got[n].append(seq)
-                    if event["type"] == "session.ended":
-                        break
-    end = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    assert all(seqs == list(range(end + 1)) for seqs in got)
+    end = await five_followers_to_the_end(service, session, head, lambda: None)
     assert reads == []
     assert sorted(encoded) == list(range(end + 1))
 
