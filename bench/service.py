@@ -19,11 +19,15 @@ log (each seq once, in order, hashes equal). Printed:
   this bench process itself used through the load: the bench's followers share the
   machine's cores with the server, so its own cost is printed beside the server's.
 
+``--catch-up N`` adds the server's CPU per follow on its own: after the load, each
+follower follows each of the first N sessions again (ended: connect, catch up, close).
+
 The followers are bare SSE clients (one connection per follow, the chunked body parsed
 by hand, :class:`SSE`); the submissions go through httpx.
 
     .venv/bin/python bench/service.py [--rate 50] [--seconds 60] [--followers 200]
                                       [--postgres] [--demo] [--separate-worker]
+                                      [--catch-up N]
 
 The sessions load a skill, read one of its files and answer (16 events, no script):
 the service is what is measured. ``--demo`` runs the demo's sessions instead, with a
@@ -203,6 +207,27 @@ async def follow(client: SSE, phase: Phase) -> None:
                 phase.connected -= 1
 
 
+async def catch_up(client: SSE, sessions: list[str], followers: int) -> int:
+    """Each follower follows each of ``sessions`` (ended, or waited for) once more:
+    connect, catch up, close, one after the other. Returns the follows made."""
+    made = 0
+
+    async def one() -> None:
+        nonlocal made
+        for session in sessions:
+            events = client.events(f"/api/sessions/{session}/stream")
+            async with aclosing(events):
+                async for _, data in events:
+                    if data and SEEN.decode(data).type == "session.ended":
+                        break
+            made += 1
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(followers):
+            nursery.start_soon(one)
+    return made
+
+
 async def submit_all(client: httpx.AsyncClient, phase: Phase, rate: float, seconds: float) -> None:
     """Open loop: submission i at start + i/rate, each in its own task."""
 
@@ -312,6 +337,7 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
     db = db or str(tmp / "service.db")
     proc, url = start_server(tmp, db, args)
     samples: dict[str, list[float]] = {"VmRSS": [], "RssAnon": []}
+    caught = (0, 0.0)
     try:
         async with trio.open_nursery() as nursery:
 
@@ -334,6 +360,13 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
             )
             cpu = {k: cpu_s(pid) - cpu0[k] for k, pid in pids.items()}
             loaded = len(samples["VmRSS"])
+            if args.catch_up:  # the server's CPU per follow, apart from the submissions
+                before = cpu_s(proc.pid)
+                with trio.fail_after(args.timeout):
+                    follows = await catch_up(
+                        SSE(url, token), load.submitted[: args.catch_up], args.followers
+                    )
+                caught = (follows, cpu_s(proc.pid) - before)
             await trio.sleep(args.rest)  # no load: does memory come back?
             nursery.cancel_scope.cancel()
     finally:
@@ -360,6 +393,10 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
     print("  CPU through the load: " + ", ".join(
         f"{k} {v:.1f} s ({v * 1000 / max(1, sessions):.1f} ms per session)" for k, v in cpu.items()
     ))  # fmt: skip
+    if args.catch_up:
+        print(f"  after the load, {caught[0]} follows of {args.catch_up} ended sessions (each "
+              f"follower each session: connect, catch up, close): server CPU {caught[1]:.1f} s, "
+              f"{caught[1] * 1000 / max(1, caught[0]):.2f} ms per follow")  # fmt: skip
     l50, l99 = pct(load.latency_ms, 0.5), pct(load.latency_ms, 0.99)
     i50, i99 = pct(idle.latency_ms, 0.5), pct(idle.latency_ms, 0.99)
     print(f"  commit -> delivery under load: p50 {l50:.1f} ms, p99 {l99:.1f} ms "
@@ -388,6 +425,10 @@ if __name__ == "__main__":
     parser.add_argument("--poll-ms", type=int, default=100, help="the worker's queue poll")
     parser.add_argument("--timeout", type=float, default=300.0, help="for the stragglers (s)")
     parser.add_argument("--rest", type=float, default=10.0, help="idle sampling after (s)")
+    parser.add_argument(
+        "--catch-up", type=int, default=0, metavar="N",
+        help="after the load, each follower follows the first N sessions again (CPU per follow)",
+    )  # fmt: skip
     parser.add_argument("--demo", action="store_true", help="the demo's sessions (a script each)")
     parser.add_argument(
         "--separate-worker", action="store_true",
