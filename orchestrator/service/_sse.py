@@ -221,9 +221,7 @@ class Tail:
     def kept(self) -> set[str]:
         """The streams this tail keeps anything for because they are followed now
         (besides :meth:`held`'s and :meth:`hidden`'s bounded memories)."""
-        return (
-            set(self._watchers) | set(self._committed) | (set(self._recent) & set(self._watchers))
-        )
+        return set(self._watchers) | set(self._committed)
 
     def held(self) -> int:
         """The event bytes the tail holds (``HELD_BYTES`` at most, beyond the followed
