@@ -245,18 +245,25 @@ async def test_the_tail_polls_only_while_a_stream_is_followed(
         nursery.cancel_scope.cancel()
 
 
+async def suspended_and_held(service: Service) -> tuple[str, int]:
+    """A session submitted and suspended, every event of it held by the tail (which
+    reads the commits in its own time): its id and head seq."""
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    with trio.fail_after(30):
+        while len(service.tail.since(session, 0) or ()) <= head:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+    return session, head
+
+
 async def test_a_sessions_configuration_is_read_once_for_its_streams(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each stream hides the session's scripted model path (``hidden_path``), from the
     session's first events: taken from the tail when it holds them (no read), else read
     once per session by the tail, not once per connection."""
-    session = await submit(service)
-    await wait_for(service, session, "awaiting_approval")
-    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    with trio.fail_after(30):  # the tail reads the commits in its own time
-        while len(service.tail.since(session, 0) or ()) <= head:  # noqa: ASYNC110
-            await trio.sleep(0.01)
+    session, head = await suspended_and_held(service)
     firsts: list[int] = []
     real_read = service.store.read
 
@@ -286,12 +293,7 @@ async def test_new_followers_of_a_session_the_tail_saw_begin_read_nothing(
     event: five new streams take its events from there, not from the store, and each
     event's SSE frame is encoded once for all of them (before: a read per connection
     and an encoding per event per stream)."""
-    session = await submit(service)
-    await wait_for(service, session, "awaiting_approval")
-    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    with trio.fail_after(30):  # the tail reads the commits in its own time
-        while len(service.tail.since(session, 0) or ()) <= head:  # noqa: ASYNC110
-            await trio.sleep(0.01)
+    session, head = await suspended_and_held(service)
     reads: list[int] = []
     real_read = service.store.read
 
