@@ -159,7 +159,7 @@ class Held:
 def _size(event: Event) -> int:
     """About what holding ``event`` costs: its body, its frame (the body again, as JSON
     with the envelope) and the objects around them."""
-    return 2 * len(event.body) + 512
+    return 2 * len(event.body) + 768
 
 
 class Tail:

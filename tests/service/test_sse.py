@@ -323,7 +323,7 @@ async def test_the_tail_holds_sessions_nobody_follows_within_its_bound(
     least recently committed to dropped first; a stream of a dropped session reads the
     store and still gets each event once, in order; a session begun before the tail
     (its first event unseen) is not held, and neither are lease streams."""
-    monkeypatch.setattr(_sse, "HELD_BYTES", 3 * (512 + 4))  # three events of b"{}"
+    monkeypatch.setattr(_sse, "HELD_BYTES", 3 * (768 + 4))  # three events of b"{}"
     store = MemoryStore()
     tail = Tail(store)
 
