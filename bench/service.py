@@ -14,10 +14,20 @@ log (each seq once, in order, hashes equal). Printed:
   session/s, 5 followers) — the ratio is the load's cost;
 - the server process's RSS (``/proc/PID/status``), sampled every second through the
   run: first, last and peak, and one sample every 10 s;
-- submission latency, the rate achieved, sessions ended.
+- submission latency, the rate achieved, sessions ended;
+- the CPU seconds (user + system) the server, the worker (``--separate-worker``) and
+  this bench process itself used through the load: the bench's followers share the
+  machine's cores with the server, so its own cost is printed beside the server's.
+
+``--catch-up N`` adds the server's CPU per follow on its own: after the load, each
+follower follows each of the first N sessions again (ended: connect, catch up, close).
+
+The followers are bare SSE clients (one connection per follow, the chunked body parsed
+by hand, :class:`SSE`); the submissions go through httpx.
 
     .venv/bin/python bench/service.py [--rate 50] [--seconds 60] [--followers 200]
                                       [--postgres] [--demo] [--separate-worker]
+                                      [--catch-up N]
     .venv/bin/python bench/service.py --micro 300 [--rounds 3]
 
 ``--micro N`` measures the server's CPU per request instead, load-independent: against
@@ -37,21 +47,24 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]  # bench/eventlog.py
 
 import httpx2 as httpx  # noqa: E402
+import msgspec  # noqa: E402
 import trio  # noqa: E402
 
 from eventlog import open_store  # noqa: E402
@@ -102,7 +115,78 @@ class Phase:
     new_session: trio.Event = field(default_factory=trio.Event)
 
 
-async def follow(client: httpx.AsyncClient, phase: Phase) -> None:
+class Seen(msgspec.Struct):
+    """What the check needs of an SSE event (the rest of the JSON is skipped unread)."""
+
+    seq: int
+    hash: str
+    type: str
+    recorded_at: int
+
+
+SEEN = msgspec.json.Decoder(Seen)
+
+
+class SSE:
+    """A bare SSE client on one HTTP/1.1 connection: the request written once, the
+    chunked body parsed by hand. 300 httpx streams in one process cost as much CPU as
+    the server (its connection pool scans every connection on each request): the bench's
+    own loop then fell behind and inflated the latency it measured. Same workload (one
+    connection per follow, as httpx made), same latency (arrival = when the bytes that
+    complete an event were read off the socket)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        parts = urlsplit(url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.head = (
+            f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n"
+            "Accept: text/event-stream\r\n\r\n"
+        ).encode()
+
+    async def events(self, path: str) -> AsyncIterator[tuple[int, bytes]]:
+        """(arrival ns, data line) for each event of ``path``'s stream, until it ends;
+        first (ns, b"") when the response's head arrived (the follower is connected)."""
+        stream = await trio.open_tcp_stream(self.host, self.port)
+        async with stream:
+            await stream.send_all(b"GET %s HTTP/1.1\r\n%s" % (path.encode(), self.head))
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += await self._more(stream)
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            if not head.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"GET {path}: {head.splitlines()[0].decode()}")
+            yield time.time_ns(), b""
+            body = b""  # de-chunked, not yet split into messages
+            done = False  # the last chunk came
+            while True:
+                while not done:  # every complete chunk in buf
+                    end = buf.find(b"\r\n")
+                    size = int(buf[:end].split(b";", 1)[0], 16) if end >= 0 else -1
+                    if size < 0 or len(buf) < end + 2 + size + 2:
+                        break
+                    body += buf[end + 2 : end + 2 + size]
+                    buf = buf[end + 4 + size :]
+                    done = size == 0
+                if b"\n\n" in body:
+                    arrived = time.time_ns()
+                    *messages, body = body.split(b"\n\n")
+                    for message in messages:
+                        for line in message.split(b"\n"):
+                            if line.startswith(b"data: "):
+                                yield arrived, line[6:]
+                if done:
+                    return
+                buf += await self._more(stream)
+
+    @staticmethod
+    async def _more(stream: trio.SocketStream) -> bytes:
+        data = await stream.receive_some(65536)
+        if not data:
+            raise RuntimeError("the server closed the stream before the session ended")
+        return data
+
+
+async def follow(client: SSE, phase: Phase) -> None:
     """Follow the newest submitted session to its end, then the newest one since, until
     the phase stops submitting."""
     last = None
@@ -115,22 +199,42 @@ async def follow(client: httpx.AsyncClient, phase: Phase) -> None:
         session = last = phase.submitted[-1]
         received: list[tuple[int, str]] = []
         phase.follows.append((session, received))
-        async with client.stream("GET", f"/api/sessions/{session}/stream") as response:
-            connected_at = time.time_ns()
+        events = client.events(f"/api/sessions/{session}/stream")
+        async with aclosing(events):
+            connected_at, _ = await anext(events)  # once the response's head is in
             phase.connected += 1
             phase.most_connected = max(phase.most_connected, phase.connected)
             try:
-                async for line in response.aiter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    event = json.loads(line[6:])
-                    if event["recorded_at"] >= connected_at:
-                        phase.latency_ms.append((time.time_ns() - event["recorded_at"]) / 1e6)
-                    received.append((event["seq"], event["hash"]))
-                    if event["type"] == "session.ended":
+                async for arrived, data in events:
+                    event = SEEN.decode(data)
+                    if event.recorded_at >= connected_at:
+                        phase.latency_ms.append((arrived - event.recorded_at) / 1e6)
+                    received.append((event.seq, event.hash))
+                    if event.type == "session.ended":
                         break
             finally:
                 phase.connected -= 1
+
+
+async def catch_up(client: SSE, sessions: list[str], followers: int) -> int:
+    """Each follower follows each of ``sessions`` (ended, or waited for) once more:
+    connect, catch up, close, one after the other. Returns the follows made."""
+    made = 0
+
+    async def one() -> None:
+        nonlocal made
+        for session in sessions:
+            events = client.events(f"/api/sessions/{session}/stream")
+            async with aclosing(events):
+                async for _, data in events:
+                    if data and SEEN.decode(data).type == "session.ended":
+                        break
+            made += 1
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(followers):
+            nursery.start_soon(one)
+    return made
 
 
 async def submit_all(client: httpx.AsyncClient, phase: Phase, rate: float, seconds: float) -> None:
@@ -171,8 +275,9 @@ async def run_phase(
                               limits=limits) as client,
             trio.open_nursery() as nursery,
         ):  # fmt: skip
+            sse = SSE(url, token)
             for _ in range(followers):
-                nursery.start_soon(follow, client, phase)
+                nursery.start_soon(follow, sse, phase)
             await submit_all(client, phase, rate, seconds)
     return phase, trio.current_time() - started
 
@@ -308,6 +413,7 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
     db = db or str(tmp / "service.db")
     proc, url = start_server(tmp, db, args)
     samples: dict[str, list[float]] = {"VmRSS": [], "RssAnon": []}
+    caught = (0, 0.0)
     try:
         async with trio.open_nursery() as nursery:
 
@@ -323,12 +429,20 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
             pids = {"server": proc.pid}
             if getattr(args, "worker", None) is not None:
                 pids["worker"] = args.worker.pid
+            pids["bench client"] = os.getpid()
             cpu0 = {k: cpu_s(pid) for k, pid in pids.items()}
             load, elapsed = await run_phase(
                 url, token, args.rate, args.seconds, args.followers, args.timeout
             )
             cpu = {k: cpu_s(pid) - cpu0[k] for k, pid in pids.items()}
             loaded = len(samples["VmRSS"])
+            if args.catch_up:  # the server's CPU per follow, apart from the submissions
+                before = cpu_s(proc.pid)
+                with trio.fail_after(args.timeout):
+                    follows = await catch_up(
+                        SSE(url, token), load.submitted[: args.catch_up], args.followers
+                    )
+                caught = (follows, cpu_s(proc.pid) - before)
             await trio.sleep(args.rest)  # no load: does memory come back?
             nursery.cancel_scope.cancel()
     finally:
@@ -355,10 +469,17 @@ async def main(args: argparse.Namespace, db: str | None) -> None:
     print("  CPU through the load: " + ", ".join(
         f"{k} {v:.1f} s ({v * 1000 / max(1, sessions):.1f} ms per session)" for k, v in cpu.items()
     ))  # fmt: skip
+    if args.catch_up:
+        print(f"  after the load, {caught[0]} follows of {args.catch_up} ended sessions (each "
+              f"follower each session: connect, catch up, close): server CPU {caught[1]:.1f} s, "
+              f"{caught[1] * 1000 / max(1, caught[0]):.2f} ms per follow")  # fmt: skip
     l50, l99 = pct(load.latency_ms, 0.5), pct(load.latency_ms, 0.99)
     i50, i99 = pct(idle.latency_ms, 0.5), pct(idle.latency_ms, 0.99)
     print(f"  commit -> delivery under load: p50 {l50:.1f} ms, p99 {l99:.1f} ms "
           f"({len(load.latency_ms)} live deliveries)")  # fmt: skip
+    if len(load.latency_ms) < 10 * args.followers:
+        print("  (few live deliveries: most follows started after their session ended, when "
+              "the submissions' responses came late; the figure above times little)")  # fmt: skip
     print(f"  commit -> delivery idle:       p50 {i50:.1f} ms, p99 {i99:.1f} ms")
     print(f"  ratio load / idle: p50 {l50 / i50:.1f}x, p99 {l99 / i99:.1f}x")
     for kind, values in samples.items():
@@ -380,6 +501,10 @@ if __name__ == "__main__":
     parser.add_argument("--poll-ms", type=int, default=100, help="the worker's queue poll")
     parser.add_argument("--timeout", type=float, default=300.0, help="for the stragglers (s)")
     parser.add_argument("--rest", type=float, default=10.0, help="idle sampling after (s)")
+    parser.add_argument(
+        "--catch-up", type=int, default=0, metavar="N",
+        help="after the load, each follower follows the first N sessions again (CPU per follow)",
+    )  # fmt: skip
     parser.add_argument("--demo", action="store_true", help="the demo's sessions (a script each)")
     parser.add_argument(
         "--separate-worker", action="store_true",

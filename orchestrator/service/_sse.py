@@ -10,10 +10,14 @@ followers read their sessions thousands of times a second (bench/service.py). Re
 by seq after each wake-up, with the wake-up taken before the read, a stream neither
 misses nor repeats an event; should the tail ever stop, streams poll once a second.
 
-The tail also holds the latest events it saw of each followed session (``RECENT``):
-a live stream that is caught up takes the new ones from there, so one commit costs one
-read of the log (the tail's), not one per follower; a stream that is behind (a
-reconnection, a slow client, the first read) reads the store by seq as before.
+The tail also holds the latest events it saw of each session (``RECENT`` each, for
+the sessions followed now and the latest ones committed to, ``HELD_BYTES`` in all), with
+each one's SSE frame encoded once: a live stream that is caught up takes the new ones
+from there, and so does a new stream of a session the tail saw from its first event, so
+one commit costs one read of the log (the tail's), not one per follower, and a follow
+that connects to a session begun since the server started reads nothing; a stream the
+tail cannot serve whole (a session begun earlier, a long one, a slow client) reads the
+store by seq as before.
 
 Asked for (``?previews=1``), previews of streamed answers and MCP calls' progress are
 interleaved as ``event: delta`` and ``event: progress`` messages with no id: never
@@ -34,8 +38,10 @@ from starlette.types import Receive, Scope, Send
 from eventlog import Event, EventStore, closing
 
 from .._display import hidden_path, shown_json
-from .._fleet import session_config
+from .._events import CODEC
+from .._fleet import config_of, session_config
 from .._previews import Preview, PreviewBoard, encode_preview
+from .._streams import is_session_stream
 from ._errors import error_response
 from ._schemas import EventOut
 
@@ -47,13 +53,18 @@ ENDED = "session.ended"
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
-"""The latest events of a followed session the tail holds for its live streams."""
+"""The latest events of a session the tail holds for its live streams."""
+HELD_BYTES = 8 << 20
+"""The most event bytes the tail holds for sessions nobody follows now (the latest
+sessions committed to, for the streams that connect next)."""
 HIDDEN_KEPT = 4096
 """Sessions whose path to hide (:meth:`Tail.hidden`) the tail remembers."""
 WATCHED_POLL_S = 0.01
 """How often the tail looks for other processes' commits while a stream is followed
 (SQLite: a worker in its own process commits where this one cannot hear it)."""
 _ENCODER = msgspec.json.Encoder()
+Frame = tuple[bytes, bool]
+"""What a stream writes next, and whether its body ends there (the session's end)."""
 
 
 class StreamLimits:
@@ -128,6 +139,29 @@ def sse_frame(event: Event, hidden: str | None = None) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (event.seq, _ENCODER.encode(event_out(event, hidden)))
 
 
+class Held:
+    """An event the tail holds, with its SSE frame once a stream asked for it: the
+    streams of one session share one encoding."""
+
+    __slots__ = ("_frame", "_hidden", "event")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        self._frame: bytes | None = None
+        self._hidden: str | None = None
+
+    def frame(self, hidden: str | None) -> bytes:
+        if self._frame is None or self._hidden != hidden:
+            self._frame, self._hidden = sse_frame(self.event, hidden), hidden
+        return self._frame
+
+
+def _size(event: Event) -> int:
+    """About what holding ``event`` costs: its body, its frame (the body again, as JSON
+    with the envelope) and the objects around them."""
+    return 2 * len(event.body) + 768
+
+
 class Tail:
     """Wakes the live streams of a session when something commits to it (see the
     module docstring): a commit wakes only its own session's followers."""
@@ -136,9 +170,13 @@ class Tail:
         self.store = store
         self._committed: dict[str, trio.Event] = {}  # stream -> set at its next commit
         self._watchers: dict[str, int] = {}  # stream -> live streams following it
-        # stream -> its latest events as the tail saw them, while followed: the streams
-        # of one session share them instead of each reading the store on every commit.
-        self._recent: dict[str, deque[Event]] = {}
+        # stream -> its latest events as the tail saw them (RECENT at most): the streams
+        # of one session share them instead of each reading the store on every commit,
+        # and a session's next stream takes them instead of reading it from the start.
+        # Followed sessions' are kept; the others' (from their first event only) while
+        # they fit in HELD_BYTES, the least recently committed to dropped first.
+        self._recent: OrderedDict[str, deque[Held]] = OrderedDict()
+        self._held_bytes = 0
         self._followed = trio.Event()  # set while any stream is followed
         # session -> its scripted model's path to hide (hidden_path), read once: a
         # session's configuration is its first event(s), never changed (each of the
@@ -158,7 +196,7 @@ class Tail:
             if not self._watchers[stream]:
                 del self._watchers[stream]
                 self._committed.pop(stream, None)
-                self._recent.pop(stream, None)
+                self._trim()
                 if not self._watchers:
                     self._followed = trio.Event()
 
@@ -169,7 +207,11 @@ class Tail:
         if stream in self._hidden:
             self._hidden.move_to_end(stream)
             return self._hidden[stream]
-        config = await session_config(self.store, stream)
+        firsts = (self.since(stream, 0) or [])[:2]
+        if len(firsts) == 2:  # held: no read (a thread hop per session under the bench)
+            config = config_of([CODEC.decode(held.event) for held in firsts])
+        else:
+            config = await session_config(self.store, stream)
         if config is not None:
             self._hidden[stream] = hidden_path(config)
             while len(self._hidden) > HIDDEN_KEPT:
@@ -177,18 +219,56 @@ class Tail:
         return hidden_path(config)
 
     def kept(self) -> set[str]:
-        """The streams this tail keeps anything for: those followed now (besides
-        :meth:`hidden`'s bounded memory of paths)."""
-        return set(self._watchers) | set(self._committed) | set(self._recent)
+        """The streams this tail keeps anything for because they are followed now
+        (besides :meth:`held`'s and :meth:`hidden`'s bounded memories)."""
+        return set(self._watchers) | set(self._committed)
 
-    def since(self, stream: str, seq: int) -> list[Event] | None:
+    def held(self) -> int:
+        """The event bytes the tail holds (``HELD_BYTES`` at most, beyond the followed
+        sessions' ``RECENT`` each)."""
+        return self._held_bytes
+
+    def since(self, stream: str, seq: int) -> list[Held] | None:
         """The events of ``stream`` from ``seq`` on that the tail holds, when it holds
         every one of them (``[]``: none committed since, as far as the tail has seen);
         None when it cannot say (it began holding after ``seq``): read the store."""
         recent = self._recent.get(stream)
-        if not recent or recent[0].seq > seq:
+        if not recent or recent[0].event.seq > seq:
             return None
-        return [e for e in recent if e.seq >= seq] if recent[-1].seq >= seq else []
+        if recent[-1].event.seq < seq:
+            return []
+        return list(recent)[seq - recent[0].event.seq :]  # contiguous seqs
+
+    def _hold(self, event: Event) -> None:
+        """Keep ``event`` for the streams of its session (see ``_recent``)."""
+        recent = self._recent.get(event.stream)
+        if recent is not None and event.seq != recent[-1].event.seq + 1:
+            self._drop(event.stream)  # not the next one (never, from one follow)
+            recent = None
+        if recent is None:
+            watched = event.stream in self._watchers
+            if not watched and (event.seq != 0 or not is_session_stream(event.stream)):
+                return  # a new stream could not start from these
+            recent = self._recent[event.stream] = deque()
+        else:
+            self._recent.move_to_end(event.stream)
+        if len(recent) == RECENT:
+            self._held_bytes -= _size(recent.popleft().event)
+        recent.append(Held(event))
+        self._held_bytes += _size(event)
+        self._trim()
+
+    def _drop(self, stream: str) -> None:
+        self._held_bytes -= sum(_size(held.event) for held in self._recent.pop(stream))
+
+    def _trim(self) -> None:
+        """Drop the least recently committed-to sessions nobody follows while the tail
+        holds more than ``HELD_BYTES``."""
+        while self._held_bytes > HELD_BYTES:  # from the least recently committed to
+            stream = next((s for s in self._recent if s not in self._watchers), None)
+            if stream is None:
+                return
+            self._drop(stream)
 
     def next_commit(self, stream: str) -> trio.Event:
         """Set when the next commit to ``stream`` after this call is seen."""
@@ -207,15 +287,7 @@ class Tail:
         task_status.started()
         async with closing(self.store.follow(from_position=start)) as events:
             async for event in events:
-                if event.stream in self._watchers:
-                    recent = self._recent.get(event.stream)
-                    if recent is None:
-                        recent = self._recent[event.stream] = deque(maxlen=RECENT)
-                    if not recent or event.seq == recent[-1].seq + 1:
-                        recent.append(event)
-                    else:  # not the next one (never, from one follow): start again there
-                        recent.clear()
-                        recent.append(event)
+                self._hold(event)
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
                     committed.set()
@@ -242,24 +314,43 @@ async def session_events(
     """Every event of ``stream`` from ``from_seq`` on, each once and in seq order, then
     those committed later, until cancelled or the session's ``session.ended`` (nothing
     follows it: an ended session is never driven again)."""
+    async with closing(_batches(store, tail, stream, from_seq)) as batches:
+        async for batch in batches:
+            for held in batch:
+                yield held.event
+
+
+async def _batches(
+    store: EventStore, tail: Tail, stream: str, from_seq: int
+) -> AsyncIterator[list[Held]]:
+    """:func:`session_events` as the batches they come in (what the tail holds, or up
+    to ``MAX_BATCH`` from one read of the store), the last one ending with the end."""
     next_seq = from_seq
     with tail.watching(stream):
         while True:
             committed = tail.next_commit(stream)  # before the read: a later commit sets it
             held = tail.since(stream, next_seq)
             if held is None:  # catching up: from the store
+                batch: list[Held] = []
                 async with closing(store.read(stream, from_seq=next_seq)) as events:
                     async for event in events:
                         next_seq = event.seq + 1
-                        yield event
+                        batch.append(Held(event))
                         if is_end(event):
+                            yield batch
                             return
-            else:  # live: what the tail saw, shared by every stream of the session
-                for event in held:
-                    next_seq = event.seq + 1
-                    yield event
-                    if is_end(event):
-                        return
+                        if len(batch) == MAX_BATCH:
+                            yield batch
+                            batch = []
+                if batch:
+                    yield batch
+            elif held:  # live: what the tail saw, shared by every stream of the session
+                ends = [n for n, h in enumerate(held) if is_end(h.event)]
+                if ends:
+                    yield held[: ends[0] + 1]
+                    return
+                next_seq = held[-1].event.seq + 1
+                yield held
             with trio.move_on_after(1.0):
                 await committed.wait()
 
@@ -305,46 +396,50 @@ class EventStreamResponse:
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": True})
-        frames_in, frames_out = trio.open_memory_channel[bytes](64)
+        # A stream's writes were the HTTP loop's largest cost at 300 followers: the retry
+        # line goes with the first message (not a write of its own), the last event
+        # with the end of the body (not one more).
+        first = b"retry: 1000\n\n"
+        frames_in, frames_out = trio.open_memory_channel[Frame](64)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._produce, frames_in)
             nursery.start_soon(_until_disconnect, receive, nursery.cancel_scope)
             while True:
-                frame = b": keepalive\n\n"
+                frame, ended = b": keepalive\n\n", False
                 with trio.move_on_after(KEEPALIVE_S):
                     try:
-                        frame = await frames_out.receive()
-                    except trio.EndOfChannel:  # the session ended: its last event is sent
-                        frame = b""
-                frame, ended = _with_ready(frame, frames_out)
-                more = frame != b"" and not ended
+                        frame, ended = await frames_out.receive()
+                    except trio.EndOfChannel:  # never before the end's frame
+                        frame, ended = b"", True
+                frame, ended = _with_ready(frame, ended, frames_out)
+                body, first = first + frame, b""
                 try:
-                    await send({"type": "http.response.body", "body": frame, "more_body": more})
+                    await send({"type": "http.response.body", "body": body, "more_body": not ended})
                 except OSError:  # the connection is gone
-                    more = False
-                if not more:
+                    ended = True
+                if ended:
                     nursery.cancel_scope.cancel()
                     return
 
-    async def _produce(self, frames: trio.MemorySendChannel[bytes]) -> None:
+    async def _produce(self, frames: trio.MemorySendChannel[Frame]) -> None:
         async with frames, trio.open_nursery() as previewing:
             if self.previews is not None:
                 previewing.start_soon(self._preview, self.previews, frames)
             hidden = await self.tail.hidden(self.stream)
-            events = session_events(self.store, self.tail, self.stream, self.from_seq)
-            async with closing(events):  # closed here when the client leaves, not by the GC
-                async for event in events:
-                    await frames.send(sse_frame(event, hidden))
+            batches = _batches(self.store, self.tail, self.stream, self.from_seq)
+            async with closing(batches):  # closed here when the client leaves, not by the GC
+                async for batch in batches:  # one message per batch, each frame encoded once
+                    frame = b"".join([held.frame(hidden) for held in batch])
+                    await frames.send((frame, is_end(batch[-1].event)))
             previewing.cancel_scope.cancel()
 
-    async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[bytes]) -> None:
+    async def _preview(self, board: PreviewBoard, frames: trio.MemorySendChannel[Frame]) -> None:
         """Previews interleaved with the events, dropped rather than waited for when
         the client reads slowly: the recorded response is the answer."""
         with board.following(self.stream) as previews:
             async for preview in previews:
                 with contextlib.suppress(trio.WouldBlock):
-                    frames.send_nowait(preview_frame(preview))
+                    frames.send_nowait((preview_frame(preview), False))
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
@@ -353,19 +448,20 @@ async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-def _with_ready(frame: bytes, frames: trio.MemoryReceiveChannel[bytes]) -> tuple[bytes, bool]:
+def _with_ready(
+    frame: bytes, ended: bool, frames: trio.MemoryReceiveChannel[Frame]
+) -> tuple[bytes, bool]:
     """``frame`` and the frames already waiting behind it, as one body (one socket
-    write and one HTTP chunk for a catch-up's or a commit batch's events, not one each:
-    at 300 followers the writes were the HTTP loop's largest cost), and whether the
-    channel ended behind them."""
-    if not frame:
-        return frame, True
+    write and one HTTP chunk for a catch-up's or a commit batch's events, not one each),
+    and whether the stream ends with them."""
     ready = [frame]
-    while len(ready) < MAX_BATCH:
+    while not ended and len(ready) < MAX_BATCH:
         try:
-            ready.append(frames.receive_nowait())
+            frame, ended = frames.receive_nowait()
         except trio.WouldBlock:
             break
         except trio.EndOfChannel:
-            return b"".join(ready), True
-    return b"".join(ready), False
+            ended = True
+            break
+        ready.append(frame)
+    return b"".join(ready), ended

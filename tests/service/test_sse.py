@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,8 @@ import pytest
 import trio
 import trio.testing
 
-from eventlog import MemoryStore, NewEvent, closing, open_sqlite_store
+from eventlog import Event, MemoryStore, NewEvent, closing, open_sqlite_store
+from orchestrator.service import _sse
 from orchestrator.service._sse import WATCHED_POLL_S, Tail, session_events
 
 from .conftest import Service
@@ -53,6 +54,37 @@ async def follow(
         await nursery.start(read)
         yield receive
         nursery.cancel_scope.cancel()
+
+
+async def five_followers_to_the_end(
+    service: Service, session: str, head: int, caught_up: Callable[[], None]
+) -> int:
+    """Five streams of a suspended ``session`` catch up to ``head``; ``caught_up()``;
+    the approval; each receives the rest. Each got every seq once, in order; returns
+    the last seq."""
+    url = f"/api/sessions/{session}/stream"
+    async with service.client("victor") as client, contextlib.AsyncExitStack() as stack:
+        streams = [await stack.enter_async_context(follow(client, url)) for _ in range(5)]
+        got: list[list[int]] = [[] for _ in streams]
+        with trio.fail_after(30):
+            for n, events in enumerate(streams):
+                while not got[n] or got[n][-1] < head:
+                    got[n].append((await events.receive())[0])
+        caught_up()
+        async with service.client("alice") as admin:
+            view = (await admin.get(f"/api/sessions/{session}")).json()
+            call = view["pending_approvals"][0]["call_id"]
+            await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
+        with trio.fail_after(30):
+            for n, events in enumerate(streams):
+                while True:
+                    seq, event = await events.receive()
+                    got[n].append(seq)
+                    if event["type"] == "session.ended":
+                        break
+    end = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    assert all(seqs == list(range(end + 1)) for seqs in got)
+    return end
 
 
 async def test_resume_with_last_event_id_misses_nothing(service: Service) -> None:
@@ -134,7 +166,6 @@ async def test_caught_up_followers_share_the_tails_read(
     session = await submit(service)
     await wait_for(service, session, "awaiting_approval")
     head = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    url = f"/api/sessions/{session}/stream"
     reads: list[int] = []
     real_read = service.store.read
 
@@ -145,31 +176,13 @@ async def test_caught_up_followers_share_the_tails_read(
             # worker resuming the session, which reads what came after its fold)
         return real_read(stream, from_seq=from_seq, **kw)
 
-    async with service.client("victor") as client, contextlib.AsyncExitStack() as stack:
-        streams = [await stack.enter_async_context(follow(client, url)) for _ in range(5)]
-        got: list[list[int]] = [[] for _ in streams]
-        with trio.fail_after(30):
-            for n, events in enumerate(streams):
-                while not got[n] or got[n][-1] < head:
-                    got[n].append((await events.receive())[0])
-        monkeypatch.setattr(service.store, "read", counted)
-        async with service.client("alice") as admin:
-            view = (await admin.get(f"/api/sessions/{session}")).json()
-            call = view["pending_approvals"][0]["call_id"]
-            await admin.post(f"/api/sessions/{session}/approvals/{call}/approve", json={})
-        with trio.fail_after(30):
-            for n, events in enumerate(streams):
-                while True:
-                    seq, event = await events.receive()
-                    got[n].append(seq)
-                    if event["type"] == "session.ended":
-                        break
-    end = (await service.store.head(session)).seq  # type: ignore[union-attr]
-    assert all(seqs == list(range(end + 1)) for seqs in got)
+    await five_followers_to_the_end(
+        service, session, head, lambda: monkeypatch.setattr(service.store, "read", counted)
+    )
     # At most one read each (the look after catching up, before the tail held any of
     # the session's events), none per commit: before the tail shared, every commit
     # cost each follower a read.
-    assert len(reads) <= len(streams) and set(reads) <= {head + 1}
+    assert len(reads) <= 5 and set(reads) <= {head + 1}
     for _ in range(100):  # the server's side of the streams ends just after the client's
         if not service.tail.kept():
             break
@@ -232,14 +245,25 @@ async def test_the_tail_polls_only_while_a_stream_is_followed(
         nursery.cancel_scope.cancel()
 
 
+async def suspended_and_held(service: Service) -> tuple[str, int]:
+    """A session submitted and suspended, every event of it held by the tail (which
+    reads the commits in its own time): its id and head seq."""
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    with trio.fail_after(30):
+        while len(service.tail.since(session, 0) or ()) <= head:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+    return session, head
+
+
 async def test_a_sessions_configuration_is_read_once_for_its_streams(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each stream hides the session's scripted model path (``hidden_path``), from the
-    session's first events: read once per session by the tail, not once per connection."""
-    session = await submit(service)
-    await wait_for(service, session, "awaiting_approval")
-    head = (await service.store.head(session)).seq  # type: ignore[union-attr]
+    session's first events: taken from the tail when it holds them (no read), else read
+    once per session by the tail, not once per connection."""
+    session, head = await suspended_and_held(service)
     firsts: list[int] = []
     real_read = service.store.read
 
@@ -250,9 +274,83 @@ async def test_a_sessions_configuration_is_read_once_for_its_streams(
 
     monkeypatch.setattr(service.store, "read", counted)
     async with service.client("victor") as client:
-        for _ in range(4):  # one after the other: each a new connection
-            async with follow(client, f"/api/sessions/{session}/stream") as events:
-                with trio.fail_after(30):
-                    while (await events.receive())[0] < head:
-                        pass
-    assert len(firsts) == 1
+        for held in (True, False):
+            if not held:  # as if the session had begun before the server started
+                service.tail._drop(session)
+                service.tail._hidden.clear()
+            for _ in range(4):  # one after the other: each a new connection
+                async with follow(client, f"/api/sessions/{session}/stream") as events:
+                    with trio.fail_after(30):
+                        while (await events.receive())[0] < head:
+                            pass
+            assert len(firsts) == (0 if held else 1)
+
+
+async def test_new_followers_of_a_session_the_tail_saw_begin_read_nothing(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session begun since the server started is held by the tail from its first
+    event: five new streams take its events from there, not from the store, and each
+    event's SSE frame is encoded once for all of them (before: a read per connection
+    and an encoding per event per stream)."""
+    session, head = await suspended_and_held(service)
+    reads: list[int] = []
+    real_read = service.store.read
+
+    def counted(stream: str, *, from_seq: int = 0, **kw: Any) -> Any:
+        if sys._getframe(1).f_globals["__name__"] == "orchestrator.service._sse":
+            reads.append(from_seq)
+        return real_read(stream, from_seq=from_seq, **kw)
+
+    encoded: list[int] = []
+    real_frame = _sse.sse_frame
+
+    def frame(event: Event, hidden: str | None = None) -> bytes:
+        encoded.append(event.seq)
+        return real_frame(event, hidden)
+
+    monkeypatch.setattr(service.store, "read", counted)
+    monkeypatch.setattr(_sse, "sse_frame", frame)
+    end = await five_followers_to_the_end(service, session, head, lambda: None)
+    assert reads == []
+    assert sorted(encoded) == list(range(end + 1))
+
+
+async def test_the_tail_holds_sessions_nobody_follows_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the tail holds of sessions nobody follows stays under ``HELD_BYTES``, the
+    least recently committed to dropped first; a stream of a dropped session reads the
+    store and still gets each event once, in order; a session begun before the tail
+    (its first event unseen) is not held, and neither are lease streams."""
+    monkeypatch.setattr(_sse, "HELD_BYTES", 3 * (768 + 4))  # three events of b"{}"
+    store = MemoryStore()
+    tail = Tail(store)
+
+    async def add(stream: str, n: int) -> None:
+        head = await store.head(stream)
+        new = [NewEvent(type="t", body=b"{}", recorded_at=0) for _ in range(n)]
+        await store.append(stream, new, expected_seq=0 if head is None else head.seq + 1)
+
+    await add("before", 1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tail.run)
+        await add("before", 1)
+        await add("lease/a", 1)
+        for stream in ("a", "b", "c"):
+            await add(stream, 1)
+        with trio.fail_after(30):
+            while tail.since("c", 0) is None:  # noqa: ASYNC110 - the tail reads in its time
+                await trio.sleep(0.01)
+        assert tail.held() == _sse.HELD_BYTES
+        assert tail.since("before", 0) is None and tail.since("lease/a", 0) is None
+        await add("a", 1)  # "a" is held again most recently: "b" is dropped
+        with trio.fail_after(30):
+            while len(tail.since("a", 0) or ()) < 2:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+        assert tail.since("b", 0) is None and tail.since("c", 0) is not None
+        assert tail.held() <= _sse.HELD_BYTES
+        async with closing(session_events(store, tail, "b", 0)) as events:
+            assert [(await anext(events)).seq] == [0]
+        nursery.cancel_scope.cancel()
+    assert tail.kept() == set()
