@@ -100,6 +100,9 @@ class ServedSession:
         self._store = store
         nursery.start_soon(self._keep_lease, store, self.lease, ttl)
         self.session = await self.agent.start(store, session_id=session_id)
+        # The client's reply waits for a call's outcome: a call without effect commits
+        # once (intent and outcome together, after it ran), not twice.
+        self.session.pure_at_once = True
         nursery.start_soon(self._drive)
 
     async def _keep_lease(self, store: EventStore, lease: Lease, ttl_ns: int) -> None:
