@@ -248,9 +248,11 @@ class ServedSession:
             )
         finally:
             self._forms.pop(request.call_id, None)
-        if form.cancelled_caught:
+        if form.cancel_called:
             # The server stops waiting for the form: an answer given later finds no
-            # request and runs nothing.
+            # request and runs nothing. (An answer that arrived right behind the
+            # cancellation may have woken this task before the cancellation reached
+            # it: the client had cancelled first, so the answer counts for nothing.)
             return ApprovalDecision(
                 approved=False,
                 decided_by=f"{client} (cancelled the call)",
