@@ -41,7 +41,23 @@ def servable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class LineReader:
+class _Stream:
+    """What the SDK's stream protocols ask beyond sending or receiving: ``aclose`` and
+    use as an async context manager (which closes it)."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class LineReader(_Stream):
     """The server's read stream: one JSON-RPC message per line of the wire (a line
     that does not parse is handed on as the error, as the SDK's transport does)."""
 
@@ -59,7 +75,10 @@ class LineReader:
         while not self._lines:
             if self._eof:
                 raise anyio.EndOfStream
-            data = await self._wire.receive_some(CHUNK)
+            try:
+                data = await self._wire.receive_some(CHUNK)
+            except trio.BrokenResourceError:  # the client's end reset: as a close
+                data = b""
             if not data:
                 self._eof = True
                 if self._buffer.strip():
@@ -89,16 +108,8 @@ class LineReader:
     async def aclose(self) -> None:
         self._eof = True
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class LineWriter:
+class LineWriter(_Stream):
     """The server's write stream: each message as one line, written by the task that
     sends it (one at a time: responses and notifications come from many tasks)."""
 
@@ -112,18 +123,14 @@ class LineWriter:
             raise anyio.ClosedResourceError
         line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
         async with self._lock:
-            await self._wire.send_all(line.encode())
+            try:
+                await self._wire.send_all(line.encode())
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                # The client is gone: the SDK's way of saying so (it stops writing).
+                raise anyio.BrokenResourceError from e
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 @contextlib.asynccontextmanager
