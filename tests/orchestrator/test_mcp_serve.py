@@ -472,3 +472,37 @@ async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
         await process.stdin.aclose()
     assert answered[1]["result"]["serverInfo"]["name"] == "skillog"
     assert answered[2]["result"] == {}
+
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+TWO_COMMITS = GOLDEN / "mcp_serve.jsonl"
+"""A served session recorded by main at 48a25c3, when every served call committed twice
+(the client's request with its intent, then the outcome): tools/list, then load, read,
+a missing file, a refused path and unload of tests/golden/skills/alpha."""
+
+
+async def test_a_session_served_with_two_commits_per_call_replays_and_is_recorded_alike(
+    tmp_path: Path,
+) -> None:
+    recorded = [json.loads(line) for line in TWO_COMMITS.read_text().splitlines()]
+    (session,) = {r["stream"] for r in recorded if "stream" in r}
+    with trio.fail_after(120):
+        replay = await trio.run_process(
+            [*CLI, "replay", session, "--jsonl", str(TWO_COMMITS), "--redrive"],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=tmp_path,
+            env=env_for(tmp_path),
+        )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert b"reproduces all" in replay.stdout
+    # The same calls today, one commit per call without effect: the same events.
+    async with served(tmp_path, GOLDEN / "skills") as client:
+        await client.list_tools()
+        await client.call_tool("skills.load", {"names": ["alpha"]})
+        for path in ("SKILL.md", "missing.md", "../escape"):
+            await client.call_tool("skills.read", {"path": path})
+        await client.call_tool("skills.unload", {"all": True})
+    _, bodies = await session_bodies(tmp_path)
+    assert [type(b).event_type for b in bodies] == [r["type"] for r in recorded if "type" in r]
