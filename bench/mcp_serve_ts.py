@@ -5,9 +5,13 @@
 Needs node and the pinned SDK in .ci/npm (``npm ci --prefix .ci/npm``). Starts
 ``skillog mcp serve`` on a one-skill directory and a fresh durable SQLite log
 (synchronous=FULL), and has bench/mcp_serve_ts.mjs time N pings and N ``skills.read``
-calls (each recorded: intent, read, outcome, the durable commits) from the client's
-side; prints both medians, the difference, and one durable commit measured on the same
-disk beside it (bench/mcp.py's floor), and what remains beyond ping + that commit.
+calls (each recorded: the client's request, its intent, the read and its outcome, one
+durable commit on the call's path) from the client's side; prints both medians, the
+difference, one durable commit measured on the same disk beside it (bench/mcp.py's
+floor), what remains beyond ping + that commit, and the server's CPU time per recorded
+call (bench/mcp_serve_cpu.py: every thread of the server process, from its own
+counters, so it hardly moves with the load of the machine; the timed calls only, and
+the commit of the next turn's prompt, which each call also causes, included).
 """
 
 from __future__ import annotations
@@ -48,8 +52,10 @@ def main(calls: int) -> None:
         (skill / "references").mkdir(parents=True)
         (skill / "SKILL.md").write_text("---\nname: notes\ndescription: Notes.\n---\nBrief.\n")
         (skill / "references" / "style.md").write_text("Short lines.\n")
-        skillog = [sys.executable, "-m", "orchestrator.cli"]
-        command = [*skillog, "mcp", "serve", "--skills", str(root / "skills"), "--tier", "org"]
+        cpu = root / "cpu.json"
+        # -P: not bench/ first on the path (bench/mcp.py would shadow the SDK).
+        skillog = [sys.executable, "-P", str(ROOT / "bench" / "mcp_serve_cpu.py"), str(cpu)]
+        command = [*skillog, "--skills", str(root / "skills"), "--tier", "org"]
         env = {
             **os.environ,
             "HOME": directory,
@@ -73,11 +79,15 @@ def main(calls: int) -> None:
         )
         seen = json.loads(done.stdout.splitlines()[-1])
         floor = _commit_floor(calls, directory) * 1000
+        server = json.loads(cpu.read_text())
     ping, call = seen["ping_ms"], seen["call_ms"]
     print(f"ping (p50)                                    {ping:8.3f} ms")
     print(f"recorded skills.read (p50)                    {call:8.3f} ms")
     print(f"one durable commit of an outcome (p50)        {floor:8.3f} ms")
     print(f"beyond ping + one commit                      {call - ping - floor:8.3f} ms")
+    per_call = server["cpu_s"] * 1000 / max(1, server["calls"])
+    print(f"server CPU per recorded call (all threads)    {per_call:8.3f} ms")
+    print(f"load average                                  {os.getloadavg()[0]:8.2f}")
 
 
 if __name__ == "__main__":

@@ -413,7 +413,8 @@ async def _call(
     (the session is then ended); ``overflow`` when the provider said the request does
     not fit the context window for the first time this turn (compact, render again)."""
     turn = session.turn
-    request = await with_image_data(request, session.get_blob)
+    if session.state.images:
+        request = await with_image_data(request, session.get_blob)
     for attempt in range(1, retry.max_attempts + 1):
         start = time.monotonic_ns()
         arrived = _Arrived(on_delta)

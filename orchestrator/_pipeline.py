@@ -281,6 +281,16 @@ def intent(ctx: CallContext, plan: Plan) -> ToolCalled:
     )
 
 
+def without_effect(plan: Plan) -> bool:
+    """Whether a planned call has nothing that write-ahead protects: it is ``pure``,
+    asks nobody, starts no script and installs nothing. Such a call may run before
+    its intent is durable; its intent and outcome are then committed together, and
+    a process that dies before that commit leaves no trace of it and no effect."""
+    return (
+        plan.effect == "pure" and plan.approval is None and plan.script is None and not plan.install
+    )
+
+
 def _may_have_started(ctx: CallContext, plan: Plan) -> bool:
     """Whether an earlier process may have started this call's effect: its last
     durable step before the effect is in the log. For a script that is

@@ -57,7 +57,7 @@ from ._events import (
 )
 from ._mcp_roots import roots_changes
 from ._model import Message, ModelRequest, ModelResponse, ToolCall
-from ._pipeline import Hooks, first_group, intent, run_turn_tools
+from ._pipeline import Hooks, first_group, intent, run_call, run_turn_tools, without_effect
 from ._prompt import (
     compose,
     message_line,
@@ -196,6 +196,12 @@ class Session:
             state.open_prompt is not None and not state.open_prompt_interrupted
         )
         self._fresh_intents: frozenset[str] = frozenset()
+        self.pure_at_once = False
+        """A response that is one call without effect (``_pipeline.without_effect``)
+        runs it before anything is recorded and commits the response, the intent and
+        the outcome in one transaction: the events are the same as in two, and whoever
+        waits for the outcome (an MCP client of ``skillog mcp serve``) waits for one
+        commit. Not for a model's answer, which must be durable once it arrived."""
         self._estimator: Estimator | None = None
         self.started_at = clock()  # replaced by the recorded start when opened
 
@@ -646,12 +652,29 @@ class Session:
         intents: list[ToolCalled] = []
         if isinstance(outcome, ModelResponded):
             view = View.of(self.state)  # the response does not change catalog or skills
-            for call in first_group(outcome.response.tool_calls):
+            calls = outcome.response.tool_calls
+            if self.pure_at_once and len(calls) == 1 and await self._at_once(outcome, view):
+                return
+            for call in first_group(calls):
                 ctx = self._context(call, view.copy())
                 ctx.turn = outcome.turn
                 intents.append(intent(ctx, plan_call(ctx)))
         await self.record(outcome, *intents)
         self._fresh_intents = frozenset(i.call_id for i in intents)
+
+    async def _at_once(self, outcome: ModelResponded, view: View) -> bool:
+        """Run the one call of ``outcome`` and commit the response, its intent and its
+        outcome together (:attr:`pure_at_once`); False, with nothing done, when the
+        call has an effect: it then takes the write-ahead path."""
+        ctx = self._context(outcome.response.tool_calls[0], view)
+        ctx.turn, ctx.alone = outcome.turn, True
+        plan = plan_call(ctx)
+        if not without_effect(plan):
+            return False
+        ctx.rec.add(outcome)
+        ctx.rec.add(intent(ctx, plan))
+        await run_call(ctx, plan, Hooks(clock=self.clock, reconcile=self.reconcile))
+        return True
 
     async def run_tools(self) -> list[str]:
         """Run the tool calls of the last model response through the write-ahead

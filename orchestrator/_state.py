@@ -191,6 +191,7 @@ class SessionState(ActiveSkills):
         "head_hash",
         "hidden",
         "history_rewrites",
+        "images",
         "input_tokens",
         "mcp_roots",
         "mcp_servers",
@@ -234,6 +235,9 @@ class SessionState(ActiveSkills):
         self.pending_calls: list[ToolCall] = []
         self.pending_results: dict[str, ToolResult] = {}
         self.pending_images: dict[str, tuple[ToolImage, ...]] = {}
+        # Whether any call returned images (their bytes are filled in before a model
+        # call): without, a request is sent as composed, with no pass over its history.
+        self.images = False
         self.pending_approvals: dict[str, ApprovalRequested] = {}
         self.grants: list[ApprovalRemembered] = []
         self.denials = 0
@@ -396,6 +400,7 @@ def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionS
         case ApprovalRemembered():
             state.grants.append(event)
         case ToolImages():
+            state.images = True
             state.pending_images[event.call_id] = tuple(
                 ToolImage(call_id=event.call_id, media_type=i.media_type, digest=i.digest)
                 for i in event.images

@@ -25,6 +25,7 @@ from eventlog import EventStore
 from .._loop import VERSION
 from . import _views as views
 from ._session import ServeConfig, ServedSession
+from ._stdio import stdio_streams
 
 log = logging.getLogger("skillog.mcp")
 
@@ -212,10 +213,8 @@ async def serve_stdio(
     on_end: Callable[[ServedSession], None] = lambda _: None,
 ) -> None:
     """Serve one client on this process's stdin and stdout until stdin closes."""
-    from mcp.server.stdio import stdio_server
-
     async with trio.open_nursery() as nursery:
         app = SkillogMcp(store, config, nursery, on_end=on_end)
-        async with stdio_server() as (read, write):
+        async with stdio_streams() as (read, write):
             await app.server.run(read, write, app.initialization_options())
         await app.end_all()

@@ -100,6 +100,9 @@ class ServedSession:
         self._store = store
         nursery.start_soon(self._keep_lease, store, self.lease, ttl)
         self.session = await self.agent.start(store, session_id=session_id)
+        # The client's reply waits for a call's outcome: a call without effect commits
+        # once (intent and outcome together, after it ran), not twice.
+        self.session.pure_at_once = True
         nursery.start_soon(self._drive)
 
     async def _keep_lease(self, store: EventStore, lease: Lease, ttl_ns: int) -> None:
@@ -245,9 +248,11 @@ class ServedSession:
             )
         finally:
             self._forms.pop(request.call_id, None)
-        if form.cancelled_caught:
+        if form.cancel_called:
             # The server stops waiting for the form: an answer given later finds no
-            # request and runs nothing.
+            # request and runs nothing. (An answer that arrived right behind the
+            # cancellation may have woken this task before the cancellation reached
+            # it: the client had cancelled first, so the answer counts for nothing.)
             return ApprovalDecision(
                 approved=False,
                 decided_by=f"{client} (cancelled the call)",

@@ -6,6 +6,7 @@ and ``replay`` (with ``--redrive``) pass."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import stat
@@ -425,3 +426,83 @@ async def test_a_session_whose_server_died_is_not_resumed(tmp_path: Path) -> Non
     listed = skillog(tmp_path, "sessions")
     (row,) = [line for line in listed.stdout.splitlines() if session.id in line]
     assert "open (resumable)" not in row and "MCP client connection, not resumable" in row
+
+
+async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
+    tmp_path: Path, skills: Path
+) -> None:
+    """The transport on trio's pipes (mcp_server/_stdio.py): a message split across
+    writes is one message, a line that is not JSON-RPC does not stop the server, and
+    the reply is one line on stdout, nothing else."""
+    initialize = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        }
+    ).encode()
+    ping = b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n'
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                [*CLI, "mcp", "serve", "--skills", str(skills)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**env_for(tmp_path), "SKILLOG_DB": str(tmp_path / "mcp.db")},
+                check=False,
+            )
+        )
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send_all(b"not json\n" + initialize[:20])
+        await process.stdin.send_all(initialize[20:] + b"\n" + ping)
+        received = b""
+        answered: dict[Any, Any] = {}
+        with trio.fail_after(60):
+            while not {1, 2} <= set(answered) and (chunk := await process.stdout.receive_some()):
+                received += chunk
+                lines = received.split(b"\n")[:-1]  # whole lines only
+                answered = {r.get("id"): r for r in map(json.loads, lines)}
+        await process.stdin.aclose()
+    assert answered[1]["result"]["serverInfo"]["name"] == "skillog"
+    assert answered[2]["result"] == {}
+
+
+GOLDEN = Path(__file__).parents[1] / "golden"
+TWO_COMMITS = GOLDEN / "mcp_serve.jsonl"
+"""A served session recorded by main at 48a25c3, when every served call committed twice
+(the client's request with its intent, then the outcome): tools/list, then load, read,
+a missing file, a refused path and unload of tests/golden/skills/alpha."""
+
+
+async def test_a_session_served_with_two_commits_per_call_replays_and_is_recorded_alike(
+    tmp_path: Path,
+) -> None:
+    recorded = [json.loads(line) for line in TWO_COMMITS.read_text().splitlines()]
+    (session,) = {r["stream"] for r in recorded if "stream" in r}
+    with trio.fail_after(120):
+        replay = await trio.run_process(
+            [*CLI, "replay", session, "--jsonl", str(TWO_COMMITS), "--redrive"],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=tmp_path,
+            env=env_for(tmp_path),
+        )
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert b"reproduces all" in replay.stdout
+    # The same calls today, one commit per call without effect: the same events.
+    async with served(tmp_path, GOLDEN / "skills") as client:
+        await client.list_tools()
+        await client.call_tool("skills.load", {"names": ["alpha"]})
+        for path in ("SKILL.md", "missing.md", "../escape"):
+            await client.call_tool("skills.read", {"path": path})
+        await client.call_tool("skills.unload", {"all": True})
+    _, bodies = await session_bodies(tmp_path)
+    assert [type(b).event_type for b in bodies] == [r["type"] for r in recorded if "type" in r]

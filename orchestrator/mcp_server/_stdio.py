@@ -1,0 +1,164 @@
+"""The stdio transport of ``skillog mcp serve``, on trio's own pipes.
+
+The SDK's ``stdio_server`` reads and writes through anyio's file wrappers: every line
+read, every write and every flush is a trip to a worker thread and back, three per
+call answered, and two tasks relay each message through memory streams. An MCP client
+starts its server with pipes (or a socket), and trio waits on those descriptors
+itself: here a message is read, parsed and handed to the server in the caller's task,
+and a reply is written in the sender's, with no thread and no relay. Standard streams
+that are something else (a regular file as stdin, say) keep the SDK's transport.
+
+As in the SDK, the wire is served from private duplicates of fds 0 and 1 while fd 0
+reads the null device and fd 1 writes to stderr, so nothing a handler or a child
+process prints can corrupt the protocol; both are restored on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import mcp.types as types
+import trio
+from mcp.shared.message import SessionMessage
+
+Streams = tuple[Any, Any]
+CHUNK = 1 << 16
+
+
+def servable(fd: int) -> bool:
+    """Whether trio can wait on ``fd`` (a pipe or a socket, not a file or a tty)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _Stream:
+    """What the SDK's stream protocols ask beyond sending or receiving: ``aclose`` and
+    use as an async context manager (which closes it)."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class LineReader(_Stream):
+    """The server's read stream: one JSON-RPC message per line of the wire (a line
+    that does not parse is handed on as the error, as the SDK's transport does)."""
+
+    def __init__(self, wire: trio.lowlevel.FdStream) -> None:
+        self._wire = wire
+        self._buffer = bytearray()
+        self._lines: list[bytes] = []
+        self._eof = False
+
+    async def receive(self) -> SessionMessage | Exception:
+        if self._lines:
+            # A line already read: let the tasks the last message woke run first (a
+            # cancellation acts before the message behind it), as a read would.
+            await trio.lowlevel.checkpoint()
+        while not self._lines:
+            if self._eof:
+                raise anyio.EndOfStream
+            try:
+                data = await self._wire.receive_some(CHUNK)
+            except trio.BrokenResourceError:  # the client's end reset: as a close
+                data = b""
+            if not data:
+                self._eof = True
+                if self._buffer.strip():
+                    self._lines.append(bytes(self._buffer))  # a last line without \n
+                self._buffer.clear()
+                continue
+            self._buffer += data
+            *lines, rest = self._buffer.split(b"\n")
+            self._buffer = bytearray(rest)
+            self._lines = [bytes(line) for line in lines if line.strip()]
+        line = self._lines.pop(0)
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception as e:  # the client's bytes: the server answers with the error
+            return e
+        return SessionMessage(message)
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._eof = True
+
+
+class LineWriter(_Stream):
+    """The server's write stream: each message as one line, written by the task that
+    sends it (one at a time: responses and notifications come from many tasks)."""
+
+    def __init__(self, wire: trio.lowlevel.FdStream) -> None:
+        self._wire = wire
+        self._lock = trio.StrictFIFOLock()
+        self._closed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        async with self._lock:
+            try:
+                await self._wire.send_all(line.encode())
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                # The client is gone: the SDK's way of saying so (it stops writing).
+                raise anyio.BrokenResourceError from e
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams() -> AsyncIterator[Streams]:
+    """The server's read and write streams over this process's stdin and stdout."""
+    if not (servable(0) and servable(1)):
+        from mcp.server.stdio import stdio_server
+
+        async with stdio_server() as streams:
+            yield streams
+        return
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    saved_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    saved_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    reader = trio.lowlevel.FdStream(wire_in)
+    writer = trio.lowlevel.FdStream(wire_out)
+    try:
+        yield LineReader(reader), LineWriter(writer)
+    finally:
+        with trio.CancelScope(shield=True):
+            await reader.aclose()
+            await writer.aclose()
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)

@@ -1,0 +1,49 @@
+"""``skillog mcp serve`` that kills itself (SIGKILL) at one commit of its session: the
+crash points of a served call (test_mcp_serve_crash.py).
+
+usage: serve_crash_worker.py WHEN N [skillog mcp serve arguments ...]
+  WHEN  before: die as the N-th commit that holds a ``tool.completed`` is about to be
+        sent to the store (nothing of it durable);
+        after: die as soon as that commit is durable, before the session folds it and
+        before the call's result can be handed to the client
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from eventlog import Event, NewEvent
+from eventlog._sqlite import SqliteStore
+from orchestrator._streams import is_session_stream
+from orchestrator.cli._main import main
+
+
+def crash_at(when: str, n: int) -> None:
+    original = SqliteStore.append
+    seen = 0
+
+    async def append(
+        self: SqliteStore, stream: str, events: Sequence[NewEvent], **kwargs: Any
+    ) -> tuple[Event, ...]:
+        nonlocal seen
+        if not is_session_stream(stream) or all(e.type != "tool.completed" for e in events):
+            return await original(self, stream, events, **kwargs)
+        seen += 1
+        if seen == n and when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        committed = await original(self, stream, events, **kwargs)
+        if seen == n and when == "after":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return committed
+
+    SqliteStore.append = append  # type: ignore[method-assign]
+
+
+if __name__ == "__main__":
+    crash_at(sys.argv[1], int(sys.argv[2]))
+    sys.argv = ["skillog", "mcp", "serve", *sys.argv[3:]]
+    sys.exit(main())
