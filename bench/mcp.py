@@ -18,6 +18,11 @@ over stdio, called N times with ``find_issue``:
     server waits between calls as it does in a session (where a model turn and its
     commit come between two calls) instead of being called back to back;
 
+  - after a commit: the bare call again, each call right after a durable commit of
+    an outcome to a store of its own (untimed), as a session commits between two
+    calls: what the commit beside the call costs the call on this machine (caches,
+    the writer thread and the fsync on a core the call wants), with no recording;
+
   - commit floor: the same outcome (``mcp.result`` with a fresh blob, and
     ``tool.completed``) appended N times to the same kind of store, nothing else: what
     one durable commit costs on this disk now. Write-ahead requires exactly one per
@@ -25,18 +30,23 @@ over stdio, called N times with ``find_issue``:
 
 Prints the load average, the per-call times (medians: the machine is shared), and the
 overhead beyond the bare call plus one commit (goal <= 0.3 ms), measured in the same run,
-and beyond the paced bare call plus one commit.
+beyond the paced bare call plus one commit, and beyond the bare call after a commit plus
+one commit. Then what the load moves least: the trio thread's CPU per bare call, per
+bare call after a commit and per recorded call (``time.thread_time`` over the same
+regions; the writer thread's work is not in it), and trio's scheduler passes per call.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +67,57 @@ from orchestrator.mcp import McpServerConfig, _client  # noqa: E402 - after the 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "orchestrator" / "mcp" / "mcp_server.py"
 
 
+class _Passes(trio.abc.Instrument):
+    """Counts trio's scheduler passes (each an I/O wait) while ``on``."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.passes = 0
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self.on:
+            self.passes += 1
+
+
+PASSES = _Passes()
+
+
+class _Cost:
+    """Load-independent cost of timed regions: the trio thread's CPU (time.thread_time:
+    the writer thread's commit is not in it, the trio thread's hand-offs are) and the
+    scheduler passes; medians and means over the regions."""
+
+    def __init__(self) -> None:
+        self.cpu: list[float] = []
+        self.passes = 0
+
+    @contextlib.contextmanager
+    def region(self) -> Iterator[None]:
+        PASSES.on, before, began = True, PASSES.passes, time.thread_time()
+        try:
+            yield
+        finally:
+            self.cpu.append(time.thread_time() - began)
+            self.passes += PASSES.passes - before
+            PASSES.on = False
+
+    def figures(self) -> tuple[float, float]:
+        return statistics.median(self.cpu), self.passes / len(self.cpu)
+
+
 PACE_S = 0.001
 """The client work between two paced bare calls: about what a session does between
 two calls (a zero-latency model turn and its commit)."""
 
 
-async def bare(calls: int, pace: float = 0.0) -> float:
+async def bare(
+    calls: int, pace: float = 0.0, cost: _Cost | None = None, store: Any = None
+) -> float:
     """Median seconds of the SDK's ``call_tool``; ``pace``: seconds of client work
     (a busy loop) before each call, so the server waits between calls as it does in a
-    session instead of being called back to back."""
+    session instead of being called back to back; ``cost``: where each call's CPU and
+    scheduler passes go; ``store``: a durable commit of an outcome there (untimed)
+    before each call, as a session makes one between two calls."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=[str(SERVER), "tracker"])
@@ -78,8 +130,11 @@ async def bare(calls: int, pace: float = 0.0) -> float:
             busy_until = time.perf_counter() + pace
             while time.perf_counter() < busy_until:
                 pass
+            if store is not None:
+                await commit_outcome(store, "between", n)
             start = time.perf_counter()
-            await session.call_tool("find_issue", {"number": n})
+            with cost.region() if cost else contextlib.nullcontext():
+                await session.call_tool("find_issue", {"number": n})
             times.append(time.perf_counter() - start)
         return statistics.median(times)
 
@@ -102,10 +157,13 @@ async def _timed_call(self: Any, *args: Any) -> Any:
 _client._Server.call = _timed_call  # type: ignore[method-assign]
 
 
-async def session_time(calls: int, tool: str, directory: str) -> tuple[float, float, float]:
+async def session_time(
+    calls: int, tool: str, directory: str, cost: _Cost | None = None
+) -> tuple[float, float, float]:
     """Seconds per turn of a session of ``calls`` turns, each calling ``tool`` once, the
     median seconds of its tool phases (each call and its durable outcome), and the
-    durable commits (store appends) per tool phase."""
+    durable commits (store appends) per tool phase; ``cost``: where each tool phase's
+    CPU and scheduler passes go."""
 
     def noop(number: int) -> str:
         """Do nothing."""
@@ -141,7 +199,8 @@ async def session_time(calls: int, tool: str, directory: str) -> tuple[float, fl
             began = time.perf_counter()
             commits[1] = True
             try:
-                return await run_tools()
+                with cost.region() if cost else contextlib.nullcontext():
+                    return await run_tools()
             finally:
                 commits[1] = False
                 phases.append(time.perf_counter() - began)
@@ -160,42 +219,63 @@ async def commit_floor(calls: int, directory: str) -> float:
         times = []
         for n in range(calls):
             start = time.perf_counter()
-            stored = f'{{"content":[{{"text":"tracker.find_issue {n}","type":"text"}}]}}'.encode()
-            digest = hashlib.sha256(stored).hexdigest()
-            result = McpResult(
-                call_id=f"call_{n}",
-                server="tracker",
-                tool="find_issue",
-                is_error=False,
-                digest=digest,
-                size=len(stored),
-            )
-            completed = ToolCompleted(
-                call_id=f"call_{n}",
-                tool="mcp__tracker__find_issue",
-                is_error=False,
-                content=f"tracker.find_issue {n}",
-                duration_ms=1,
-            )
-            events = [CODEC.encode(b, recorded_at=time.time_ns()) for b in (result, completed)]
-            await store.append("floor", events, expected_seq=2 * n, blobs=[stored])
+            await commit_outcome(store, "floor", n)
             times.append(time.perf_counter() - start)
         return statistics.median(times)
+
+
+async def commit_outcome(store: Any, stream: str, n: int) -> None:
+    """Durably append the ``n``-th call's outcome (``mcp.result`` with a fresh blob, and
+    ``tool.completed``) to ``stream``, as a recorded call does."""
+    stored = f'{{"content":[{{"text":"tracker.find_issue {n}","type":"text"}}]}}'.encode()
+    digest = hashlib.sha256(stored).hexdigest()
+    result = McpResult(
+        call_id=f"call_{n}",
+        server="tracker",
+        tool="find_issue",
+        is_error=False,
+        digest=digest,
+        size=len(stored),
+    )
+    completed = ToolCompleted(
+        call_id=f"call_{n}",
+        tool="mcp__tracker__find_issue",
+        is_error=False,
+        content=f"tracker.find_issue {n}",
+        duration_ms=1,
+    )
+    events = [CODEC.encode(b, recorded_at=time.time_ns()) for b in (result, completed)]
+    await store.append(stream, events, expected_seq=2 * n, blobs=[stored])
 
 
 async def one_round(calls: int) -> dict[str, float]:
     """Every figure once: the bare call, both sessions, the floor (in this order)."""
     ANSWERS.clear()
+    bare_cost, recorded_cost, committing_cost = _Cost(), _Cost(), _Cost()
     with tempfile.TemporaryDirectory() as directory:
-        bare_call = await bare(calls)
+        bare_call = await bare(calls, cost=bare_cost)
         paced_call = await bare(calls, PACE_S)
+        async with open_sqlite_store(Path(directory) / "between.db", synchronous="FULL") as db:
+            committing_call = await bare(calls, cost=committing_cost, store=db)
         with_mcp, mcp_phase, mcp_commits = await session_time(
-            calls, "mcp__tracker__find_issue", directory
+            calls, "mcp__tracker__find_issue", directory, recorded_cost
         )
         with_noop, noop_phase, _ = await session_time(calls, "noop", directory)
         floor = await commit_floor(calls, directory)
     answer = statistics.median(ANSWERS)
+    bare_cpu, bare_passes = bare_cost.figures()
+    recorded_cpu, recorded_passes = recorded_cost.figures()
+    committing_cpu, _ = committing_cost.figures()
     return {
+        "committing": committing_call,
+        "beyond_committing": mcp_phase - committing_call - floor,
+        "committing_cpu": committing_cpu,
+        "extra_cpu_committing": recorded_cpu - committing_cpu,
+        "bare_cpu": bare_cpu,
+        "recorded_cpu": recorded_cpu,
+        "extra_cpu": recorded_cpu - bare_cpu,
+        "bare_passes": bare_passes,
+        "recorded_passes": recorded_passes,
         "bare": bare_call,
         "paced": paced_call,
         "beyond_paced": mcp_phase - paced_call - floor,
@@ -213,6 +293,7 @@ async def one_round(calls: int) -> dict[str, float]:
 
 
 async def main(calls: int, rounds: int) -> None:
+    trio.lowlevel.add_instrument(PASSES)
     # Rounds alternate the measurements, so a burst of load on a shared machine
     # touches every figure alike; each figure is the median over the rounds.
     runs = [await one_round(calls) for _ in range(rounds)]
@@ -239,8 +320,19 @@ async def main(calls: int, rounds: int) -> None:
     print(f"  recording beyond that call + one commit     {ms('recording')}")
     print(f"bare SDK call after 1 ms of client work       {ms('paced')}")
     print(f"beyond that paced bare call + one commit      {ms('beyond_paced')}")
+    print(f"bare SDK call right after a durable commit    {ms('committing')}")
+    print(f"beyond that bare call + one commit            {ms('beyond_committing')}")
     ratio = statistics.median(r["recorded"] / r["bare"] for r in runs)
     print(f"ratio recorded/bare                           {ratio:8.2f}x")
+    # What the load moves least: CPU of the trio thread (the writer's commit is not in
+    # it) and trio's scheduler passes, per bare call and per recorded call.
+    print(f"trio-thread CPU per bare call                 {ms('bare_cpu')}")
+    print(f"trio-thread CPU per recorded call             {ms('recorded_cpu')}")
+    print(f"  beyond the bare call                        {ms('extra_cpu')}")
+    print(f"trio-thread CPU per bare call after a commit  {ms('committing_cpu')}")
+    print(f"  recorded call beyond it                     {ms('extra_cpu_committing')}")
+    passes = [statistics.median(r[k] for r in runs) for k in ("bare_passes", "recorded_passes")]
+    print(f"scheduler passes per call, bare / recorded    {passes[0]:8.2f} / {passes[1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -118,6 +118,18 @@ async def _run_calls(
 ) -> None:
     progress = state.turn_progress
     assert progress is not None
+    calls = state.pending_calls
+    only = calls[0] if len(calls) == 1 else None
+    if only and only.name not in SEQUENTIAL and only.id not in state.pending_results:
+        # A turn of one call (the common case) runs it in this task, as the last call of
+        # a turn does below, without the nursery nothing would be spawned into: its exit
+        # is a scheduler pass of its own on every call.
+        ctx = make(0, view.copy(), _recorded(state, only.id, fresh))
+        plan = plan_call(ctx)
+        await commit_intents([(ctx, plan)])
+        ctx.alone = True
+        await proceed(ctx, plan)
+        return
     async with trio.open_nursery() as nursery:
         group: list[tuple[CallContext, Plan]] = []
 

@@ -372,8 +372,13 @@ class _Server:
                 duration_ms=_ms(start),
             )
         # The SDK hands each notification to a task of its own: let those received
-        # before the answer (progress, log messages) run before taking them.
-        await trio.lowlevel.checkpoint()
+        # before the answer (progress, log messages) run before taking them. The SDK's
+        # loop takes each message after a checkpoint, so such a task has had its first
+        # step before the answer woke this one; one still waiting to run is in the run
+        # queue. When nothing is (nearly every call), a checkpoint would be a scheduler
+        # pass for nothing.
+        if trio.lowlevel.current_statistics().tasks_runnable:
+            await trio.lowlevel.checkpoint()
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         outcome = outcome_of(
             wire, stored_cap=stored_cap, model_cap=model_cap, duration_ms=_ms(start)
