@@ -40,8 +40,6 @@ from .._effects import (
     ApprovalDecision,
     ApprovalRequest,
     Approver,
-    ElicitationAnswer,
-    ElicitationRequest,
     Elicitor,
     McpProgress,
 )
@@ -78,6 +76,7 @@ from ..skills import (
     split_skill_dirs,
     trusted_signers,
 )
+from ._prompts import Terminal, TerminalForms
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -657,50 +656,12 @@ def cli_approver(approve: bool, deny: bool) -> Approver | None:
 
 
 def cli_elicitor() -> Elicitor | None:
-    """An MCP server's form, asked on the terminal field by field; nobody without one
-    (the server is answered ``cancel``: a live request cannot wait for a later
-    process)."""
+    """An MCP server's form, asked on the terminal field by field and withdrawn when an
+    answer from another process holds first (``_prompts``); nobody without one (the
+    form then waits for an answer through the log)."""
     if not sys.stdin.isatty():
         return None
-
-    async def ask(request: ElicitationRequest) -> ElicitationAnswer:
-        schema = msgspec.json.decode(request.schema)
-        asked = f"MCP server {request.server} asks: {request.message}"
-        prompt = f"{visible(asked)}\n  y: fill in   n: decline   [y/n/C(ancel)] "
-        answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
-        if answer in ("n", "no"):
-            return ElicitationAnswer(action="decline", decided_by="terminal")
-        if answer not in ("y", "yes"):
-            return ElicitationAnswer(action="cancel", decided_by="terminal")
-        values: dict[str, object] = {}
-        required = schema.get("required", [])
-        for name, field in schema.get("properties", {}).items():
-            kind = field.get("type", "string")
-            label = visible(f"  {name} ({kind}{', required' if name in required else ''}): ")
-            raw = await trio.to_thread.run_sync(input, label)
-            if raw or name in required:
-                values[name] = _typed(raw, kind)
-        content = msgspec.json.encode(values).decode()
-        return ElicitationAnswer(action="accept", decided_by="terminal", content=content)
-
-    return ask
-
-
-def _typed(raw: str, kind: str) -> object:
-    """A typed value as the form asks for it; text that does not parse stays text (the
-    runtime then finds the answer does not fit the form)."""
-    try:
-        if kind == "integer":
-            return int(raw)
-        if kind == "number":
-            return msgspec.json.decode(raw.strip())
-    except (ValueError, msgspec.DecodeError):
-        return raw
-    if kind == "boolean":
-        return raw.strip().lower() in ("y", "yes", "true", "1")
-    if kind == "array":  # a multi-select: the choices, separated by commas
-        return [choice.strip() for choice in raw.split(",") if choice.strip()]
-    return raw
+    return TerminalForms(Terminal())
 
 
 def _fixed(approved: bool, by: str) -> Approver:
