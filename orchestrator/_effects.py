@@ -317,6 +317,10 @@ class Effects(Protocol):
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
 
+    def approval_withdrawn(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        """Another process decided ``request`` first: the approver's question is over."""
+        ...
+
     async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
 
     async def search_skills(
@@ -632,6 +636,11 @@ class LiveEffects:
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         return None if self.approver is None else await self.approver(request)
 
+    def approval_withdrawn(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        withdrawn = getattr(self.approver, "withdrawn", None)
+        if withdrawn is not None:
+            withdrawn(request, decision)
+
     async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
         if self.mcp is None:
             return mcp_gone(recorded, ())
@@ -702,11 +711,17 @@ class LiveEffects:
             logged = await wait.wait()
             nursery.cancel_scope.cancel()  # the prompt is withdrawn
 
+        failed: Exception | None = None  # raised bare, as without the watch beside it
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch, nursery)
-            mine = await self.elicitor(request)
-            if mine is not None:
+            try:
+                mine = await self.elicitor(request)
+            except Exception as e:
+                failed = e
+            if mine is not None or failed is not None:
                 nursery.cancel_scope.cancel()
+        if failed is not None and logged is None:
+            raise failed
         if logged is None:
             assert mine is not None
             if mine.action == "cancel":

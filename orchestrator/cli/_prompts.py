@@ -18,7 +18,8 @@ import trio
 
 from eventlog import visible
 
-from .._effects import ElicitationAnswer, ElicitationRequest
+from .._effects import ApprovalDecision, ApprovalRequest, ElicitationAnswer, ElicitationRequest
+from .._policy import suggested_rule
 
 
 class Terminal:
@@ -56,6 +57,40 @@ def terminal_user() -> str:
         return f"terminal ({getpass.getuser()})"
     except (OSError, KeyError):  # no user name in the environment nor the passwd file
         return "terminal"
+
+
+class TerminalApprovals:
+    """An approval asked on the terminal (``y`` once, ``s`` always for the skill, ``p``
+    always for a rule, ``x`` never for it, anything else no), withdrawn when a decision
+    from another process holds first (:class:`orchestrator.Approver`)."""
+
+    def __init__(self, terminal: Terminal) -> None:
+        self.terminal = terminal
+
+    async def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
+        rule = suggested_rule(request.path, request.tool)
+        asked = f"approve {request.tool} for {request.skill or 'host'}: {request.action}?"
+        prompt = (
+            f"{visible(asked)}\n"
+            f"  y: once   s: always for this skill   p: always for {visible(rule)}   "
+            f"x: never for {visible(rule)}   [y/s/p/x/N] "
+        )
+        answer = (await self.terminal.ask(prompt)).strip().lower()
+        remember = {"s": "skill", "p": f"pattern:{rule}", "x": f"pattern:{rule}"}.get(answer)
+        if remember == "skill" and request.skill is None:
+            remember = f"pattern:{rule}"
+        return ApprovalDecision(
+            approved=answer in ("y", "yes", "s", "p"),
+            decided_by=terminal_user(),
+            remember=remember,
+        )
+
+    def withdrawn(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        verdict = "approved" if decision.approved else "denied"
+        self.terminal.withdraw(
+            f"  (approval of call {request.call_id} withdrawn: {verdict} by "
+            f"{decision.decided_by} first)"
+        )
 
 
 class TerminalForms:

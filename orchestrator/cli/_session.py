@@ -54,7 +54,6 @@ from .._events import (
 from .._fleet import LeaseHeldError, driver_name, holder, leased, session_config
 from .._loop import Agent
 from .._model import Delta
-from .._policy import suggested_rule
 from .._policy_config import load_policy
 from .._session_list import STATES, session_rows
 from .._transcript import transcript
@@ -76,7 +75,7 @@ from ..skills import (
     split_skill_dirs,
     trusted_signers,
 )
-from ._prompts import Terminal, TerminalForms
+from ._prompts import Terminal, TerminalApprovals, TerminalForms
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -477,13 +476,14 @@ def agent_for(
     )
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
+    terminal = cli_terminal()
     return Agent(
         model=model,
         model_name=model_spec.split(":", 1)[1],
         skills=found.skills,
         hidden=found.hidden,
-        approver=cli_approver(args.approve, args.deny),
-        elicitor=cli_elicitor(),
+        approver=cli_approver(args.approve, args.deny, terminal),
+        elicitor=cli_elicitor(terminal),
         max_turns=args.max_turns,
         file_access=args.file_access,
         policy=policy or PolicyConfig(),
@@ -626,42 +626,27 @@ def _skill_index(db: str | None) -> SkillIndex | None:
         return None
 
 
-def cli_approver(approve: bool, deny: bool) -> Approver | None:
-    """--approve / --deny, else ask on the terminal, else nobody: the session suspends
+def cli_approver(approve: bool, deny: bool, terminal: Terminal | None) -> Approver | None:
+    """--approve / --deny, else ask on the terminal (withdrawn when `skillog approve` or
+    `deny` from another process decides first), else nobody: the session suspends
     until `skillog approve`/`deny` decide from any process."""
     if approve:
         return _fixed(True, "--approve")
     if deny:
         return _fixed(False, "--deny")
-    if not sys.stdin.isatty():
-        return None
-
-    async def ask(request: ApprovalRequest) -> ApprovalDecision:
-        rule = suggested_rule(request.path, request.tool)
-        asked = f"approve {request.tool} for {request.skill or 'host'}: {request.action}?"
-        prompt = (
-            f"{visible(asked)}\n"
-            f"  y: once   s: always for this skill   p: always for {visible(rule)}   "
-            f"x: never for {visible(rule)}   [y/s/p/x/N] "
-        )
-        answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
-        remember = {"s": "skill", "p": f"pattern:{rule}", "x": f"pattern:{rule}"}.get(answer)
-        if remember == "skill" and request.skill is None:
-            remember = f"pattern:{rule}"
-        return ApprovalDecision(
-            approved=answer in ("y", "yes", "s", "p"), decided_by="terminal", remember=remember
-        )
-
-    return ask
+    return None if terminal is None else TerminalApprovals(terminal)
 
 
-def cli_elicitor() -> Elicitor | None:
+def cli_terminal() -> Terminal | None:
+    """Standard input when it is a terminal: where approvals and forms are asked."""
+    return Terminal() if sys.stdin.isatty() else None
+
+
+def cli_elicitor(terminal: Terminal | None) -> Elicitor | None:
     """An MCP server's form, asked on the terminal field by field and withdrawn when an
     answer from another process holds first (``_prompts``); nobody without one (the
     form then waits for an answer through the log)."""
-    if not sys.stdin.isatty():
-        return None
-    return TerminalForms(Terminal())
+    return None if terminal is None else TerminalForms(terminal)
 
 
 def _fixed(approved: bool, by: str) -> Approver:
