@@ -9,6 +9,10 @@ polls that stream while a form waits (reads of a short stream from where it was,
 flat in history) and records in the session ``mcp.elicitation_answered`` naming the
 answer's hash; ``log verify`` checks the reference (:func:`check_answer_refs`).
 
+A driver whose own process can ask (the terminal) races that prompt against the
+stream: its answer is appended there too (:meth:`FormWait.claim`), so whichever answer
+is appended first holds, in any process, and the other is refused or withdrawn.
+
 An answer outlives the driver: one given while no driver waits (it died) is kept
 unconsumed, and the same form (the same parameters' digest) asked again in the session
 takes it without asking anyone. A form is pending while its call is open, it has no
