@@ -59,14 +59,21 @@ def _pending(db: Path) -> dict[str, Any]:
     return pending
 
 
-def _decisions(db: Path, session: str) -> tuple[list[ApprovalResolved], int]:
-    async def read() -> tuple[list[ApprovalResolved], int]:
-        async with open_sqlite_store(db) as store:
-            events = [CODEC.decode(e) async for e in store.read(session)]
-        ran = sum(isinstance(e, ScriptStarted) for e in events)
-        return [e for e in events if isinstance(e, ApprovalResolved)], ran
+def _recorded_once(db: Path, session: str, decided: list[tuple[str, bool, str]]) -> None:
+    """Each call decided once, by whom ``decided`` says; the approved one ran; the log
+    verifies and re-drives."""
 
-    return trio.run(read)
+    async def read() -> list[Any]:
+        async with open_sqlite_store(db) as store:
+            return [CODEC.decode(e) async for e in store.read(session)]
+
+    events = trio.run(read)
+    decisions = [e for e in events if isinstance(e, ApprovalResolved)]
+    assert [(d.call_id, d.approved, d.decided_by) for d in decisions] == decided
+    assert sum(isinstance(e, ScriptStarted) for e in events) == 1
+    for check in [("log", "verify"), ("replay", session, "--redrive")]:
+        code, out = _skillog(db, *check)
+        assert code == 0, out
 
 
 def test_a_decision_from_another_process_withdraws_the_terminal_question(
@@ -87,16 +94,7 @@ def test_a_decision_from_another_process_withdraws_the_terminal_question(
     finally:
         run.kill()
     assert b"Traceback" not in run.seen and b"moved on" not in run.seen, run.seen
-    decisions, ran = _decisions(db, session)
-    assert [(d.call_id, d.approved, d.decided_by) for d in decisions] == [
-        ("a1", True, "auditor"),
-        ("a2", False, "terminal (tess)"),
-    ]
-    assert ran == 1
-    code, out = _skillog(db, "log", "verify")
-    assert code == 0, out
-    code, out = _skillog(db, "replay", session, "--redrive")
-    assert code == 0, out
+    _recorded_once(db, session, [("a1", True, "auditor"), ("a2", False, "terminal (tess)")])
 
 
 def test_a_decision_at_the_terminal_refuses_a_later_one_from_another_process(
@@ -116,13 +114,4 @@ def test_a_decision_at_the_terminal_refuses_a_later_one_from_another_process(
         assert run.finish() == 0, run.seen
     finally:
         run.kill()
-    decisions, ran = _decisions(db, session)
-    assert [(d.call_id, d.approved, d.decided_by) for d in decisions] == [
-        ("a1", True, "terminal (tess)"),
-        ("a2", False, "auditor"),
-    ]
-    assert ran == 1
-    code, out = _skillog(db, "log", "verify")
-    assert code == 0, out
-    code, out = _skillog(db, "replay", session, "--redrive")
-    assert code == 0, out
+    _recorded_once(db, session, [("a1", True, "terminal (tess)"), ("a2", False, "auditor")])

@@ -101,11 +101,7 @@ async def test_a_worker_form_answered_by_skillog_approvals_answer(
     code, out = await _skillog("approvals", "answer", SESSION, "f1", "--db", str(db), "--decline")
     assert code == 2 and "session formed has ended" in out, out
     assert await _pending(db) == []
-    code, out = await _skillog("log", "verify", "--db", str(db))
-    assert code == 0, out
-    (server_dir / "mcp_server.py").unlink()
-    code, out = await _replay_cli(db, SESSION)
-    assert code == 0, out
+    await _verified_and_redriven(db, server_dir)
     # the answer the session names, removed from (a copy of) the log: verify says so
     tampered = tmp_path / "tampered.db"
     with sqlite3.connect(db) as source, sqlite3.connect(tampered) as copy:
@@ -123,6 +119,15 @@ async def test_a_worker_form_answered_by_skillog_approvals_answer(
     assert code == 0, out
     assert [e async for e in _read(db, forms_stream(SESSION))] == []
     code, out = await _skillog("log", "verify", "--db", str(db))
+    assert code == 0, out
+
+
+async def _verified_and_redriven(db: Path, server_dir: Path) -> None:
+    """``log verify`` passes and the session re-drives with its server gone."""
+    code, out = await _skillog("log", "verify", "--db", str(db))
+    assert code == 0, out
+    (server_dir / "mcp_server.py").unlink()
+    code, out = await _replay_cli(db, SESSION)
     assert code == 0, out
 
 
@@ -182,11 +187,7 @@ async def test_the_driver_dies_while_a_form_waits_then_resume_takes_the_answer(
     assert (answered.action, answered.decided_by) == ("accept", "bob")
     done = [json.loads(e.content) for e in events if isinstance(e, ToolCompleted)]
     assert done == [{"action": "accept", "content": {"name": "Grace"}}]
-    code, out = await _skillog("log", "verify", "--db", str(db))
-    assert code == 0, out
-    (server_dir / "mcp_server.py").unlink()
-    code, out = await _replay_cli(db, SESSION)
-    assert code == 0, out
+    await _verified_and_redriven(db, server_dir)
 
 
 async def test_a_resumed_session_waits_on_the_log_for_its_form_as_a_fresh_one_does(
@@ -216,8 +217,4 @@ async def test_a_resumed_session_waits_on_the_log_for_its_form_as_a_fresh_one_do
     assert (answered.action, answered.decided_by) == ("cancel", "timeout")
     assert "within 2000 ms" in answered.reason
     assert await _pending(db) == []
-    code, out = await _skillog("log", "verify", "--db", str(db))
-    assert code == 0, out
-    (server_dir / "mcp_server.py").unlink()
-    code, out = await _replay_cli(db, SESSION)
-    assert code == 0, out
+    await _verified_and_redriven(db, server_dir)
