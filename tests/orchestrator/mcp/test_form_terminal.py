@@ -106,12 +106,13 @@ def test_a_form_answered_from_another_process_withdraws_the_terminal_prompt(
         form = _pending_form(db)  # the form asked on the terminal is pending in the log too
         session = form["session_id"]
         answer = ["approvals", "answer", session, "f1"]
-        code, out = _skillog(db, *answer, "--accept", "--set", "name=Ada", "--by", "alice")
+        alice = "alice\x1b[2J"  # who answered is shown on the terminal made inert
+        code, out = _skillog(db, *answer, "--accept", "--set", "name=Ada", "--by", alice)
         assert code == 0, out
-        at = run.expect(b"withdrawn: filled in by alice first)", asked)
+        at = run.expect(b"withdrawn: filled in by alice\\x1b[2J first)", asked)
         run.expect(ASKED, at)  # the second form
         code, out = _skillog(db, *answer, "--decline", "--by", "bob")
-        assert code == 2 and "already answered by alice" in out, out
+        assert code == 2 and "already answered by alice\\x1b[2J" in out, out
         run.send("n")
         assert run.finish() == 0, run.seen
     finally:
@@ -120,12 +121,12 @@ def test_a_form_answered_from_another_process_withdraws_the_terminal_prompt(
     events, answers = _recorded(db, session)
     answered = [e for e in events if isinstance(e, McpElicitationAnswered)]
     assert [(a.call_id, a.action, a.decided_by) for a in answered] == [
-        ("f1", "accept", "alice"),
+        ("f1", "accept", "alice\x1b[2J"),
         ("f2", "decline", "terminal (tess)"),
     ]
     assert answered[0].content == '{"name":"Ada"}'
     assert [(a.call_id, a.decided_by) for a in answers] == [
-        ("f1", "alice"),
+        ("f1", "alice\x1b[2J"),
         ("f2", "terminal (tess)"),
     ]  # each answer once, and the refused one not at all
     assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
