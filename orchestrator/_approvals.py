@@ -60,16 +60,22 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     install: tuple[str, ...] = ()  # what a lazy install puts into the skill's environment
 
 
-async def _fold(store: EventStore, session_id: str) -> tuple[SessionState, dict[str, int]]:
-    """The session's state and when each of its approval requests was recorded."""
+async def _fold(
+    store: EventStore, session_id: str
+) -> tuple[SessionState, dict[str, int], dict[str, ApprovalResolved]]:
+    """The session's state, when each of its approval requests was recorded, and the
+    decision on each call decided (in any turn)."""
     state = SessionState(session_id)
     requested_at: dict[str, int] = {}
+    decided: dict[str, ApprovalResolved] = {}
     async for event in store.read(session_id):
         body = CODEC.decode(event)
         if isinstance(body, ApprovalRequested):
             requested_at[body.call_id] = event.recorded_at
+        elif isinstance(body, ApprovalResolved):
+            decided[body.call_id] = body
         apply(state, body, seq=event.seq, hash=event.hash)
-    return state, requested_at
+    return state, requested_at, decided
 
 
 async def pending_approvals(
@@ -86,7 +92,7 @@ async def pending_approvals(
         ids = [info.stream for info in await store.streams()]
     pending = []
     for sid in ids:
-        state, requested_at = await _fold(store, sid)
+        state, requested_at, _ = await _fold(store, sid)
         if not isinstance(state.config, SessionStarted) or state.status == "ended":
             continue
         for call_id, request in state.pending_approvals.items():
@@ -135,15 +141,14 @@ async def decide_approval(
     is then recorded as a denial, as the runtime would). A decision racing another
     one loses cleanly: nothing is written and the error says so.
     """
-    state, _ = await _fold(store, session_id)
+    state, _, decided_calls = await _fold(store, session_id)
     if state.config is None:
         raise ApprovalError(f"no session {session_id!r} in this database; `skillog sessions`")
     if state.status == "ended":
         raise ApprovalError(f"session {session_id} has ended; nothing there waits for approval")
     request = state.pending_approvals.get(call_id)
     if request is None:
-        progress = state.turn_progress
-        decided = progress.approvals.get(call_id) if progress is not None else None
+        decided = decided_calls.get(call_id)
         if decided is not None:
             verdict = "approved" if decided.approved else "denied"
             raise ApprovalError(

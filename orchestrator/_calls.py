@@ -129,6 +129,16 @@ class Commit(Protocol):
     def __call__(self, rec: Recorder, *, alone: bool = False) -> Awaitable[None]: ...
 
 
+class DecidedElsewhere(Protocol):
+    """The decision on ``call_id`` another process (``skillog approve``, the service)
+    recorded in the session's stream, taken into the session's state; with ``wait``,
+    looked for until there is one (cancel to stop), else None when there is none yet."""
+
+    def __call__(
+        self, call_id: str, *, wait: bool = True
+    ) -> Awaitable[ApprovalResolved | None]: ...
+
+
 @dataclass
 class CallContext:
     session_id: str
@@ -142,6 +152,8 @@ class CallContext:
     recorded: Recorded = field(default_factory=Recorded)
     alone: bool = False
     """The only call of its turn running (the pipeline runs it in its own task)."""
+    decided_elsewhere: DecidedElsewhere | None = None
+    """The decision on a call recorded by another process while this one asked."""
 
     async def commit(self, bodies: Sequence[Event] = (), blobs: Iterable[bytes] = ()) -> None:
         """Durably append what ``rec`` staged, then ``bodies`` (with their blobs)."""

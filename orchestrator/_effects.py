@@ -218,7 +218,20 @@ class ElicitationAnswer(msgspec.Struct, frozen=True, kw_only=True):
 
 Elicitor = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer | None]]
 """Asks a human to fill an MCP server's form, or None when nobody in this process can
-(the form then waits for an answer through the log, ``skillog approvals answer``)."""
+(the form then waits for an answer through the log, ``skillog approvals answer``).
+It races the log: an answer given meanwhile from another process cancels the question,
+and an elicitor with a ``withdrawn(request, answer)`` method is told what was taken
+(also when its own answer came second, or the form timed out)."""
+
+
+def _withdraw(
+    elicitor: Elicitor | None, request: ElicitationRequest, taken: ElicitationAnswer
+) -> None:
+    """Tell an elicitor whose question no longer stands (answered elsewhere first, or
+    timed out) what was taken instead, when it can be told (a ``withdrawn`` method)."""
+    withdrawn = getattr(elicitor, "withdrawn", None)
+    if withdrawn is not None:
+        withdrawn(request, taken)
 
 
 def _from_log(answer: McpFormAnswered, digest: str) -> ElicitationAnswer:
@@ -303,6 +316,10 @@ class Effects(Protocol):
         ...
 
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None: ...
+
+    def approval_withdrawn(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        """Another process decided ``request`` first: the approver's question is over."""
+        ...
 
     async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
 
@@ -619,6 +636,11 @@ class LiveEffects:
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         return None if self.approver is None else await self.approver(request)
 
+    def approval_withdrawn(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        withdrawn = getattr(self.approver, "withdrawn", None)
+        if withdrawn is not None:
+            withdrawn(request, decision)
+
     async def mcp_changes(self, recorded: Mapping[str, McpStatus]) -> list[McpStatus]:
         if self.mcp is None:
             return mcp_gone(recorded, ())
@@ -665,14 +687,52 @@ class LiveEffects:
             if stored is not None:
                 return _from_log(*stored)
         with trio.move_on_after(timeout_ms / 1000):
-            if self.elicitor is not None:
-                answer = await self.elicitor(request)
-                if answer is not None or wait is None:
-                    return answer
-            elif wait is None:
-                return None
-            return _from_log(*await wait.wait())
-        return ElicitationAnswer(action="cancel", decided_by="timeout")
+            if wait is None:
+                return None if self.elicitor is None else await self.elicitor(request)
+            if self.elicitor is None:
+                return _from_log(*await wait.wait())
+            return await self._first_answer(request, wait)
+        timeout = ElicitationAnswer(action="cancel", decided_by="timeout")
+        _withdraw(self.elicitor, request, timeout)
+        return timeout
+
+    async def _first_answer(self, request: ElicitationRequest, wait: FormWait) -> ElicitationAnswer:
+        """The embedding program's elicitor (the terminal) and the log race for one
+        form: the answer that holds is the first recorded in ``forms/<session>``
+        (:meth:`FormWait.claim`), and the loser is told (``withdrawn``). An elicitor that
+        cannot answer (None) leaves the form to the log; a ``cancel`` it chooses is
+        sent as it is."""
+        assert self.elicitor is not None
+        logged: tuple[McpFormAnswered, str] | None = None
+        mine: ElicitationAnswer | None = None
+
+        async def watch(nursery: trio.Nursery) -> None:
+            nonlocal logged
+            logged = await wait.wait()
+            nursery.cancel_scope.cancel()  # the prompt is withdrawn
+
+        failed: Exception | None = None  # raised bare, as without the watch beside it
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch, nursery)
+            try:
+                mine = await self.elicitor(request)
+            except Exception as e:
+                failed = e
+            if mine is not None or failed is not None:
+                nursery.cancel_scope.cancel()
+        if failed is not None and logged is None:
+            raise failed
+        if logged is None:
+            assert mine is not None
+            if mine.action == "cancel":
+                return mine
+            answer, digest, ours = await wait.claim(mine.action, mine.content, mine.decided_by)
+            if ours:
+                return msgspec.structs.replace(mine, answer=digest)
+            logged = (answer, digest)
+        taken = _from_log(*logged)
+        _withdraw(self.elicitor, request, taken)
+        return taken
 
     def mcp_progress(self, progress: McpProgress) -> None:
         if self.on_progress is not None:

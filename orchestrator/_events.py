@@ -792,10 +792,11 @@ class McpFormAnswered(Event, frozen=True, kw_only=True):
     """A human's answer to a pending MCP form of ``session`` (the form ``index`` of the
     call ``call_id``, whose parameters are the blob ``params``), recorded in the stream
     ``forms/<session>`` by another process than the session's driver (``skillog
-    approvals answer``, the service): ``action`` ``accept`` with ``content`` (the
-    values, canonical JSON, checked against the form) or ``decline``; ``decided_by``
-    who. The driver waiting on the form takes it and records
-    ``mcp.elicitation_answered`` naming this event's hash."""
+    approvals answer``, the service), or by the driver for its own elicitor's answer
+    (the terminal: the first answer appended holds): ``action`` ``accept`` with
+    ``content`` (the values; canonical JSON checked against the form when another
+    process gives them) or ``decline``; ``decided_by`` who. The driver waiting on the
+    form takes it and records ``mcp.elicitation_answered`` naming this event's hash."""
 
     event_type: ClassVar[str] = "mcp.form_answered"
     session: str

@@ -9,6 +9,10 @@ polls that stream while a form waits (reads of a short stream from where it was,
 flat in history) and records in the session ``mcp.elicitation_answered`` naming the
 answer's hash; ``log verify`` checks the reference (:func:`check_answer_refs`).
 
+A driver whose own process can ask (the terminal) races that prompt against the
+stream: its answer is appended there too (:meth:`FormWait.claim`), so whichever answer
+is appended first holds, in any process, and the other is refused or withdrawn.
+
 An answer outlives the driver: one given while no driver waits (it died) is kept
 unconsumed, and the same form (the same parameters' digest) asked again in the session
 takes it without asking anyone. A form is pending while its call is open, it has no
@@ -212,6 +216,7 @@ class _Open(msgspec.Struct, kw_only=True):
 
 class _SessionForms(msgspec.Struct, kw_only=True):
     open: dict[tuple[str, int], _Open]
+    answered: dict[tuple[str, int], str]  # who answered each form the session took
     consumed: set[str]
     ended: bool
     known: bool
@@ -224,7 +229,7 @@ _READ = frozenset({"mcp.elicited", "mcp.elicitation_answered", "session.started"
 async def _session_forms(store: EventStore, session_id: str) -> _SessionForms:
     """The session's open forms and the answers it took, from its events (only the few
     types that matter are decoded)."""
-    found = _SessionForms(open={}, consumed=set(), ended=False, known=False)
+    found = _SessionForms(open={}, answered={}, consumed=set(), ended=False, known=False)
     async for event in store.read(session_id):
         tag = event.type.partition("@")[0]
         if tag in _CALL_ENDS:
@@ -241,6 +246,7 @@ async def _session_forms(store: EventStore, session_id: str) -> _SessionForms:
                 found.open[key] = _Open(asked=body, seq=event.seq, recorded_at=event.recorded_at)
         elif isinstance(body, McpElicitationAnswered):
             found.open.pop((body.call_id, body.index), None)
+            found.answered[(body.call_id, body.index)] = body.decided_by
             if body.answer:
                 found.consumed.add(body.answer)
         elif tag == "session.started":
@@ -373,10 +379,20 @@ async def answer_form(
                 "written: look again with `skillog approvals`"
             ) from e
         return body, event.hash
+    taken = [by for key, by in sorted(forms.answered.items()) if named(key)]
     if any(named(key) for key in forms.open):
+        given = [
+            a.decided_by for a, _, _ in await _answers(store, session_id) if a.call_id == call_id
+        ]
+        by = f" by {given[-1]}" if given else ""
         raise FormAnswerError(
-            f"{which} of session {session_id} is already answered; the session takes the "
-            "answer when it goes on"
+            f"{which} of session {session_id} is already answered{by}; the session takes "
+            "the answer when it goes on"
+        )
+    if taken:
+        raise FormAnswerError(
+            f"{which} of session {session_id} was already answered by {taken[-1]}; nothing "
+            "was written"
         )
     raise FormAnswerError(
         f"{which} of session {session_id} has no pending form (never asked, answered, or "
@@ -411,15 +427,53 @@ class FormWait:
     async def wait(self) -> tuple[McpFormAnswered, str]:
         """The first new answer to this form (cancel the scope to stop waiting)."""
         while True:
-            for answer, digest, seq in await _answers(self.store, self.session_id, self._next):
-                self._next = seq + 1
-                if (answer.call_id, answer.index, answer.params) == (
-                    self.call_id,
-                    self.index,
-                    self.params,
-                ):
-                    return answer, digest
+            found = await self._new()
+            if found is not None:
+                return found
             await trio.sleep(POLL_S)
+
+    async def claim(
+        self,
+        action: Literal["accept", "decline"],
+        content: str | None,
+        decided_by: str,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> tuple[McpFormAnswered, str, bool]:
+        """Record an answer given in the driver's own process (the terminal's) in
+        ``forms/<session>`` unless an answer to this form got there first: the stream
+        decides which of two racing answers holds, whatever process gave them. Returns
+        the answer that holds, its event's hash, and whether it is this one."""
+        body = McpFormAnswered(
+            session=self.session_id,
+            call_id=self.call_id,
+            index=self.index,
+            params=self.params,
+            action=action,
+            content=content,
+            decided_by=decided_by,
+        )
+        while True:
+            found = await self._new()
+            if found is not None:
+                return (*found, False)
+            try:
+                (event,) = await self.store.append(
+                    forms_stream(self.session_id),
+                    [CODEC.encode(body, recorded_at=clock())],
+                    expected_seq=self._next,
+                )
+            except ConcurrencyError:
+                continue  # another answer landed: read it, and try again if not to this form
+            self._next = event.seq + 1
+            return body, event.hash, True
+
+    async def _new(self) -> tuple[McpFormAnswered, str] | None:
+        """The first answer to this form among those recorded since the last look."""
+        for answer, digest, seq in await _answers(self.store, self.session_id, self._next):
+            self._next = seq + 1
+            if _answers_form(answer, self.call_id, self.index, self.params):
+                return answer, digest
+        return None
 
 
 def check_answer_refs(

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import msgspec
 import trio
 
-from eventlog import SkillogError
+from eventlog import ConcurrencyError, SkillogError
 
 from ._calls import CallContext, Recorded, ToolError, View, idempotency_key
 from ._effects import ApprovalDecision, ApprovalRequest, InterruptedCall, Reconciler
@@ -360,13 +360,15 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
         timeout = (expires_at - hooks.clock()) / 1e9 if expires_at is not None else float("inf")
         with trio.move_on_after(timeout):
             try:
-                decision = await ctx.effects.approve(_request(ctx, requested))
+                decision, elsewhere = await _ask(ctx, _request(ctx, requested))
             except Exception as e:  # the embedding program's code: name it, plainly
                 raise ApproverError(
                     f"the approver raised {type(e).__name__}: {e} (asked about call "
                     f"{ctx.call.id}, {requested.action[:200]!r}); the request stays pending "
                     "and the session resumable"
                 ) from e
+            if elsewhere:
+                return decision  # recorded by the process that decided
     if decision is None and expires_at is not None and hooks.clock() >= expires_at:
         decision = ApprovalDecision(
             approved=False,
@@ -375,18 +377,66 @@ async def _approval(ctx: CallContext, plan: Plan, hooks: Hooks) -> ApprovalDecis
         )
     if decision is not None:
         grant = _grant(requested, decision)
-        await ctx.commit(
-            [
-                ApprovalResolved(
-                    call_id=ctx.call.id,
-                    approved=decision.approved,
-                    decided_by=decision.decided_by,
-                    reason=decision.reason,
-                ),
-                *([grant] if grant is not None else []),
-            ]
+        resolved = ApprovalResolved(
+            call_id=ctx.call.id,
+            approved=decision.approved,
+            decided_by=decision.decided_by,
+            reason=decision.reason,
         )
+        try:
+            await ctx.commit([resolved, *([grant] if grant is not None else [])])
+        except ConcurrencyError:
+            # Another process decided between the answer and its commit: its decision
+            # holds (it is in the log); anything else it wrote means the session moved on.
+            first = await _elsewhere(ctx, wait=False)
+            if first is None:
+                raise
+            ctx.effects.approval_withdrawn(_request(ctx, requested), first)
+            return first
     return decision
+
+
+async def _elsewhere(ctx: CallContext, *, wait: bool) -> ApprovalDecision | None:
+    assert ctx.decided_elsewhere is not None
+    found = await ctx.decided_elsewhere(ctx.call.id, wait=wait)
+    if found is None:
+        return None
+    return ApprovalDecision(
+        approved=found.approved, decided_by=found.decided_by, reason=found.reason
+    )
+
+
+async def _ask(ctx: CallContext, request: ApprovalRequest) -> tuple[ApprovalDecision | None, bool]:
+    """The in-process approver's decision (the terminal's), raced against one recorded
+    meanwhile by another process (``skillog approve``, the service), which writes to
+    the session's stream as it does for a suspended session: the first in the log
+    holds, and the approver whose question it answered is told (``withdrawn``).
+    Returns the decision and whether it came from elsewhere. An approver that cannot
+    decide (None) suspends the session, as before."""
+    if ctx.decided_elsewhere is None:
+        return await ctx.effects.approve(request), False
+    first: ApprovalDecision | None = None
+    mine: ApprovalDecision | None = None
+
+    async def watch(nursery: trio.Nursery) -> None:
+        nonlocal first
+        first = await _elsewhere(ctx, wait=True)
+        nursery.cancel_scope.cancel()  # the approver's question is withdrawn
+
+    failed: Exception | None = None  # raised bare, as without the watch beside it
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch, nursery)
+        try:
+            mine = await ctx.effects.approve(request)
+        except Exception as e:
+            failed = e
+        nursery.cancel_scope.cancel()
+    if first is None:
+        if failed is not None:
+            raise failed
+        return mine, False
+    ctx.effects.approval_withdrawn(request, first)
+    return first, True
 
 
 def _grant(requested: ApprovalRequested, decision: ApprovalDecision) -> ApprovalRemembered | None:

@@ -20,7 +20,7 @@ from types import MappingProxyType
 import trio
 
 from eventlog import Event as StoredEvent
-from eventlog import EventStore, NewEvent, SkillogError
+from eventlog import EventStore, NewEvent, SkillogError, closing
 
 from ._calls import CallContext, Recorded, Recorder, View
 from ._context import (
@@ -39,6 +39,8 @@ from ._effects import Effects, Reconciler
 from ._events import (
     CODEC,
     ActivationTrigger,
+    ApprovalRemembered,
+    ApprovalResolved,
     CatalogSnapshot,
     ContextCompacted,
     Event,
@@ -72,6 +74,10 @@ from ._visibility import RefreshContext, SkillContext
 
 Observer = Callable[[StoredEvent], None]
 Clock = Callable[[], int]
+
+
+DECISION_POLL_S = 0.1
+"""How often a driver whose approver is asking looks for a decision from elsewhere."""
 
 
 class SessionNotFoundError(SkillogError):
@@ -712,7 +718,37 @@ class Session:
             get_blob=self.get_blob,
             commit_recorder=self._commit,
             recorded=recorded or Recorded(),
+            decided_elsewhere=self._decided_elsewhere,
         )
+
+    async def _decided_elsewhere(
+        self, call_id: str, *, wait: bool = True
+    ) -> ApprovalResolved | None:
+        """A decision on ``call_id`` that another process appended to this session's
+        stream while this driver asked its own approver (``skillog approve`` writes
+        there, as it does for a suspended session): what it appended (the decision, a
+        remembered grant and the calls it covers) is applied to the state as if
+        appended here, so the next append follows it. Anything else another process
+        appended is left unread; the next append then finds the session moved on."""
+        while True:
+            async with self._lock:
+                with trio.CancelScope(shield=True):  # the state follows what it read
+                    await self._adopt_decisions()
+            progress = self.state.turn_progress
+            decided = progress.approvals.get(call_id) if progress is not None else None
+            if decided is not None or not wait:
+                return decided
+            await trio.sleep(DECISION_POLL_S)
+
+    async def _adopt_decisions(self) -> None:
+        async with closing(self.store.read(self.id, from_seq=self.state.seq + 1)) as events:
+            async for event in events:
+                body = CODEC.decode(event)
+                if not isinstance(body, ApprovalResolved | ApprovalRemembered):
+                    return
+                apply(self.state, body, seq=event.seq, hash=event.hash)
+                for observer in self.observers:
+                    observer(event)
 
     async def _commit(self, rec: Recorder, *, alone: bool = False) -> None:
         await self._append(rec.bodies, rec.events, list(rec.blobs.values()), alone=alone)

@@ -324,6 +324,9 @@ class RecordedEffects:
             raise ModelError(answered.error or "the model failed")
         return answered.response
 
+    def approval_withdrawn(self, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        pass  # nobody is asked in a re-drive
+
     async def approve(self, request: ApprovalRequest) -> ApprovalDecision | None:
         if request.call_id in self._suspended:
             return None  # nobody answered in the recorded process either

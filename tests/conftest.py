@@ -32,6 +32,7 @@ pgcluster = _load_helper("pgcluster")
 _load_helper("chromium")  # Debian's Chromium for the browser tests (service, replay)
 _load_helper("standin")  # a provider's HTTP API on loopback (adapters, service)
 _load_helper("gated")  # skill scripts that run until a test lets them end
+_load_helper("terminal")  # skillog on a real pty (approvals and forms asked there)
 PgCluster = pgcluster.PgCluster
 _names = itertools.count()
 

@@ -16,6 +16,7 @@ from eventlog import inert_json, open_sqlite_store, visible
 
 from .._approvals import decide_approval, pending_approvals
 from .._catalog import SESSIONS
+from .._fleet import holder
 from .._forms import FormAnswerError, PendingForm, answer_form, pending_forms
 from .._session_list import age, when
 from .._views import AUDIT_VIEWS
@@ -189,13 +190,18 @@ async def _decide(args: argparse.Namespace) -> int:
             reason=args.reason,
             remember=args.remember,
         )
+        driver = await holder(store, args.session, time.time_ns())
     verdict = "approved" if decision.approved else "denied"
     if args.remember and decision.decided_by != "expired":
         verdict += f" and remembered ({args.remember})"
     print(
         visible(
             f"{verdict} call {args.call} of session {args.session} (by {decision.decided_by}); "
-            f"continue it with `skillog resume {args.session} --db {args.db}`"
+            + (
+                f"continue it with `skillog resume {args.session} --db {args.db}`"
+                if driver is None
+                else f"its driver takes it now ({driver[0]})"
+            )
         )
     )
     return 0

@@ -40,8 +40,6 @@ from .._effects import (
     ApprovalDecision,
     ApprovalRequest,
     Approver,
-    ElicitationAnswer,
-    ElicitationRequest,
     Elicitor,
     McpProgress,
 )
@@ -56,7 +54,6 @@ from .._events import (
 from .._fleet import LeaseHeldError, driver_name, holder, leased, session_config
 from .._loop import Agent
 from .._model import Delta
-from .._policy import suggested_rule
 from .._policy_config import load_policy
 from .._session_list import STATES, session_rows
 from .._transcript import transcript
@@ -78,6 +75,7 @@ from ..skills import (
     split_skill_dirs,
     trusted_signers,
 )
+from ._prompts import Terminal, TerminalApprovals, TerminalForms
 
 
 def add_db(parser: argparse.ArgumentParser) -> None:
@@ -478,13 +476,14 @@ def agent_for(
     )
     compact = getattr(args, "compact_catalog_over", None)
     watch = getattr(args, "watch", None)
+    terminal = cli_terminal()
     return Agent(
         model=model,
         model_name=model_spec.split(":", 1)[1],
         skills=found.skills,
         hidden=found.hidden,
-        approver=cli_approver(args.approve, args.deny),
-        elicitor=cli_elicitor(),
+        approver=cli_approver(args.approve, args.deny, terminal),
+        elicitor=cli_elicitor(terminal),
         max_turns=args.max_turns,
         file_access=args.file_access,
         policy=policy or PolicyConfig(),
@@ -627,80 +626,27 @@ def _skill_index(db: str | None) -> SkillIndex | None:
         return None
 
 
-def cli_approver(approve: bool, deny: bool) -> Approver | None:
-    """--approve / --deny, else ask on the terminal, else nobody: the session suspends
+def cli_approver(approve: bool, deny: bool, terminal: Terminal | None) -> Approver | None:
+    """--approve / --deny, else ask on the terminal (withdrawn when `skillog approve` or
+    `deny` from another process decides first), else nobody: the session suspends
     until `skillog approve`/`deny` decide from any process."""
     if approve:
         return _fixed(True, "--approve")
     if deny:
         return _fixed(False, "--deny")
-    if not sys.stdin.isatty():
-        return None
-
-    async def ask(request: ApprovalRequest) -> ApprovalDecision:
-        rule = suggested_rule(request.path, request.tool)
-        asked = f"approve {request.tool} for {request.skill or 'host'}: {request.action}?"
-        prompt = (
-            f"{visible(asked)}\n"
-            f"  y: once   s: always for this skill   p: always for {visible(rule)}   "
-            f"x: never for {visible(rule)}   [y/s/p/x/N] "
-        )
-        answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
-        remember = {"s": "skill", "p": f"pattern:{rule}", "x": f"pattern:{rule}"}.get(answer)
-        if remember == "skill" and request.skill is None:
-            remember = f"pattern:{rule}"
-        return ApprovalDecision(
-            approved=answer in ("y", "yes", "s", "p"), decided_by="terminal", remember=remember
-        )
-
-    return ask
+    return None if terminal is None else TerminalApprovals(terminal)
 
 
-def cli_elicitor() -> Elicitor | None:
-    """An MCP server's form, asked on the terminal field by field; nobody without one
-    (the server is answered ``cancel``: a live request cannot wait for a later
-    process)."""
-    if not sys.stdin.isatty():
-        return None
-
-    async def ask(request: ElicitationRequest) -> ElicitationAnswer:
-        schema = msgspec.json.decode(request.schema)
-        asked = f"MCP server {request.server} asks: {request.message}"
-        prompt = f"{visible(asked)}\n  y: fill in   n: decline   [y/n/C(ancel)] "
-        answer = (await trio.to_thread.run_sync(input, prompt)).strip().lower()
-        if answer in ("n", "no"):
-            return ElicitationAnswer(action="decline", decided_by="terminal")
-        if answer not in ("y", "yes"):
-            return ElicitationAnswer(action="cancel", decided_by="terminal")
-        values: dict[str, object] = {}
-        required = schema.get("required", [])
-        for name, field in schema.get("properties", {}).items():
-            kind = field.get("type", "string")
-            label = visible(f"  {name} ({kind}{', required' if name in required else ''}): ")
-            raw = await trio.to_thread.run_sync(input, label)
-            if raw or name in required:
-                values[name] = _typed(raw, kind)
-        content = msgspec.json.encode(values).decode()
-        return ElicitationAnswer(action="accept", decided_by="terminal", content=content)
-
-    return ask
+def cli_terminal() -> Terminal | None:
+    """Standard input when it is a terminal: where approvals and forms are asked."""
+    return Terminal() if sys.stdin.isatty() else None
 
 
-def _typed(raw: str, kind: str) -> object:
-    """A typed value as the form asks for it; text that does not parse stays text (the
-    runtime then finds the answer does not fit the form)."""
-    try:
-        if kind == "integer":
-            return int(raw)
-        if kind == "number":
-            return msgspec.json.decode(raw.strip())
-    except (ValueError, msgspec.DecodeError):
-        return raw
-    if kind == "boolean":
-        return raw.strip().lower() in ("y", "yes", "true", "1")
-    if kind == "array":  # a multi-select: the choices, separated by commas
-        return [choice.strip() for choice in raw.split(",") if choice.strip()]
-    return raw
+def cli_elicitor(terminal: Terminal | None) -> Elicitor | None:
+    """An MCP server's form, asked on the terminal field by field and withdrawn when an
+    answer from another process holds first (``_prompts``); nobody without one (the
+    form then waits for an answer through the log)."""
+    return None if terminal is None else TerminalForms(terminal)
 
 
 def _fixed(approved: bool, by: str) -> Approver:

@@ -6,8 +6,8 @@ resume, whatever the configuration says by then)."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -496,19 +496,18 @@ async def test_a_skill_override_reaches_reads_and_result_caps(kit, store, make_s
     assert results[2].error_type == "path_refused"  # small: one level deep, as by default
 
 
-def test_the_terminal_approver_offers_once_skill_and_pattern(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_terminal_approver_offers_once_skill_and_pattern() -> None:
     from orchestrator import ApprovalRequest
+    from orchestrator.cli._prompts import Terminal
     from orchestrator.cli._session import cli_approver
 
-    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    typed, into = os.pipe()
     request = ApprovalRequest(
         session_id="s", call_id="c", tool="skills.run_script", action="run scripts/x.py a",
         skill="pdf", tier="user", path="scripts/x.py", args=("a",), skill_hash="h",
     )  # fmt: skip
     host = ApprovalRequest(session_id="s", call_id="d", tool="send", action="call send")
-    approver = cli_approver(False, False)
+    approver = cli_approver(False, False, Terminal(typed))
     assert approver is not None
     for answer, asked, expected in [
         ("y", request, (True, None)),
@@ -517,9 +516,11 @@ def test_the_terminal_approver_offers_once_skill_and_pattern(
         ("s", host, (True, "pattern:send")),
         ("", request, (False, None)),
     ]:
-        monkeypatch.setattr("builtins.input", lambda prompt, a=answer: a)
+        os.write(into, f"{answer}\n".encode())
         decision = trio.run(approver, asked)
         assert (decision.approved, decision.remember) == expected, answer
+    os.close(typed)
+    os.close(into)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ usage: mcp_worker.py run|resume DB SERVER_DIR EFFECT (the class the config gives
        ``modern`` server over stdio: a resumed session starts it anew)
        mcp_worker.py form-run|form-resume DB SERVER_DIR (a session whose call ``f1`` is
        the ``modern`` server's ``form``, idempotent, with nobody in the process to answer:
-       the form waits for ``skillog approvals answer``)
+       the form waits for ``skillog approvals answer``, up to $FORM_TIMEOUT_MS, 60 s
+       by default)
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ async def form(mode: str, db: str, server_dir: str) -> None:
         args=(str(Path(server_dir) / "mcp_server.py"), "modern"),
         effects={"form": "idempotent"},
     )
-    policy = PolicyConfig(mcp=McpToolRules(elicitation_timeout_ms=60_000))
+    timeout = int(os.environ.get("FORM_TIMEOUT_MS", "60000"))  # recorded at run
+    policy = PolicyConfig(mcp=McpToolRules(elicitation_timeout_ms=timeout))
     turns = FORM_TURNS if mode == "form-run" else FORM_TURNS[1:]
     agent = Agent(model=ScriptedModel(turns), model_name="m", mcp_servers=[server], policy=policy)
     async with open_sqlite_store(db) as store:

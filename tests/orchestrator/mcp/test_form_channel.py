@@ -101,11 +101,7 @@ async def test_a_worker_form_answered_by_skillog_approvals_answer(
     code, out = await _skillog("approvals", "answer", SESSION, "f1", "--db", str(db), "--decline")
     assert code == 2 and "session formed has ended" in out, out
     assert await _pending(db) == []
-    code, out = await _skillog("log", "verify", "--db", str(db))
-    assert code == 0, out
-    (server_dir / "mcp_server.py").unlink()
-    code, out = await _replay_cli(db, SESSION)
-    assert code == 0, out
+    await _verified_and_redriven(db, server_dir)
     # the answer the session names, removed from (a copy of) the log: verify says so
     tampered = tmp_path / "tampered.db"
     with sqlite3.connect(db) as source, sqlite3.connect(tampered) as copy:
@@ -123,6 +119,15 @@ async def test_a_worker_form_answered_by_skillog_approvals_answer(
     assert code == 0, out
     assert [e async for e in _read(db, forms_stream(SESSION))] == []
     code, out = await _skillog("log", "verify", "--db", str(db))
+    assert code == 0, out
+
+
+async def _verified_and_redriven(db: Path, server_dir: Path) -> None:
+    """``log verify`` passes and the session re-drives with its server gone."""
+    code, out = await _skillog("log", "verify", "--db", str(db))
+    assert code == 0, out
+    (server_dir / "mcp_server.py").unlink()
+    code, out = await _replay_cli(db, SESSION)
     assert code == 0, out
 
 
@@ -182,8 +187,34 @@ async def test_the_driver_dies_while_a_form_waits_then_resume_takes_the_answer(
     assert (answered.action, answered.decided_by) == ("accept", "bob")
     done = [json.loads(e.content) for e in events if isinstance(e, ToolCompleted)]
     assert done == [{"action": "accept", "content": {"name": "Grace"}}]
-    code, out = await _skillog("log", "verify", "--db", str(db))
-    assert code == 0, out
-    (server_dir / "mcp_server.py").unlink()
-    code, out = await _replay_cli(db, SESSION)
-    assert code == 0, out
+    await _verified_and_redriven(db, server_dir)
+
+
+async def test_a_resumed_session_waits_on_the_log_for_its_form_as_a_fresh_one_does(
+    tmp_path: Path, server_dir: Path
+) -> None:
+    """What a resumed session does with a form nobody answered (docs/mcp.md, "Why a
+    form waits instead of suspending"): the call runs again (idempotent), its server
+    asks the same form, and the driver waits on the log for it up to the session's
+    recorded timeout, as a fresh session does; no answer: ``cancel`` by ``timeout``
+    (not ``nobody``), the form no longer pending, the session goes on and ends."""
+    db = tmp_path / "log.db"
+    env = {**os.environ, "FORM_TIMEOUT_MS": "2000"}
+    worker = await trio.lowlevel.open_process(_worker("form-run", db, server_dir), env=env)
+    try:
+        await _wait_pending(db, worker)  # asked, nobody to answer: killed while it waits
+    finally:
+        worker.kill()
+        await worker.wait()
+    assert len(await _pending(db)) == 1
+    resumed = await trio.run_process(
+        _worker("form-resume", db, server_dir), capture_stderr=True, check=False, env=env
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    events = await _events(db)
+    assert [(e.call_id, e.index) for e in events if isinstance(e, McpElicited)] == [("f1", 0)]
+    (answered,) = [e for e in events if isinstance(e, McpElicitationAnswered)]
+    assert (answered.action, answered.decided_by) == ("cancel", "timeout")
+    assert "within 2000 ms" in answered.reason
+    assert await _pending(db) == []
+    await _verified_and_redriven(db, server_dir)
