@@ -62,6 +62,9 @@ HIDDEN_KEPT = 4096
 WATCHED_POLL_S = 0.01
 """How often the tail looks for other processes' commits while a stream is followed
 (SQLite: a worker in its own process commits where this one cannot hear it)."""
+RECHECK_S = 1.0
+"""How long a stream waits for the tail's word of a commit before it reads the log
+itself (the fallback when no wake-up reaches this process)."""
 _ENCODER = msgspec.json.Encoder()
 Frame = tuple[bytes, bool]
 """What a stream writes next, and whether its body ends there (the session's end)."""
@@ -351,7 +354,7 @@ async def _batches(
                     return
                 next_seq = held[-1].event.seq + 1
                 yield held
-            with trio.move_on_after(1.0):
+            with trio.move_on_after(RECHECK_S):
                 await committed.wait()
 
 

@@ -77,7 +77,8 @@ async def test_cancel_while_the_model_streams(
     async with running_service(tmp_path, config, tokens, turns=SLOW_MODEL) as service:
         session = await submit(service, task="cut me off")
         await wait_for_event(service, session, PromptRendered)
-        await trio.sleep(1.0)  # the worker is streaming: a piece every 400 ms
+        with service.previews.following(session) as previews, trio.fail_after(30):
+            await previews.receive()  # the worker is streaming: some text came in
         async with service.client("sam") as client:
             # Two cancels at once: one records it, the other finds it ended.
             answers: list[httpx.Response] = []

@@ -191,12 +191,14 @@ async def test_caught_up_followers_share_the_tails_read(
 
 
 async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``serve --workers 0`` beside a ``skillog worker`` on one SQLite file: the worker's
     commits wake nothing in the server, whose follow polls slowly (here once a minute).
     While a stream is followed, the tail looks every ``WATCHED_POLL_S``: each commit
-    arrives in well under the streams' one-second fallback (before: a second each)."""
+    arrives, with the streams' own fallback read put out of reach (before: only that
+    read, a second after each commit, found them)."""
+    monkeypatch.setattr(_sse, "RECHECK_S", 3600.0)
     db = tmp_path / "log.db"
     async with (
         open_sqlite_store(db, poll_interval=60) as served,
@@ -206,19 +208,15 @@ async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
         tail = Tail(served)
         await nursery.start(tail.run)
         nursery.start_soon(tail.poll)
-        waited = []
         async with closing(session_events(served, tail, "s", 0)) as events:
             for seq in range(4):
                 await other.append(
                     "s", [NewEvent(type="t", body=b"{}", recorded_at=seq)], expected_seq=seq
                 )
-                started = trio.current_time()
-                with trio.fail_after(5):
+                with trio.fail_after(30):
                     event = await anext(events)
-                waited.append(trio.current_time() - started)
                 assert event.seq == seq
         nursery.cancel_scope.cancel()
-    assert max(waited) < 0.6, waited
 
 
 async def test_the_tail_polls_only_while_a_stream_is_followed(
