@@ -30,6 +30,10 @@ from mcp.shared.message import SessionMessage
 
 Streams = tuple[Any, Any]
 CHUNK = 1 << 16
+MAX_LINE = 16 << 20
+"""The longest message line read (16 MiB): past it the line is dropped as it comes,
+instead of held whole in memory, and handed on as the error a line that does not parse
+is (the SDK logs it; a request in it goes unanswered)."""
 
 
 def servable(fd: int) -> bool:
@@ -64,8 +68,9 @@ class LineReader(_Stream):
     def __init__(self, wire: trio.lowlevel.FdStream) -> None:
         self._wire = wire
         self._buffer = bytearray()
-        self._lines: list[bytes] = []
+        self._lines: list[bytes | Exception] = []
         self._eof = False
+        self._dropping = False  # inside a line over MAX_LINE: skip to its end
 
     async def receive(self) -> SessionMessage | Exception:
         if self._lines:
@@ -81,20 +86,42 @@ class LineReader(_Stream):
                 data = b""
             if not data:
                 self._eof = True
-                if self._buffer.strip():
+                if self._buffer.strip() and not self._dropping:
                     self._lines.append(bytes(self._buffer))  # a last line without \n
                 self._buffer.clear()
                 continue
-            self._buffer += data
-            *lines, rest = self._buffer.split(b"\n")
-            self._buffer = bytearray(rest)
-            self._lines = [bytes(line) for line in lines if line.strip()]
+            self._take(data)
         line = self._lines.pop(0)
+        if isinstance(line, Exception):
+            return line
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except Exception as e:  # the client's bytes: the server answers with the error
             return e
         return SessionMessage(message)
+
+    def _take(self, data: bytes) -> None:
+        """Split ``data`` into the lines it ends, scanning only the new bytes (a long
+        line in many chunks is read in linear time), and drop a line over MAX_LINE."""
+        *ended, rest = data.split(b"\n")
+        for piece in ended:
+            if self._dropping:
+                self._dropping = False
+            else:
+                self._buffer += piece
+                if self._buffer.strip():
+                    self._lines.append(bytes(self._buffer))
+            self._buffer.clear()
+        if not self._dropping:
+            self._buffer += rest
+            if len(self._buffer) > MAX_LINE:
+                self._buffer.clear()
+                self._dropping = True
+                self._lines.append(
+                    ValueError(
+                        f"a message line over {MAX_LINE} bytes was dropped; send smaller messages"
+                    )
+                )
 
     def __aiter__(self) -> Self:
         return self

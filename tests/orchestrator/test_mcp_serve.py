@@ -474,6 +474,50 @@ async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
     assert answered[2]["result"] == {}
 
 
+async def test_a_line_over_the_limit_is_dropped_and_the_server_answers_on(
+    tmp_path: Path, skills: Path
+) -> None:
+    """A client that sends a line longer than MAX_LINE (here in 64 KiB writes, no newline
+    until the end) does not make the server hold it: the line is dropped as it comes,
+    and the next message is answered."""
+    from orchestrator.mcp_server._stdio import MAX_LINE
+
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}},
+    }  # fmt: skip
+    ping = b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n'
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(
+                trio.run_process,
+                [*CLI, "mcp", "serve", "--skills", str(skills)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**env_for(tmp_path), "SKILLOG_DB": str(tmp_path / "mcp.db")},
+                check=False,
+            )
+        )
+        assert process.stdin is not None and process.stdout is not None
+        await process.stdin.send_all(json.dumps(initialize).encode() + b"\n")
+        chunk = b'{"jsonrpc": "2.0", "id": 9, "method": "' + b"x" * (1 << 16)
+        with trio.fail_after(120):
+            for _ in range(MAX_LINE // len(chunk) + 2):
+                await process.stdin.send_all(chunk)
+            await process.stdin.send_all(b'"}\n' + ping)
+            received = b""
+            answered: dict[Any, Any] = {}
+            while 2 not in answered and (got := await process.stdout.receive_some()):
+                received += got
+                lines = received.split(b"\n")[:-1]
+                answered = {r.get("id"): r for r in map(json.loads, lines)}
+        await process.stdin.aclose()
+    assert answered[2]["result"] == {}
+    assert 9 not in answered
+
+
 GOLDEN = Path(__file__).parents[1] / "golden"
 TWO_COMMITS = GOLDEN / "mcp_serve.jsonl"
 """A served session recorded by main at 48a25c3, when every served call committed twice
