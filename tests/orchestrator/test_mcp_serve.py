@@ -428,25 +428,25 @@ async def test_a_session_whose_server_died_is_not_resumed(tmp_path: Path) -> Non
     assert "open (resumable)" not in row and "MCP client connection, not resumable" in row
 
 
-async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
-    tmp_path: Path, skills: Path
-) -> None:
-    """The transport on trio's pipes (mcp_server/_stdio.py): a message split across
-    writes is one message, a line that is not JSON-RPC does not stop the server, and
-    the reply is one line on stdout, nothing else."""
-    initialize = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        }
-    ).encode()
-    ping = b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n'
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+).encode()
+PING = b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n'
+
+
+@asynccontextmanager
+async def raw_serve(tmp_path: Path, skills: Path) -> AsyncIterator[trio.Process]:
+    """``skillog mcp serve`` over stdio with the test writing its wire by hand; its
+    stdin is closed at the end."""
     async with trio.open_nursery() as nursery:
         process = await nursery.start(
             functools.partial(
@@ -460,16 +460,35 @@ async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
             )
         )
         assert process.stdin is not None and process.stdout is not None
-        await process.stdin.send_all(b"not json\n" + initialize[:20])
-        await process.stdin.send_all(initialize[20:] + b"\n" + ping)
-        received = b""
-        answered: dict[Any, Any] = {}
-        with trio.fail_after(60):
-            while not {1, 2} <= set(answered) and (chunk := await process.stdout.receive_some()):
-                received += chunk
-                lines = received.split(b"\n")[:-1]  # whole lines only
-                answered = {r.get("id"): r for r in map(json.loads, lines)}
+        yield process
         await process.stdin.aclose()
+
+
+async def answers(process: trio.Process, ids: set[int]) -> dict[Any, Any]:
+    """The replies on ``process``'s stdout by id, read (whole lines only) until every
+    one of ``ids`` is among them."""
+    assert process.stdout is not None
+    received = b""
+    answered: dict[Any, Any] = {}
+    while not ids <= set(answered) and (chunk := await process.stdout.receive_some()):
+        received += chunk
+        lines = received.split(b"\n")[:-1]
+        answered = {r.get("id"): r for r in map(json.loads, lines)}
+    return answered
+
+
+async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
+    tmp_path: Path, skills: Path
+) -> None:
+    """The transport on trio's pipes (mcp_server/_stdio.py): a message split across
+    writes is one message, a line that is not JSON-RPC does not stop the server, and
+    the reply is one line on stdout, nothing else."""
+    async with raw_serve(tmp_path, skills) as process:
+        assert process.stdin is not None
+        await process.stdin.send_all(b"not json\n" + INITIALIZE[:20])
+        await process.stdin.send_all(INITIALIZE[20:] + b"\n" + PING)
+        with trio.fail_after(60):
+            answered = await answers(process, {1, 2})
     assert answered[1]["result"]["serverInfo"]["name"] == "skillog"
     assert answered[2]["result"] == {}
 
@@ -482,38 +501,15 @@ async def test_a_line_over_the_limit_is_dropped_and_the_server_answers_on(
     and the next message is answered."""
     from orchestrator.mcp_server._stdio import MAX_LINE
 
-    initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "1"}},
-    }  # fmt: skip
-    ping = b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}\n'
-    async with trio.open_nursery() as nursery:
-        process = await nursery.start(
-            functools.partial(
-                trio.run_process,
-                [*CLI, "mcp", "serve", "--skills", str(skills)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env={**env_for(tmp_path), "SKILLOG_DB": str(tmp_path / "mcp.db")},
-                check=False,
-            )
-        )
-        assert process.stdin is not None and process.stdout is not None
-        await process.stdin.send_all(json.dumps(initialize).encode() + b"\n")
+    async with raw_serve(tmp_path, skills) as process:
+        assert process.stdin is not None
+        await process.stdin.send_all(INITIALIZE + b"\n")
         chunk = b'{"jsonrpc": "2.0", "id": 9, "method": "' + b"x" * (1 << 16)
         with trio.fail_after(120):
             for _ in range(MAX_LINE // len(chunk) + 2):
                 await process.stdin.send_all(chunk)
-            await process.stdin.send_all(b'"}\n' + ping)
-            received = b""
-            answered: dict[Any, Any] = {}
-            while 2 not in answered and (got := await process.stdout.receive_some()):
-                received += got
-                lines = received.split(b"\n")[:-1]
-                answered = {r.get("id"): r for r in map(json.loads, lines)}
-        await process.stdin.aclose()
+            await process.stdin.send_all(b'"}\n' + PING)
+            answered = await answers(process, {2})
     assert answered[2]["result"] == {}
     assert 9 not in answered
 
