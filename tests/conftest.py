@@ -6,6 +6,7 @@ saying why; under CI (``CI=true``) they fail instead, so CI cannot pass without 
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import itertools
 import os
@@ -17,13 +18,14 @@ import pytest
 
 
 def _load_helper(name: str):  # type: ignore[no-untyped-def]
-    """tests/NAME.py as the module ``NAME``, so test modules can import it. By path:
+    """tests/NAME.py as the module named by its file, so test modules can import it. By path:
     putting tests/ on sys.path would shadow the eventlog package with the tests/eventlog
     folder (a namespace package)."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    path = Path(__file__).parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[path.stem] = module
     spec.loader.exec_module(module)
     return module
 
@@ -73,7 +75,14 @@ def pg_dsn(pg_database: Callable[[], str]) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The crash-point suite's counts (tests/orchestrator/test_crash_points.py)."""
-    crashpoints = sys.modules.get("crashpoints")
-    for tally in getattr(crashpoints, "RESULTS", ()):
-        terminalreporter.write_line(tally.line())
+    """The crash-point suite's counts (tests/orchestrator/test_crash_points.py), summed
+    over its parts from their reports, which also come back from pytest -n's workers."""
+    total: collections.Counter[str] = collections.Counter()
+    reports = terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+    for report in reports:
+        for name, counts in getattr(report, "user_properties", ()):
+            if name == "crash_points":
+                total.update(counts)
+    if total:
+        crashpoints = sys.modules.get("crashpoints") or _load_helper("orchestrator/crashpoints")
+        terminalreporter.write_line(crashpoints.Tally(**total).line())

@@ -99,11 +99,14 @@ class PgCluster:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
 
     def stop(self) -> None:
-        """Stop the server and delete its directory."""
+        """Stop the server and delete its directory, in a process of its own that goes on
+        after ours: a database per test leaves hundreds of MiB in thousands of files, and
+        waiting for their removal took 10-40 s at the end of every test run."""
         try:
             self.down("immediate")
         finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove = 'rm -rf -- "$1" >/dev/null 2>&1 </dev/null &'
+            subprocess.run(["sh", "-c", remove, "sh", str(self.root)], start_new_session=True)
 
     def dsn(self, dbname: str = "postgres", *, password: str = PASSWORD) -> str:
         return f"postgresql://{USER}:{password}@127.0.0.1:{self.port}/{dbname}"

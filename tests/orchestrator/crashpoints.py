@@ -61,8 +61,6 @@ from orchestrator.skills import Tier, load_skill
 from replay import load_recording, replay_session
 
 SESSION = "crash-session"
-RESULTS: list[Tally] = []
-"""Tallies of the suite's runs in this process, for the test report's summary."""
 
 
 def call(id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -342,6 +340,9 @@ class Tally:
         self.divergent += other.divergent
         self.unreached += other.unreached
         self.failures += other.failures
+
+    def counts(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("scenarios", "duplicates", "unrecorded", "divergent")}
 
     def line(self) -> str:
         return (

@@ -3,13 +3,15 @@ boundary and inside every effect of three reference sessions, resume in a new pr
 and count duplicate effects, unrecorded effects and divergent prompts: all must be 0.
 
 CI runs every single crash point and a sample of double crashes (a crash, then a
-crash of the resuming process); ``bench/crash_points.py`` runs every pair."""
+crash of the resuming process); ``bench/crash_points.py`` runs every pair. The parts'
+counts are summed in the report's summary (tests/conftest.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,14 +32,26 @@ def _load():  # type: ignore[no-untyped-def]
 crashpoints = _load()
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-def test_no_duplicate_unrecorded_or_divergent_at_any_crash_point(tmp_path: Path) -> None:
-    tally = crashpoints.run_suite(tmp_path)
-    tally.add(crashpoints.run_suite(tmp_path / "double", ["parallel"], double=True, sample=37))
-    # Across a fleet: each process is a worker; the next takes the session over when the
-    # killed one's lease expires.
-    tally.add(crashpoints.run_suite(tmp_path / "fleet", ["parallel"], fleet=True))
-    crashpoints.RESULTS.append(tally)
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+# Five parts, so a parallel run (pytest -n) spreads them over its workers: every single
+# crash point of each reference session; a sample of double crashes (a crash, then a crash
+# of the resuming process); the parallel session across a fleet, where each process is a
+# worker and the next takes the session over when the killed one's lease expires.
+PARTS = {
+    **{f"single-{kind}": {"kinds": [kind]} for kind in crashpoints.KINDS},
+    "double": {"kinds": ["parallel"], "double": True, "sample": 37},
+    "fleet": {"kinds": ["parallel"], "fleet": True},
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("part", PARTS)
+def test_no_duplicate_unrecorded_or_divergent_at_any_crash_point(
+    tmp_path: Path, part: str, record_property: Callable[[str, object], None]
+) -> None:
+    tally = crashpoints.run_suite(tmp_path, **PARTS[part])
+    record_property("crash_points", tally.counts())
     assert not tally.failures, "\n".join(tally.failures[:20])
     assert (tally.duplicates, tally.unrecorded, tally.divergent) == (0, 0, 0)
-    assert tally.scenarios > 200
+    assert tally.scenarios > 20

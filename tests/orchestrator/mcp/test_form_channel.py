@@ -197,9 +197,11 @@ async def test_a_resumed_session_waits_on_the_log_for_its_form_as_a_fresh_one_do
     form waits instead of suspending"): the call runs again (idempotent), its server
     asks the same form, and the driver waits on the log for it up to the session's
     recorded timeout, as a fresh session does; no answer: ``cancel`` by ``timeout``
-    (not ``nobody``), the form no longer pending, the session goes on and ends."""
+    (not ``nobody``), the form no longer pending, the session goes on and ends. The
+    timeout leaves the test time to see the form pending (a ``skillog approvals`` run
+    each time, 1-2 s on a loaded machine) and kill the driver before it expires."""
     db = tmp_path / "log.db"
-    env = {**os.environ, "FORM_TIMEOUT_MS": "2000"}
+    env = {**os.environ, "FORM_TIMEOUT_MS": "6000"}
     worker = await trio.lowlevel.open_process(_worker("form-run", db, server_dir), env=env)
     try:
         await _wait_pending(db, worker)  # asked, nobody to answer: killed while it waits
@@ -215,6 +217,6 @@ async def test_a_resumed_session_waits_on_the_log_for_its_form_as_a_fresh_one_do
     assert [(e.call_id, e.index) for e in events if isinstance(e, McpElicited)] == [("f1", 0)]
     (answered,) = [e for e in events if isinstance(e, McpElicitationAnswered)]
     assert (answered.action, answered.decided_by) == ("cancel", "timeout")
-    assert "within 2000 ms" in answered.reason
+    assert "within 6000 ms" in answered.reason
     assert await _pending(db) == []
     await _verified_and_redriven(db, server_dir)
