@@ -27,7 +27,7 @@ by hand, :class:`SSE`); the submissions go through httpx.
 
     .venv/bin/python bench/service.py [--rate 50] [--seconds 60] [--followers 200]
                                       [--postgres] [--demo] [--separate-worker]
-                                      [--catch-up N]
+                                      [--catch-up N] [--answer-ms MS]
     .venv/bin/python bench/service.py --micro 300 [--rounds 3]
 
 ``--micro N`` measures the server's CPU per request instead, load-independent: against
@@ -39,8 +39,12 @@ one of them (the other's figure is then meaningless), for a profiler attached to
 printed pid (``py-spy record --pid PID``).
 
 The sessions load a skill, read one of its files and answer (16 events, no script):
-the service is what is measured. ``--demo`` runs the demo's sessions instead, with a
-sandboxed script each (what one worker can run bounds the rate then).
+the service is what is measured. ``--answer-ms MS`` has the model stream its answer over
+about MS, as a real model does: the sessions then last long enough for followers to be
+connected while they commit, whoever runs them (with ``--separate-worker`` a session of
+an instant answer ends before its followers arrive, and no delivery is live). ``--demo``
+runs the demo's sessions instead, with a sandboxed script each (what one worker can run
+bounds the rate then).
 """
 
 from __future__ import annotations
@@ -78,6 +82,15 @@ turns:
   - tool_calls: [{name: skills.read, arguments: {path: references/report-format.md}}]
   - text: "540 units across 4 regions."
 """
+
+
+def light(answer_ms: int) -> str:
+    """The bench's sessions' script; with ``answer_ms`` the model streams its answer (27
+    characters: two chunks of at most 16) over about that long, as a real model does."""
+    if not answer_ms:
+        return LIGHT
+    delay = f"  - stream_delay_ms: {max(1, answer_ms // 2)}\n    text: "
+    return LIGHT.replace("  - text: ", delay)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -323,7 +336,7 @@ def start_server(
     """``skillog serve`` as the service tests start it (tests/service/test_cli_serve.py)."""
     model = DEMO / "turns.yaml" if args.demo else tmp / "light.yaml"
     if not args.demo:
-        model.write_text(LIGHT)
+        model.write_text(light(args.answer_ms))
     env = {**os.environ, "SKILLOG_CONFIG": str(tmp / "config.yaml"), "HOME": str(tmp)}
     start = module(HERE.parent / "tests" / "service" / "test_cli_serve.py").start
     proc: subprocess.Popen[str]
@@ -506,6 +519,10 @@ if __name__ == "__main__":
         help="after the load, each follower follows the first N sessions again (CPU per follow)",
     )  # fmt: skip
     parser.add_argument("--demo", action="store_true", help="the demo's sessions (a script each)")
+    parser.add_argument(
+        "--answer-ms", type=int, default=0, metavar="MS",
+        help="the model streams its answer over about MS (0: at once)",
+    )  # fmt: skip
     parser.add_argument(
         "--separate-worker", action="store_true",
         help="serve --workers 0 and one `skillog worker` process (the HTTP loop apart)",
