@@ -173,3 +173,35 @@ def test_a_form_answered_at_the_terminal_refuses_a_later_answer_from_the_log(
     ]  # each answer once, and the refused one not at all
     assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
     _verifies_and_redrives(db, session, server_dir)
+
+
+def test_a_form_cancelled_at_the_terminal_is_recorded_as_its_answer(
+    tmp_path: Path, server_dir: Path
+) -> None:
+    run, db = _start(tmp_path, server_dir)
+    try:
+        asked = run.expect(ASKED)
+        session = _pending_form(db)["session_id"]
+        run.send("c")
+        at = run.expect(ASKED, asked)  # the second form: the first is over
+        answer = ["approvals", "answer", session]
+        code, out = _skillog(db, *answer, "f1", "--decline", "--by", "bob")
+        assert code == 2 and "already answered by terminal (tess)" in out, out
+        run.send("")  # the default: cancel
+        assert run.finish() == 0, run.seen[at:]
+    finally:
+        run.kill()
+    events, answers = _recorded(db, session)
+    answered = [e for e in events if isinstance(e, McpElicitationAnswered)]
+    assert [(a.call_id, a.action, a.decided_by) for a in answered] == [
+        ("f1", "cancel", "terminal (tess)"),
+        ("f2", "cancel", "terminal (tess)"),
+    ]
+    assert [(a.call_id, a.action, a.decided_by, a.content) for a in answers] == [
+        ("f1", "cancel", "terminal (tess)", None),
+        ("f2", "cancel", "terminal (tess)", None),
+    ]  # in forms/<session> as an accept or a decline is: the channels race for it too
+    assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
+    done = [json.loads(e.content) for e in events if isinstance(e, ToolCompleted)]
+    assert done == [{"action": "cancel", "content": None}] * 2
+    _verifies_and_redrives(db, session, server_dir)
