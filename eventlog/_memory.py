@@ -55,6 +55,9 @@ class MemoryStore:
         self._snapshots: dict[tuple[str, str], Snapshot] = {}
         self._tombstones: dict[str, Tombstone] = {}
         self._appended = trio.Event()
+        # The next position: never one an archived (removed) event had, so a follow
+        # past the log's last events sees what comes after an archive of them.
+        self._next_position = 1
 
     async def append(
         self,
@@ -73,8 +76,8 @@ class MemoryStore:
         if expected_seq != length:
             raise ConcurrencyError(stream, expected_seq, length)
         prev = chain[-1].hash if chain else GENESIS_HASH
-        position = self._events[-1].position + 1 if self._events else 1
-        new = build_events(stream, prev, expected_seq, position, events)
+        new = build_events(stream, prev, expected_seq, self._next_position, events)
+        self._next_position += len(new)
         for data in blobs:
             self._blobs.setdefault(blob_digest(data), data)
         self._streams.setdefault(stream, []).extend(new)
@@ -235,14 +238,17 @@ class MemoryStore:
     async def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]:
         """Like :meth:`read_all`, then waits for and yields new events until cancelled."""
         check_int("from_position", from_position)
-        i = bisect.bisect_left(self._events, from_position, key=_position)
+        position = from_position
         while True:
             appended = self._appended
+            # By position, not by index: an archive removes rows before the ones to come.
+            i = bisect.bisect_left(self._events, position, key=_position)
             while i < len(self._events):
                 e = self._events[i]
+                position = e.position + 1
                 if in_log(e.stream, e.seq):
                     yield e
-                i += 1
+                i = bisect.bisect_left(self._events, position, key=_position)
             await appended.wait()
 
     async def streams(self) -> list[StreamInfo]:

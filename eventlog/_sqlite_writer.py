@@ -260,6 +260,9 @@ class Writer(BatchWriter):
                 conn.execute("DELETE FROM eventlog_catalog WHERE key = ?", (key,))
 
         since = commit.scanned.position if incremental(commit, head) else None  # type: ignore[union-attr]
+        # The next position, taken before the removals: were the archived events the
+        # log's last, log.archived would get a position a follow has passed already.
+        self._check_memory()
         outcome = sort_out(commit, projection, head=head, held=held, remove=remove)
         stones = outcome.tombstones
         if stones:

@@ -55,7 +55,8 @@ class ScanMark(msgspec.Struct, frozen=True, kw_only=True):
     event at a position up to ``position`` outside the archived heads was read. Inside
     the lock only later positions need reading, unless an archive committed since
     (``maintenance``, the head of :data:`MAINTENANCE_STREAM` before the scan, moved):
-    deleting the last events lets new ones take their positions again."""
+    kept from when deleting the last events let new ones take their positions again
+    (``log.archived`` now takes the position after them)."""
 
     position: int
     maintenance: tuple[int, str] | None

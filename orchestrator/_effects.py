@@ -700,8 +700,8 @@ class LiveEffects:
         """The embedding program's elicitor (the terminal) and the log race for one
         form: the answer that holds is the first recorded in ``forms/<session>``
         (:meth:`FormWait.claim`), and the loser is told (``withdrawn``). An elicitor that
-        cannot answer (None) leaves the form to the log; a ``cancel`` it chooses is
-        sent as it is."""
+        cannot answer (None) leaves the form to the log; a ``cancel`` it chooses is an
+        answer like the others: claimed, so the log says who cancelled."""
         assert self.elicitor is not None
         logged: tuple[McpFormAnswered, str] | None = None
         mine: ElicitationAnswer | None = None
@@ -724,8 +724,6 @@ class LiveEffects:
             raise failed
         if logged is None:
             assert mine is not None
-            if mine.action == "cancel":
-                return mine
             answer, digest, ours = await wait.claim(mine.action, mine.content, mine.decided_by)
             if ours:
                 return msgspec.structs.replace(mine, answer=digest)

@@ -795,15 +795,16 @@ class McpFormAnswered(Event, frozen=True, kw_only=True):
     approvals answer``, the service), or by the driver for its own elicitor's answer
     (the terminal: the first answer appended holds): ``action`` ``accept`` with
     ``content`` (the values; canonical JSON checked against the form when another
-    process gives them) or ``decline``; ``decided_by`` who. The driver waiting on the
-    form takes it and records ``mcp.elicitation_answered`` naming this event's hash."""
+    process gives them), ``decline``, or ``cancel`` (the driver's own elicitor only: the
+    terminal's default); ``decided_by`` who. The driver waiting on the form takes it
+    and records ``mcp.elicitation_answered`` naming this event's hash."""
 
     event_type: ClassVar[str] = "mcp.form_answered"
     session: str
     call_id: str
     index: int
     params: str
-    action: Literal["accept", "decline"]
+    action: Literal["accept", "decline", "cancel"]
     content: str | None = None
     decided_by: str
 

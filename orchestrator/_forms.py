@@ -434,7 +434,7 @@ class FormWait:
 
     async def claim(
         self,
-        action: Literal["accept", "decline"],
+        action: Literal["accept", "decline", "cancel"],
         content: str | None,
         decided_by: str,
         clock: Callable[[], int] = time.time_ns,

@@ -28,6 +28,10 @@ from ._policy import TIERS, parse_allowed_tools
 from .scripts import LimitsOverride, check_limits
 from .skills import ConfigError, load_policy_section, unknown_key
 
+MAX_ELICITATION_MS = 24 * 3600 * 1000
+"""The longest ``mcp.elicitation_timeout_ms``: a form holds its server's call and the
+session's driver while it waits, so a day is already more a hang than a wait."""
+
 PROFILE_KEYS = ("profile", "profiles")
 """Keys of the ``policy:`` section that choose a layer rather than set a value."""
 
@@ -187,6 +191,12 @@ def check_policy(policy: PolicyConfig) -> str | None:
     for where, value in _positive_ints(policy, overrides):
         if value < 1:
             return f"{where} must be at least 1 (it is {value})"
+    waits = policy.mcp.elicitation_timeout_ms
+    if not 1 <= waits <= MAX_ELICITATION_MS:
+        return (
+            f"mcp.elicitation_timeout_ms must be from 1 to {MAX_ELICITATION_MS} ms (a day; "
+            f"it is {waits}): how long a server's form waits for a human, holding its call"
+        )
     return None
 
 

@@ -94,11 +94,10 @@ def answer_roots(roots: tuple[McpRoot, ...]) -> Any:
 
 async def roots_changed(session: Any) -> None:
     """Send ``notifications/roots/list_changed`` (a server gone quiet is not an error:
-    it is told again when it asks)."""
-    import warnings
+    it is told again when it asks). Sent as the typed notification: the SDK's
+    ``send_roots_list_changed`` warns (roots are deprecated in the 2026-07-28 revision,
+    still what 2025-11-25 servers expect) and may go."""
+    from mcp.types import RootsListChangedNotification
 
-    with warnings.catch_warnings():
-        # deprecated in the 2026-07-28 revision, still what 2025-11-25 servers expect
-        warnings.simplefilter("ignore")
-        with contextlib.suppress(Exception):
-            await session.send_roots_list_changed()
+    with contextlib.suppress(Exception):
+        await session.send_notification(RootsListChangedNotification())

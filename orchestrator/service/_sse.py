@@ -22,6 +22,11 @@ store by seq as before.
 Asked for (``?previews=1``), previews of streamed answers and MCP calls' progress are
 interleaved as ``event: delta`` and ``event: progress`` messages with no id: never
 recorded, dropped rather than waited for (``orchestrator._previews``).
+
+A session archived (``skillog log archive``) leaves the live log whole: the tail, seeing
+``log.archived``, forgets what it held of it, remembers that it is gone and wakes its
+streams, which end once a read finds nothing more; a new follow asks the log again
+(404, as for any archived session) even while others follow it.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import msgspec
 import trio
 from starlette.types import Receive, Scope, Send
 
-from eventlog import Event, EventStore, closing
+from eventlog import MAINTENANCE_STREAM, Event, EventStore, Tombstone, closing
 
 from .._display import hidden_path, shown_json
 from .._events import CODEC
@@ -50,6 +55,8 @@ MAX_STREAMS_PER_TOKEN = 400
 MAX_STREAMS_PER_CLIENT = 400
 RETRY_AFTER_S = 5
 ENDED = "session.ended"
+ARCHIVED = "log.archived"
+"""The log's own event (in ``MAINTENANCE_STREAM``) naming the streams an archive took."""
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
@@ -59,6 +66,8 @@ HELD_BYTES = 8 << 20
 sessions committed to, for the streams that connect next)."""
 HIDDEN_KEPT = 4096
 """Sessions whose path to hide (:meth:`Tail.hidden`) the tail remembers."""
+GONE_KEPT = 4096
+"""Archived sessions the tail remembers (:meth:`Tail.gone`), the latest archived."""
 WATCHED_POLL_S = 0.01
 """How often the tail looks for other processes' commits while a stream is followed
 (SQLite: a worker in its own process commits where this one cannot hear it)."""
@@ -66,6 +75,14 @@ RECHECK_S = 1.0
 """How long a stream waits for the tail's word of a commit before it reads the log
 itself (the fallback when no wake-up reaches this process)."""
 _ENCODER = msgspec.json.Encoder()
+_TOMBSTONES = msgspec.json.Decoder(list[Tombstone])
+
+
+class _ArchivedRef(msgspec.Struct):
+    tombstones: str
+    """The digest of the blob listing the archive's tombstones."""
+
+
 Frame = tuple[bytes, bool]
 """What a stream writes next, and whether its body ends there (the session's end)."""
 
@@ -185,6 +202,9 @@ class Tail:
         # session's configuration is its first event(s), never changed (each of the
         # bench's ~60 connections a second read it again, a thread hop each).
         self._hidden: OrderedDict[str, str | None] = OrderedDict()
+        # sessions archived since the server started (GONE_KEPT at most): their streams
+        # end, and a follow of one reads the head (404) even while others follow it.
+        self._gone: OrderedDict[str, None] = OrderedDict()
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
@@ -281,8 +301,35 @@ class Tail:
         return committed
 
     def seen(self, stream: str) -> bool:
-        """Whether a live stream follows ``stream`` now (so it has events)."""
-        return stream in self._watchers
+        """Whether a live stream follows ``stream`` now and it was not archived since
+        (so it has events)."""
+        return stream in self._watchers and stream not in self._gone
+
+    def gone(self, stream: str) -> bool:
+        """Whether ``stream`` was archived since this tail began (as far as it saw): its
+        events left the live log, and none will come."""
+        return stream in self._gone
+
+    async def _archived(self, event: Event) -> None:
+        """A ``log.archived``: the streams it archived are gone; what the tail held of
+        them is dropped and their streams woken (to find nothing more, and end). A body
+        or a tombstone list that does not decode leaves the streams as they were (the
+        tail goes on: ``log verify`` is where a broken log is reported)."""
+        try:
+            digest = msgspec.json.decode(event.body, type=_ArchivedRef).tombstones
+            stones = _TOMBSTONES.decode(await self.store.get_blob(digest) or b"")
+        except msgspec.DecodeError:
+            return
+        for stone in stones:
+            self._gone[stone.stream] = None
+            self._gone.move_to_end(stone.stream)
+            if stone.stream in self._recent:
+                self._drop(stone.stream)
+            committed = self._committed.pop(stone.stream, None)
+            if committed is not None:
+                committed.set()
+        while len(self._gone) > GONE_KEPT:
+            self._gone.popitem(last=False)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
@@ -290,6 +337,9 @@ class Tail:
         task_status.started()
         async with closing(self.store.follow(from_position=start)) as events:
             async for event in events:
+                if event.stream == MAINTENANCE_STREAM and event.type.partition("@")[0] == ARCHIVED:
+                    await self._archived(event)
+                    continue
                 self._hold(event)
                 committed = self._committed.pop(event.stream, None)
                 if committed is not None:
@@ -316,7 +366,8 @@ async def session_events(
 ) -> AsyncIterator[Event]:
     """Every event of ``stream`` from ``from_seq`` on, each once and in seq order, then
     those committed later, until cancelled or the session's ``session.ended`` (nothing
-    follows it: an ended session is never driven again)."""
+    follows it: an ended session is never driven again), or until nothing more is left
+    to read of a session archived meanwhile (:meth:`Tail.gone`)."""
     async with closing(_batches(store, tail, stream, from_seq)) as batches:
         async for batch in batches:
             for held in batch:
@@ -335,8 +386,10 @@ async def _batches(
             held = tail.since(stream, next_seq)
             if held is None:  # catching up: from the store
                 batch: list[Held] = []
+                found = False
                 async with closing(store.read(stream, from_seq=next_seq)) as events:
                     async for event in events:
+                        found = True
                         next_seq = event.seq + 1
                         batch.append(Held(event))
                         if is_end(event):
@@ -347,6 +400,8 @@ async def _batches(
                             batch = []
                 if batch:
                     yield batch
+                if not found and tail.gone(stream):
+                    return  # archived: its events left the live log, and none will come
             elif held:  # live: what the tail saw, shared by every stream of the session
                 ends = [n for n, h in enumerate(held) if is_end(h.event)]
                 if ends:

@@ -171,6 +171,9 @@ def test_claude_code_style_rules_go_through_the_command_line_unquoted(tmp_path: 
     assert policy.allow == ("Bash(python:*)", "Read", "Bash(npm run test:*)")
 
 
+ELICIT_NEG = "{elicitation_timeout_ms: -1}"
+
+
 @pytest.mark.parametrize(
     ("text", "sets", "message"),
     [
@@ -204,6 +207,20 @@ def test_claude_code_style_rules_go_through_the_command_line_unquoted(tmp_path: 
         ("", ["tiers.user.script_limits.cpu_s=-1"], "tiers.user.script_limits: limits.cpu_s"),
         ("", ["script_timeout_ms=0"], "script_timeout_ms must be at least 1"),
         ("", ["sandbox=maybe"], "Invalid enum value 'maybe' - at `$.sandbox`"),
+        *(
+            (text, sets, f"policy.mcp.elicitation_timeout_ms must be from 1 to 86400000 ms{it}")
+            for text, sets, it in [
+                ("policy:\n  mcp: {elicitation_timeout_ms: -5000}\n", [], " (a day; it is -5000)"),
+                ("", ["mcp.elicitation_timeout_ms=0"], " (a day; it is 0)"),
+                ("", ["mcp.elicitation_timeout_ms=86400001"], ""),
+                ("", [f"mcp.elicitation_timeout_ms={10**30}"], f" (a day; it is {10**30})"),
+                (f"policy:\n  profile: ci\n  profiles:\n    ci: {{mcp: {ELICIT_NEG}}}\n", [], ""),
+            ]
+        ),
+        *(
+            ("", [f"mcp.elicitation_timeout_ms={value}"], f"got `{kind}` - at `$.mcp.elicit")
+            for value, kind in [("1.5", "float"), ("2m", "str"), ("true", "bool"), ("[]", "array")]
+        ),
         ("", ["script_timeout_ms=soon"], "Expected `int`, got `str` - at `$.script_timeout_ms`"),
         ("", ["novalue"], "expected KEY=VALUE"),
         ("", ["a..b=1"], "expected KEY=VALUE"),

@@ -35,11 +35,12 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Any
 
 import anyio
 import mcp.types as types
-from mcp import MCPError
+from mcp import MCPDeprecationWarning, MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
@@ -241,13 +242,14 @@ def build(kind: str) -> Server[Any]:
                     await ctx.session.send_progress_notification(
                         token, step + 1, count, f"step {step + 1}"
                     )
-                await ctx.session.send_log_message("info", f"did step {step + 1}", "steps")
+                await _log(ctx, f"did step {step + 1}")
             return _text(f"{count} steps")
         if name == "ask":
             answers = []
             for _ in range(int(args.get("times", 1))):
                 try:
-                    answer = await ctx.session.create_message(
+                    answer = await _sample(
+                        ctx,
                         messages=[
                             types.SamplingMessage(
                                 role="user", content=types.TextContent(text=args["question"])
@@ -263,7 +265,8 @@ def build(kind: str) -> Server[Any]:
             return _text("\n".join(answers))
         if name == "ask_image":
             try:
-                await ctx.session.create_message(
+                await _sample(
+                    ctx,
                     messages=[
                         types.SamplingMessage(
                             role="user", content=types.ImageContent(data=PNG, mime_type="image/png")
@@ -284,7 +287,7 @@ def build(kind: str) -> Server[Any]:
             got = await ctx.session.elicit_url("Sign in", "https://example.com/login", "e1")
             return _text(json.dumps({"action": got.action}))
         if name == "roots":
-            listed = await ctx.session.list_roots()
+            listed = await ctx.session.send_request(types.ListRootsRequest(), types.ListRootsResult)
             roots = [{"uri": str(r.uri), "name": r.name} for r in listed.roots]
             return _text(json.dumps({"roots": roots, "changed": state["roots_changed"]}))
         if name == "screenshot":
@@ -301,11 +304,31 @@ def build(kind: str) -> Server[Any]:
         version="1.0",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        on_roots_list_changed=roots_changed,
+    )
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, roots_changed
     )
     if kind == "modern":
         _add_task_methods(server)
     return server
+
+
+# Sampling, roots and logging are deprecated as of MCP 2026-07-28 (SEP-2577) and the SDK's
+# helpers for them warn (MCPDeprecationWarning) and may go; the 2025-11-25 clients skillog
+# is tested as still use them, so this server sends the typed messages itself.
+
+
+async def _sample(ctx: Any, **params: Any) -> types.CreateMessageResult:
+    request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(**params))
+    result: types.CreateMessageResult = await ctx.session.send_request(
+        request, types.CreateMessageResult
+    )
+    return result
+
+
+async def _log(ctx: Any, text: str) -> None:
+    params = types.LoggingMessageNotificationParams(level="info", data=text, logger="steps")
+    await ctx.session.send_notification(types.LoggingMessageNotification(params=params))
 
 
 def _ledger(entry: dict[str, Any]) -> None:
@@ -347,6 +370,9 @@ def _raw() -> None:
 
 
 def main() -> None:
+    # What the tests' filterwarnings = error does in pytest, here: a deprecated SDK helper
+    # fails the server instead of warning on its stderr (and going in a later release).
+    warnings.simplefilter("error", MCPDeprecationWarning)
     kind = sys.argv[1]
     if kind == "raw":
         _raw()

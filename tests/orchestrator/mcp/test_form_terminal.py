@@ -89,6 +89,21 @@ def _hashes(db: Path, session: str) -> list[Any]:
     return trio.run(read)
 
 
+def _refused_after_the_terminal(db: Path, session: str) -> None:
+    """A later answer from the log to the first form, which the terminal answered."""
+    code, out = _skillog(db, "approvals", "answer", session, "f1", "--decline", "--by", "bob")
+    assert code == 2 and "already answered by terminal (tess)" in out, out
+
+
+def _taken(db: Path, session: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """The session's events, the answers it took and the answers in ``forms/<session>``;
+    each answer taken names its event there, in order."""
+    events, answers = _recorded(db, session)
+    answered = [e for e in events if isinstance(e, McpElicitationAnswered)]
+    assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
+    return events, answered, answers
+
+
 def _verifies_and_redrives(db: Path, session: str, server_dir: Path) -> None:
     code, out = _skillog(db, "log", "verify")
     assert code == 0, out
@@ -118,8 +133,7 @@ def test_a_form_answered_from_another_process_withdraws_the_terminal_prompt(
     finally:
         run.kill()
     assert b"Traceback" not in run.seen and b"\x1b" not in run.seen
-    events, answers = _recorded(db, session)
-    answered = [e for e in events if isinstance(e, McpElicitationAnswered)]
+    events, answered, answers = _taken(db, session)
     assert [(a.call_id, a.action, a.decided_by) for a in answered] == [
         ("f1", "accept", "alice\x1b[2J"),
         ("f2", "decline", "terminal (tess)"),
@@ -129,7 +143,6 @@ def test_a_form_answered_from_another_process_withdraws_the_terminal_prompt(
         ("f1", "alice\x1b[2J"),
         ("f2", "terminal (tess)"),
     ]  # each answer once, and the refused one not at all
-    assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
     done = [json.loads(e.content) for e in events if isinstance(e, ToolCompleted)]
     assert done == [
         {"action": "accept", "content": {"name": "Ada"}},
@@ -151,17 +164,14 @@ def test_a_form_answered_at_the_terminal_refuses_a_later_answer_from_the_log(
         run.expect(b"name (string, required): ", at)
         run.send("Grace")
         at = run.expect(ASKED, at)  # the second form: the first is over
-        answer = ["approvals", "answer", session]
-        code, out = _skillog(db, *answer, "f1", "--decline", "--by", "bob")
-        assert code == 2 and "already answered by terminal (tess)" in out, out
-        code, out = _skillog(db, *answer, "f2", "--decline", "--by", "bob")
+        _refused_after_the_terminal(db, session)
+        code, out = _skillog(db, "approvals", "answer", session, "f2", "--decline", "--by", "bob")
         assert code == 0, out
         run.expect(b"withdrawn: declined by bob first)", at)
         assert run.finish() == 0, run.seen
     finally:
         run.kill()
-    events, answers = _recorded(db, session)
-    answered = [e for e in events if isinstance(e, McpElicitationAnswered)]
+    _, answered, answers = _taken(db, session)
     assert [(a.call_id, a.action, a.decided_by) for a in answered] == [
         ("f1", "accept", "terminal (tess)"),
         ("f2", "decline", "bob"),
@@ -171,5 +181,32 @@ def test_a_form_answered_at_the_terminal_refuses_a_later_answer_from_the_log(
         ("f1", "terminal (tess)"),
         ("f2", "bob"),
     ]  # each answer once, and the refused one not at all
-    assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
+    _verifies_and_redrives(db, session, server_dir)
+
+
+def test_a_form_cancelled_at_the_terminal_is_recorded_as_its_answer(
+    tmp_path: Path, server_dir: Path
+) -> None:
+    run, db = _start(tmp_path, server_dir)
+    try:
+        asked = run.expect(ASKED)
+        session = _pending_form(db)["session_id"]
+        run.send("c")
+        at = run.expect(ASKED, asked)  # the second form: the first is over
+        _refused_after_the_terminal(db, session)
+        run.send("")  # the default: cancel
+        assert run.finish() == 0, run.seen[at:]
+    finally:
+        run.kill()
+    events, answered, answers = _taken(db, session)
+    assert [(a.call_id, a.action, a.decided_by) for a in answered] == [
+        ("f1", "cancel", "terminal (tess)"),
+        ("f2", "cancel", "terminal (tess)"),
+    ]
+    assert [(a.call_id, a.action, a.decided_by, a.content) for a in answers] == [
+        ("f1", "cancel", "terminal (tess)", None),
+        ("f2", "cancel", "terminal (tess)", None),
+    ]  # in forms/<session> as an accept or a decline is: the channels race for it too
+    done = [json.loads(e.content) for e in events if isinstance(e, ToolCompleted)]
+    assert done == [{"action": "cancel", "content": None}] * 2
     _verifies_and_redrives(db, session, server_dir)
