@@ -197,6 +197,12 @@ def check_policy(policy: PolicyConfig) -> str | None:
             f"mcp.elicitation_timeout_ms must be from 1 to {MAX_ELICITATION_MS} ms (a day; "
             f"it is {waits}): how long a server's form waits for a human, holding its call"
         )
+    samples = policy.mcp.max_samples_per_call
+    if samples < 0:
+        return (
+            f"mcp.max_samples_per_call must be 0 or more (it is {samples}): the sampling "
+            "requests a server may make during one call; 0 refuses every one"
+        )
     return None
 
 

@@ -221,6 +221,7 @@ ELICIT_NEG = "{elicitation_timeout_ms: -1}"
             ("", [f"mcp.elicitation_timeout_ms={value}"], f"got `{kind}` - at `$.mcp.elicit")
             for value, kind in [("1.5", "float"), ("2m", "str"), ("true", "bool"), ("[]", "array")]
         ),
+        ("", ["mcp.max_samples_per_call=-1"], "policy.mcp.max_samples_per_call must be 0 or more"),
         ("", ["script_timeout_ms=soon"], "Expected `int`, got `str` - at `$.script_timeout_ms`"),
         ("", ["novalue"], "expected KEY=VALUE"),
         ("", ["a..b=1"], "expected KEY=VALUE"),
