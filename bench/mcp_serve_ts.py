@@ -85,8 +85,12 @@ def main(calls: int) -> None:
     print(f"recorded skills.read (p50)                    {call:8.3f} ms")
     print(f"one durable commit of an outcome (p50)        {floor:8.3f} ms")
     print(f"beyond ping + one commit                      {call - ping - floor:8.3f} ms")
-    per_call = server["cpu_s"] * 1000 / max(1, server["calls"])
+    calls_seen = max(1, server["calls"])
+    per_call = server["cpu_s"] * 1000 / calls_seen
     print(f"server CPU per recorded call (all threads)    {per_call:8.3f} ms")
+    trio_ms, passes = server["trio_s"] * 1000 / calls_seen, server["passes"] / calls_seen
+    print(f"  of it the trio thread's                     {trio_ms:8.3f} ms")
+    print(f"server scheduler passes per recorded call     {passes:8.2f}")
     print(f"load average                                  {os.getloadavg()[0]:8.2f}")
 
 
