@@ -85,6 +85,9 @@ class SkillogMcp:
     async def session_for(self, ctx: Ctx) -> ServedSession:
         """The session of ``ctx``'s connection, started on its first request."""
         key = connection_key(ctx)
+        served = self.sessions.get(key)
+        if served is not None:  # every request but the first: no lock, no yield
+            return served
         async with self._lock:
             served = self.sessions.get(key)
             if served is None:

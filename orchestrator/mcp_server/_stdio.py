@@ -16,6 +16,7 @@ process prints can corrupt the protocol; both are restored on exit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -80,10 +81,7 @@ class LineReader(_Stream):
         while not self._lines:
             if self._eof:
                 raise anyio.EndOfStream
-            try:
-                data = await self._wire.receive_some(CHUNK)
-            except trio.BrokenResourceError:  # the client's end reset: as a close
-                data = b""
+            data = await self._read()
             if not data:
                 self._eof = True
                 if self._buffer.strip() and not self._dropping:
@@ -99,6 +97,28 @@ class LineReader(_Stream):
         except Exception as e:  # the client's bytes: the server answers with the error
             return e
         return SessionMessage(message)
+
+    async def _read(self) -> bytes:
+        """The wire's next bytes (empty at its end). Bytes already there are read with
+        a checkpoint, as any read; otherwise waiting for them is the checkpoint (trio's
+        ``receive_some`` yields once more first: a scheduler pass per message, for
+        nothing, while the client waits for a reply)."""
+        fd = self._wire.fileno()
+        waited = False
+        while True:
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                waited = True
+                continue
+            except OSError as e:
+                if e.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("the wire was closed") from None
+                return b""  # the client's end reset: as a close
+            if not waited:
+                await trio.lowlevel.checkpoint()
+            return data
 
     def _take(self, data: bytes) -> None:
         """Split ``data`` into the lines it ends, scanning only the new bytes (a long
@@ -149,10 +169,26 @@ class LineWriter(_Stream):
         if self._closed:
             raise anyio.ClosedResourceError
         line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-        async with self._lock:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            await self._write(memoryview(line.encode()))
+        finally:
+            self._lock.release()
+
+    async def _write(self, data: memoryview) -> None:
+        """All of ``data``, without yielding when the pipe takes it at once (a reply
+        is small): trio's ``send_all`` yields first, and taking the lock yields too,
+        two scheduler passes per reply for nothing."""
+        fd = self._wire.fileno()
+        while data:
             try:
-                await self._wire.send_all(line.encode())
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                data = data[os.write(fd, data) :]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+            except OSError as e:
                 # The client is gone: the SDK's way of saying so (it stops writing).
                 raise anyio.BrokenResourceError from e
 
