@@ -18,6 +18,7 @@ import mcp.types as types
 import trio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.runner import serve_loop
 from mcp.shared.exceptions import MCPError
 
 from eventlog import EventStore
@@ -25,7 +26,7 @@ from eventlog import EventStore
 from .._loop import VERSION
 from . import _views as views
 from ._session import ServeConfig, ServedSession
-from ._stdio import stdio_streams
+from ._stdio import LineReader, stdio_streams
 
 log = logging.getLogger("skillog.mcp")
 
@@ -81,6 +82,27 @@ class SkillogMcp:
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
+
+    async def run(self, read: Any, write: Any) -> None:
+        """Serve one connection on ``read`` and ``write`` until ``read`` ends.
+
+        A client that opens with ``initialize`` (every protocol revision up to
+        2025-11-25) is served by the SDK's handshake loop straight from the wire: the
+        SDK's ``Server.run`` peeks at the first request to choose the protocol era and
+        then relays every message through a memory stream and a task of its own, two
+        scheduler passes per message. Any other opening takes ``Server.run``."""
+        opening = await read.opening() if isinstance(read, LineReader) else None
+        if opening is None or opening.method != "initialize":
+            await self.server.run(read, write, self.initialization_options())
+            return
+        async with self.server.lifespan(self.server) as state:
+            await serve_loop(
+                self.server,
+                read,
+                write,
+                lifespan_state=state,
+                init_options=self.initialization_options(),
+            )
 
     async def session_for(self, ctx: Ctx) -> ServedSession:
         """The session of ``ctx``'s connection, started on its first request."""
@@ -219,5 +241,5 @@ async def serve_stdio(
     async with trio.open_nursery() as nursery:
         app = SkillogMcp(store, config, nursery, on_end=on_end)
         async with stdio_streams() as (read, write):
-            await app.server.run(read, write, app.initialization_options())
+            await app.run(read, write)
         await app.end_all()
