@@ -5,11 +5,11 @@ bench/mcp_serve_ts.py as the server command.
 
 From the durable commit of the third call's outcome (after the bench's ``skills.load``
 and its warm-up read) to the last, it counts the commits that hold a
-``tool.completed``, the process's CPU time (every thread: the trio loop, the SQLite
-writer, the kernel's share of the fsyncs), the trio thread's own CPU time and trio's
-scheduler passes (each an I/O wait, as bench/mcp.py counts them), and writes them to
-OUT.json at exit. CPU time and passes, unlike the client's wall clock, hardly move with
-the load of the machine.
+``tool.completed``, every commit to the session's stream, the process's CPU time
+(every thread: the trio loop, the SQLite writer, the kernel's share of the fsyncs), the
+trio thread's own CPU time and trio's scheduler passes (each an I/O wait, as
+bench/mcp.py counts them), and writes them to OUT.json at exit. CPU time and counts,
+unlike the client's wall clock, hardly move with the load of the machine.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import trio
 
 from eventlog import Event, NewEvent
 from eventlog._sqlite import SqliteStore
+from orchestrator._streams import is_session_stream
 from orchestrator.cli._main import main
 
 FIRST = 3
@@ -45,7 +46,7 @@ class _Passes(trio.abc.Instrument):
 def count(out: Path) -> None:
     original = SqliteStore.append
     passes = _Passes()
-    seen = {"outcomes": 0}
+    seen = {"outcomes": 0, "commits": 0}
     start: dict[str, float] = {}
     end: dict[str, float] = {}
 
@@ -53,10 +54,12 @@ def count(out: Path) -> None:
         self: SqliteStore, stream: str, events: Sequence[NewEvent], **kwargs: Any
     ) -> tuple[Event, ...]:
         committed = await original(self, stream, events, **kwargs)
+        if is_session_stream(stream):
+            seen["commits"] += 1
         if any(e.type == "tool.completed" for e in events):
             seen["outcomes"] += 1
             now = {"cpu": time.process_time(), "trio": time.thread_time()}
-            now["passes"] = passes.passes
+            now["passes"], now["commits"] = passes.passes, seen["commits"]
             if seen["outcomes"] == FIRST:
                 start.update(now)
                 trio.lowlevel.add_instrument(passes)
@@ -73,6 +76,7 @@ def count(out: Path) -> None:
                     "cpu_s": figures.get("cpu", 0.0),
                     "trio_s": figures.get("trio", 0.0),
                     "passes": figures.get("passes", 0.0),
+                    "commits": figures.get("commits", 0.0),
                 }
             )
         )
