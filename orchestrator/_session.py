@@ -447,7 +447,8 @@ class Session:
         if self.defer_prompts:
             # Nobody waits for a deferred prompt: the tasks the last commit woke (the
             # reply to the client's call) run first, and this one while the client reads.
-            await trio.lowlevel.checkpoint()
+            # Not a cancellation point of its own: where a loop is cancelled stays as it was.
+            await trio.lowlevel.cancel_shielded_checkpoint()
         await self._append([], [], [])  # a deferred prompt, still unanswered: now
         if self.state.open_prompt is None:
             # What the MCP servers offer is recorded before the prompt that offers it,
