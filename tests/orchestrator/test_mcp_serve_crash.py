@@ -125,6 +125,21 @@ async def test_a_pure_call_killed_around_its_one_commit(
     assert isinstance(bodies[-1], ToolCompleted) or (n == 1 and when == "before")
 
 
+async def test_killed_after_a_reply_the_log_ends_with_what_the_client_read(
+    tmp_path: Path, skills: Path
+) -> None:
+    """Between two calls the next turn's prompt is composed but not yet committed (it
+    joins the next call's transaction): killed there, the log ends with the outcome the
+    client read, and a session so cut verifies, replays and re-drives."""
+    received = await serve_until_killed(tmp_path, skills, "replied", 2, calls=3)
+    assert len(received) == 2
+    bodies = await logged(tmp_path / "mcp.db")
+    completed = [b for b in bodies if isinstance(b, ToolCompleted)]
+    assert [c.content for c in completed] == received
+    assert isinstance(bodies[-1], ToolCompleted)
+    assert len([b for b in bodies if isinstance(b, PromptRendered)]) == 2
+
+
 @pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
 @pytest.mark.parametrize("when", ["before", "after"])
 async def test_a_script_killed_around_its_outcome_keeps_write_ahead(
