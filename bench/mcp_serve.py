@@ -1,6 +1,6 @@
 """``skillog mcp serve`` per-call cost (issue 17, server half): a real SDK client over
 stdio makes the same ``skills.read`` calls against ``skillog mcp serve`` (each call a
-recorded turn: prompt, call and intent, outcome, three durable SQLite commits) and
+recorded turn: prompt, call, intent and outcome, one durable SQLite commit) and
 against a bare SDK server in a subprocess that reads the same file from disk and
 records nothing, calls interleaved in the same run. Prints per-call medians and the
 ratio.

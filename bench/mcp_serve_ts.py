@@ -10,8 +10,9 @@ durable commit on the call's path) from the client's side; prints both medians, 
 difference, one durable commit measured on the same disk beside it (bench/mcp.py's
 floor), what remains beyond ping + that commit, and the server's CPU time per recorded
 call (bench/mcp_serve_cpu.py: every thread of the server process, from its own
-counters, so it hardly moves with the load of the machine; the timed calls only, and
-the commit of the next turn's prompt, which each call also causes, included).
+counters, so it hardly moves with the load of the machine; the timed calls only), the
+trio thread's share of it, the server's trio scheduler passes and the commits to the
+session's stream per recorded call (counts: they do not move with the load at all).
 """
 
 from __future__ import annotations
@@ -85,8 +86,14 @@ def main(calls: int) -> None:
     print(f"recorded skills.read (p50)                    {call:8.3f} ms")
     print(f"one durable commit of an outcome (p50)        {floor:8.3f} ms")
     print(f"beyond ping + one commit                      {call - ping - floor:8.3f} ms")
-    per_call = server["cpu_s"] * 1000 / max(1, server["calls"])
+    calls_seen = max(1, server["calls"])
+    per_call = server["cpu_s"] * 1000 / calls_seen
     print(f"server CPU per recorded call (all threads)    {per_call:8.3f} ms")
+    trio_ms, passes = server["trio_s"] * 1000 / calls_seen, server["passes"] / calls_seen
+    print(f"  of it the trio thread's                     {trio_ms:8.3f} ms")
+    print(f"server scheduler passes per recorded call     {passes:8.2f}")
+    commits = server["commits"] / calls_seen
+    print(f"session commits per recorded call             {commits:8.2f}")
     print(f"load average                                  {os.getloadavg()[0]:8.2f}")
 
 

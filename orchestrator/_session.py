@@ -208,6 +208,14 @@ class Session:
         the outcome in one transaction: the events are the same as in two, and whoever
         waits for the outcome (an MCP client of ``skillog mcp serve``) waits for one
         commit. Not for a model's answer, which must be durable once it arrived."""
+        self.defer_prompts = False
+        """A ``prompt.rendered`` is not committed on its own: it joins the session's
+        next transaction, ahead of what follows it (the answer to it, or the end), so
+        the log holds the same events in the same order. Only for a model that is sent
+        nothing (an MCP client of ``skillog mcp serve``, which has its context
+        already: the results it read): write-ahead guards what is sent, and a prompt
+        lost in a crash was seen by nobody. Each call then commits once."""
+        self._deferred: _Queued | None = None
         self._estimator: Estimator | None = None
         self.started_at = clock()  # replaced by the recorded start when opened
 
@@ -316,11 +324,12 @@ class Session:
     async def _append(
         self, bodies: list[Event], events: list[NewEvent], blobs: list[bytes], alone: bool = False
     ) -> None:
-        """Commit in the session's next transaction. The lock's yield lets appends that
-        are ready at the same moment (parallel calls) join this one's transaction; an
-        ``alone`` append (no other call is running) takes a free lock without it (one
-        scheduler pass less on the common path). Cancellation is the same either way."""
-        if not events:
+        """Commit in the session's next transaction, behind a deferred prompt
+        (:attr:`defer_prompts`). The lock's yield lets appends that are ready at the
+        same moment (parallel calls) join this one's transaction; an ``alone`` append
+        (no other call is running) takes a free lock without it (one scheduler pass
+        less on the common path). Cancellation is the same either way."""
+        if not events and self._deferred is None:
             return
         item = _Queued(bodies, events, blobs)
         self._queue.append(item)
@@ -336,6 +345,9 @@ class Session:
         try:
             if not item.done:
                 batch, self._queue = self._queue, []
+                if self._deferred is not None:
+                    batch.insert(0, self._deferred)
+                    self._deferred = None
                 # Shielded: once sent, the outcome must reach the state, or the state
                 # would run behind the log.
                 with trio.CancelScope(shield=True):
@@ -432,6 +444,12 @@ class Session:
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
+        if self.defer_prompts:
+            # Nobody waits for a deferred prompt: the tasks the last commit woke (the
+            # reply to the client's call) run first, and this one while the client reads.
+            # Not a cancellation point of its own: where a loop is cancelled stays as it was.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        await self._append([], [], [])  # a deferred prompt, still unanswered: now
         if self.state.open_prompt is None:
             # What the MCP servers offer is recorded before the prompt that offers it,
             # so the prompt re-renders from the log alone.
@@ -458,7 +476,11 @@ class Session:
                 new_message_digests=tuple(hashlib.sha256(line).hexdigest() for line in lines),
                 tail_digest=hashlib.sha256(tail).hexdigest(),
             )
-            await self.record(prompt, blobs=[*lines, tail])
+            if self.defer_prompts:
+                event = CODEC.encode(prompt, recorded_at=self.clock())
+                self._deferred = _Queued([prompt], [event], [*lines, tail])
+            else:
+                await self.record(prompt, blobs=[*lines, tail])
         elif recorded.request_hash != digest:
             raise SessionStateError(
                 f"session {self.id}: the unanswered request of turn {recorded.turn} "
@@ -648,7 +670,12 @@ class Session:
 
     @property
     def turn(self) -> int:
-        """The turn of the last composed request."""
+        """The turn of the last composed request (recorded, or deferred)."""
+        deferred = self._deferred
+        if deferred is not None:
+            prompt = deferred.bodies[0]
+            assert isinstance(prompt, PromptRendered)
+            return prompt.turn
         return self.state.turn
 
     async def record_outcome(self, outcome: ModelResponded | ModelFailed) -> None:

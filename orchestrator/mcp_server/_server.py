@@ -16,16 +16,19 @@ from typing import Any
 
 import mcp.types as types
 import trio
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.runner import serve_loop
 from mcp.shared.exceptions import MCPError
+from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from eventlog import EventStore
 
 from .._loop import VERSION
 from . import _views as views
 from ._session import ServeConfig, ServedSession
-from ._stdio import stdio_streams
+from ._stdio import LineReader, stdio_streams
 
 log = logging.getLogger("skillog.mcp")
 
@@ -78,13 +81,44 @@ class SkillogMcp:
             on_read_resource=self._read_resource,
             on_list_resource_templates=self._list_templates,
         )
+        if isinstance(get_tracer_provider(), ProxyTracerProvider):
+            # Nothing configured OpenTelemetry in this process (skillog's own telemetry
+            # maps the log's events): the SDK's span around every request would be a
+            # no-op, made and ended at a cost on every call.
+            self.server.middleware = [
+                m for m in self.server.middleware if not isinstance(m, OpenTelemetryMiddleware)
+            ]
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
 
+    async def run(self, read: Any, write: Any) -> None:
+        """Serve one connection on ``read`` and ``write`` until ``read`` ends.
+
+        A client that opens with ``initialize`` (every protocol revision up to
+        2025-11-25) is served by the SDK's handshake loop straight from the wire: the
+        SDK's ``Server.run`` peeks at the first request to choose the protocol era and
+        then relays every message through a memory stream and a task of its own, two
+        scheduler passes per message. Any other opening takes ``Server.run``."""
+        opening = await read.opening() if isinstance(read, LineReader) else None
+        if opening is None or opening.method != "initialize":
+            await self.server.run(read, write, self.initialization_options())
+            return
+        async with self.server.lifespan(self.server) as state:
+            await serve_loop(
+                self.server,
+                read,
+                write,
+                lifespan_state=state,
+                init_options=self.initialization_options(),
+            )
+
     async def session_for(self, ctx: Ctx) -> ServedSession:
         """The session of ``ctx``'s connection, started on its first request."""
         key = connection_key(ctx)
+        served = self.sessions.get(key)
+        if served is not None:  # every request but the first: no lock, no yield
+            return served
         async with self._lock:
             served = self.sessions.get(key)
             if served is None:
@@ -216,5 +250,5 @@ async def serve_stdio(
     async with trio.open_nursery() as nursery:
         app = SkillogMcp(store, config, nursery, on_end=on_end)
         async with stdio_streams() as (read, write):
-            await app.server.run(read, write, app.initialization_options())
+            await app.run(read, write)
         await app.end_all()

@@ -103,6 +103,9 @@ class ServedSession:
         # The client's reply waits for a call's outcome: a call without effect commits
         # once (intent and outcome together, after it ran), not twice.
         self.session.pure_at_once = True
+        # And the context the client has after a reply (the next turn's prompt) is
+        # committed with its next call, not on its own while the client calls again.
+        self.session.defer_prompts = True
         nursery.start_soon(self._drive)
 
     async def _keep_lease(self, store: EventStore, lease: Lease, ttl_ns: int) -> None:

@@ -16,6 +16,7 @@ process prints can corrupt the protocol; both are restored on exit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -34,6 +35,19 @@ MAX_LINE = 16 << 20
 """The longest message line read (16 MiB): past it the line is dropped as it comes,
 instead of held whole in memory, and handed on as the error a line that does not parse
 is (the SDK logs it; a request in it goes unanswered)."""
+OPENING_LIMIT = 8
+"""How many messages :meth:`LineReader.opening` looks at for the client's first
+request (the SDK's era detection keeps as many)."""
+
+
+def _parsed(line: bytes | SessionMessage | Exception) -> SessionMessage | Exception:
+    if not isinstance(line, bytes):
+        return line
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as e:  # the client's bytes: the server answers with the error
+        return e
+    return SessionMessage(message)
 
 
 def servable(fd: int) -> bool:
@@ -68,7 +82,7 @@ class LineReader(_Stream):
     def __init__(self, wire: trio.lowlevel.FdStream) -> None:
         self._wire = wire
         self._buffer = bytearray()
-        self._lines: list[bytes | Exception] = []
+        self._lines: list[bytes | SessionMessage | Exception] = []  # parsed when peeked
         self._eof = False
         self._dropping = False  # inside a line over MAX_LINE: skip to its end
 
@@ -78,27 +92,58 @@ class LineReader(_Stream):
             # cancellation acts before the message behind it), as a read would.
             await trio.lowlevel.checkpoint()
         while not self._lines:
-            if self._eof:
+            if not await self._more():
                 raise anyio.EndOfStream
-            try:
-                data = await self._wire.receive_some(CHUNK)
-            except trio.BrokenResourceError:  # the client's end reset: as a close
-                data = b""
-            if not data:
-                self._eof = True
-                if self._buffer.strip() and not self._dropping:
-                    self._lines.append(bytes(self._buffer))  # a last line without \n
-                self._buffer.clear()
-                continue
+        return _parsed(self._lines.pop(0))
+
+    async def opening(self) -> types.JSONRPCRequest | None:
+        """The client's first request, left to be received with the messages before
+        it; None when the wire ends, or OPENING_LIMIT messages come, before one."""
+        for index in range(OPENING_LIMIT):
+            while index >= len(self._lines):
+                if not await self._more():
+                    return None
+            item = self._lines[index] = _parsed(self._lines[index])
+            if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCRequest):
+                return item.message
+        return None
+
+    async def _more(self) -> bool:
+        """Read more of the wire into lines; False at its end."""
+        if self._eof:
+            return False
+        data = await self._read()
+        if data:
             self._take(data)
-        line = self._lines.pop(0)
-        if isinstance(line, Exception):
-            return line
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except Exception as e:  # the client's bytes: the server answers with the error
-            return e
-        return SessionMessage(message)
+            return True
+        self._eof = True
+        last = bytes(self._buffer) if self._buffer.strip() and not self._dropping else None
+        self._buffer.clear()
+        if last is not None:
+            self._lines.append(last)  # a last line without \n
+        return last is not None
+
+    async def _read(self) -> bytes:
+        """The wire's next bytes (empty at its end). Bytes already there are read with
+        a checkpoint, as any read; otherwise waiting for them is the checkpoint (trio's
+        ``receive_some`` yields once more first: a scheduler pass per message, for
+        nothing, while the client waits for a reply)."""
+        fd = self._wire.fileno()
+        waited = False
+        while True:
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                waited = True
+                continue
+            except OSError as e:
+                if e.errno == errno.EBADF:
+                    raise trio.ClosedResourceError("the wire was closed") from None
+                return b""  # the client's end reset: as a close
+            if not waited:
+                await trio.lowlevel.checkpoint()
+            return data
 
     def _take(self, data: bytes) -> None:
         """Split ``data`` into the lines it ends, scanning only the new bytes (a long
@@ -149,10 +194,26 @@ class LineWriter(_Stream):
         if self._closed:
             raise anyio.ClosedResourceError
         line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-        async with self._lock:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+        try:
+            await self._write(memoryview(line.encode()))
+        finally:
+            self._lock.release()
+
+    async def _write(self, data: memoryview) -> None:
+        """All of ``data``, without yielding when the pipe takes it at once (a reply
+        is small): trio's ``send_all`` yields first, and taking the lock yields too,
+        two scheduler passes per reply for nothing."""
+        fd = self._wire.fileno()
+        while data:
             try:
-                await self._wire.send_all(line.encode())
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+                data = data[os.write(fd, data) :]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+            except OSError as e:
                 # The client is gone: the SDK's way of saying so (it stops writing).
                 raise anyio.BrokenResourceError from e
 

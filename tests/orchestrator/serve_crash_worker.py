@@ -6,6 +6,8 @@ usage: serve_crash_worker.py WHEN N [skillog mcp serve arguments ...]
         sent to the store (nothing of it durable);
         after: die as soon as that commit is durable, before the session folds it and
         before the call's result can be handed to the client
+        replied: die as soon as the N-th call's result was written to the client (the
+        next turn's prompt, deferred to the next call's commit, is not in the log)
 """
 
 from __future__ import annotations
@@ -16,13 +18,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCResponse
+
 from eventlog import Event, NewEvent
 from eventlog._sqlite import SqliteStore
 from orchestrator._streams import is_session_stream
 from orchestrator.cli._main import main
+from orchestrator.mcp_server._stdio import LineWriter
 
 
 def crash_at(when: str, n: int) -> None:
+    if when == "replied":
+        crash_after_reply(n)
+        return
     original = SqliteStore.append
     seen = 0
 
@@ -41,6 +50,22 @@ def crash_at(when: str, n: int) -> None:
         return committed
 
     SqliteStore.append = append  # type: ignore[method-assign]
+
+
+def crash_after_reply(n: int) -> None:
+    original = LineWriter.send
+    seen = 0
+
+    async def send(self: LineWriter, item: SessionMessage, /) -> None:
+        nonlocal seen
+        await original(self, item)
+        message = item.message
+        if isinstance(message, JSONRPCResponse) and "content" in message.result:
+            seen += 1
+            if seen == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    LineWriter.send = send  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

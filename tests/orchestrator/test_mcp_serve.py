@@ -493,6 +493,21 @@ async def test_the_stdio_wire_takes_lines_in_pieces_and_survives_garbage(
     assert answered[2]["result"] == {}
 
 
+async def test_a_client_that_opens_without_initialize_is_served_by_the_sdk_loop(
+    tmp_path: Path, skills: Path
+) -> None:
+    """A client opening with ``initialize`` is served straight from the wire
+    (``SkillogMcp.run``); any other opening takes the SDK's ``Server.run``, which
+    chooses the protocol era from it: a ping first is answered, then the handshake."""
+    async with raw_serve(tmp_path, skills) as process:
+        assert process.stdin is not None
+        await process.stdin.send_all(PING + INITIALIZE + b"\n")
+        with trio.fail_after(60):
+            answered = await answers(process, {1, 2})
+    assert answered[2]["result"] == {}
+    assert answered[1]["result"]["serverInfo"]["name"] == "skillog"
+
+
 async def test_a_line_over_the_limit_is_dropped_and_the_server_answers_on(
     tmp_path: Path, skills: Path
 ) -> None:

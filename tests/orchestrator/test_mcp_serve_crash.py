@@ -1,10 +1,12 @@
 """Crash points of a served call: ``skillog mcp serve`` killed (SIGKILL) just before or
 just after the commit that holds a call's outcome, with the official SDK's client on
-the other end. A call without effect (``skills.load``, ``skills.read``) commits once,
-its intent with its outcome (docs/effects.md); ``skills.run_script`` keeps the
-write-ahead path. Whatever the point: every result the client received is in the log
-as that call's ``tool.completed``, killed before the commit the call left no trace (a
-pure one) or only its intent (a script), and the log verifies, replays and re-drives."""
+the other end. A call without effect (``skills.load``, ``skills.read``) commits once:
+the context the client had (the turn's ``prompt.rendered``), its request, its intent
+and its outcome together (docs/effects.md); ``skills.run_script`` keeps the write-ahead
+path. Whatever the point: every result the client received is in the log as that
+call's ``tool.completed``, killed before the commit the call left no trace (a pure one:
+not even its prompt) or only its intent (a script), and the log verifies, replays and
+re-drives."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from orchestrator._events import (
     CODEC,
     Event,
     ModelResponded,
+    PromptRendered,
     ScriptStarted,
     ToolCalled,
     ToolCompleted,
@@ -111,11 +114,30 @@ async def test_a_pure_call_killed_around_its_one_commit(
     assert [c.content for c in completed[: len(received)]] == received
     responded = [b for b in bodies if isinstance(b, ModelResponded)]
     called = [b for b in bodies if isinstance(b, ToolCalled)]
-    if when == "before":  # no trace of the call: neither its request nor its intent
-        assert len(responded) == len(called) == len(completed) == n - 1
+    prompts = [b for b in bodies if isinstance(b, PromptRendered)]
+    if when == "before":  # no trace of the call: neither its prompt, request nor intent
+        assert len(prompts) == len(responded) == len(called) == len(completed) == n - 1
     else:  # durable with its outcome, though the client never read it
-        assert len(responded) == len(called) == len(completed) == n
+        assert len(prompts) == len(responded) == len(called) == len(completed) == n
         assert completed[-1].tool == CALLS[n - 1][0] and not completed[-1].is_error
+    # The prompt of the turn after a reply waits for the client's next call: the log
+    # ends with the last outcome, whichever commit the server died at.
+    assert isinstance(bodies[-1], ToolCompleted) or (n == 1 and when == "before")
+
+
+async def test_killed_after_a_reply_the_log_ends_with_what_the_client_read(
+    tmp_path: Path, skills: Path
+) -> None:
+    """Between two calls the next turn's prompt is composed but not yet committed (it
+    joins the next call's transaction): killed there, the log ends with the outcome the
+    client read, and a session so cut verifies, replays and re-drives."""
+    received = await serve_until_killed(tmp_path, skills, "replied", 2, calls=3)
+    assert len(received) == 2
+    bodies = await logged(tmp_path / "mcp.db")
+    completed = [b for b in bodies if isinstance(b, ToolCompleted)]
+    assert [c.content for c in completed] == received
+    assert isinstance(bodies[-1], ToolCompleted)
+    assert len([b for b in bodies if isinstance(b, PromptRendered)]) == 2
 
 
 @pytest.mark.skipif(not sandbox_available(), reason="bubblewrap is not installed")
