@@ -16,12 +16,10 @@ from typing import Any
 
 import mcp.types as types
 import trio
-from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.runner import serve_loop
 from mcp.shared.exceptions import MCPError
-from opentelemetry.trace import ProxyTracerProvider, get_tracer_provider
 
 from eventlog import EventStore
 
@@ -81,13 +79,6 @@ class SkillogMcp:
             on_read_resource=self._read_resource,
             on_list_resource_templates=self._list_templates,
         )
-        if isinstance(get_tracer_provider(), ProxyTracerProvider):
-            # Nothing configured OpenTelemetry in this process (skillog's own telemetry
-            # maps the log's events): the SDK's span around every request would be a
-            # no-op, made and ended at a cost on every call.
-            self.server.middleware = [
-                m for m in self.server.middleware if not isinstance(m, OpenTelemetryMiddleware)
-            ]
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options()
