@@ -14,12 +14,17 @@ started and stopped the same way (environment, stderr to ``errlog``, stdin close
 process tree terminated after a grace period), each line is parsed by the same
 function (a line that does not parse reaches the session as the exception it is) and
 the server's stdout is drained while it stops. (The SDK is pinned: pyproject.toml.)
+
+Tool calls go further: :class:`Lane` sends ``tools/call`` requests beside the session
+and takes their answers off stdout before the SDK parses them, and :func:`call_tool`
+types the result as the session would have (docs/mcp.md, "Performance").
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Self, TextIO, TypeGuard
 
@@ -39,6 +44,8 @@ from mcp.client.stdio import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
+
+logger = logging.getLogger(__name__)
 
 READ_BYTES = 65536
 """Bytes read from the server's stdout at a time (the SDK's transport reads the same)."""
@@ -216,8 +223,8 @@ class Lane:
     answer is taken off stdout by the session's receive loop (:class:`_Stdout`) before
     the SDK parses it, and handed back raw. The SDK's typed request, its dispatcher's
     per-request memory stream and span, and the parse of the answer into a pydantic
-    message are skipped; the result is validated into the SDK's ``CallToolResult`` as
-    before (``_client``), so what is recorded is the same. Ids are strings
+    message are skipped; :func:`call_tool` types the result as the SDK does, so what
+    is recorded is the same. Ids are strings
     (``skillog-N``), so they never meet the SDK's integer ids; each request's id is
     its progress token, and progress notifications for it are taken here too.
     Everything else the server sends (log messages, its own requests) goes to the SDK.
@@ -302,14 +309,18 @@ class Lane:
             return False
         assert isinstance(params, dict)
         done, total, text = params.get("progress"), params.get("total"), params.get("message")
-        if not _number(done) or not (total is None or _number(total)):
-            return False  # not a valid notification: the SDK says so
-        # Floats, as the SDK's typed notification gives them (1 -> 1.0).
-        await waiter.on_progress(
-            float(done),
-            None if total is None else float(total),
-            text if isinstance(text, str) else None,
-        )
+        if not _number(done):
+            return False  # the SDK's dispatcher would not take it either
+        # As the SDK's dispatcher hands them on: floats (1 -> 1.0), a total that is not
+        # a number as None. Here the tick is taken before the next message is read.
+        try:
+            await waiter.on_progress(
+                float(done),
+                float(total) if isinstance(total, int | float) else None,
+                text if isinstance(text, str) else None,
+            )
+        except Exception:  # as the SDK's dispatcher: a failing callback costs only its tick
+            logger.exception("progress callback for %r raised", token)
         return True
 
     def close(self) -> None:
