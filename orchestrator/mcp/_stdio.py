@@ -57,7 +57,20 @@ take to write."""
 _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError)
 
 
-class _Stdout:
+class _Stream:
+    """What the SDK's stream protocols ask of both ends besides sending or receiving."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _Stdout(_Stream):
     """The session's read stream: reads the server's stdout when the session's receive
     loop asks, one parsed line at a time, and ends at EOF."""
 
@@ -115,14 +128,8 @@ class _Stdout:
     async def aclose(self) -> None:
         self._ended = True
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-
-class _Stdin:
+class _Stdin(_Stream):
     """The session's write stream: each message is written to the server's stdin by
     the task that sends it, one whole line at a time."""
 
@@ -160,12 +167,6 @@ class _Stdin:
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 @contextlib.asynccontextmanager
