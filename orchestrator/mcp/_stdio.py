@@ -254,7 +254,11 @@ class Lane:
         try:
             line = msgspec.json.encode(message) + b"\n"
             written = True
-            await self._stdin.send_line(line)
+            try:
+                await self._stdin.send_line(line)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                # The server's stdin is gone: the connection closed, as the SDK says.
+                raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
             await waiter.done.wait()
         except BaseException:
             if written and not self.closed:
