@@ -21,7 +21,7 @@ import importlib.metadata
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import msgspec
 import trio
@@ -37,6 +37,9 @@ from ._listing import tools_listed
 from ._requests import answer_elicitation, answer_roots, answer_sampling, roots_changed
 from ._results import failure, outcome_of
 from ._tasks import TaskCancelledError, TaskLostError, call_as_task
+
+if TYPE_CHECKING:  # the SDK is an optional extra: imported where it is used
+    from ._stdio import Lane
 
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
@@ -159,6 +162,7 @@ class _Server:
         # cancelled with it still tells the server (tasks/cancel) over the connection.
         self._scope = trio.CancelScope(shield=True)
         self._session: Any = None
+        self._lane: Lane | None = None  # stdio: tool calls beside the SDK's session
         self._status: McpStatus | None = None
         self._info = ""
         self._list_changed = False
@@ -178,6 +182,8 @@ class _Server:
 
     async def _run(self) -> None:
         from mcp import ClientSession
+
+        from ._stdio import Lane, lane_fits
 
         stage: Any = "connect"
         try:
@@ -201,6 +207,8 @@ class _Server:
                     stage = "list"
                     self._status = await self._list(session, "connected")
                 self._session = session
+                if isinstance(streams[-1], Lane) and lane_fits(session):
+                    self._lane = streams[-1]
                 stage = "call"
                 self.ready.set()
                 await self._closed.wait()
@@ -209,7 +217,7 @@ class _Server:
                 e = TimeoutError(f"no answer within {self.spec.connect_timeout_ms} ms")
             self._fail(stage, _describe(e))
         finally:
-            self._session = None
+            self._session = self._lane = None
             if not self._closed.is_set() and not isinstance(self._status, McpServerFailed):
                 self._fail(stage, "the connection closed")
             self.ready.set()
@@ -217,12 +225,14 @@ class _Server:
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         spec = self.spec
         if spec.command is not None:
-            from mcp import StdioServerParameters, stdio_client
+            from mcp import StdioServerParameters
+
+            from ._stdio import stdio_streams
 
             params = StdioServerParameters(
                 command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd
             )
-            return stdio_client(params, errlog=self._errlog)
+            return stdio_streams(params, self._errlog)
         return _http(spec)
 
     async def _list(self, session: Any, reason: Any) -> McpToolsListed:
@@ -333,6 +343,13 @@ class _Server:
             if task is not None:
                 args = msgspec.json.decode(arguments)
                 result = await call_as_task(session, tool, args, meta, task, timeout_ms / 1000)
+            elif self._lane is not None:
+                from ._stdio import call_tool
+
+                with trio.fail_after(timeout_ms / 1000):
+                    result = await call_tool(
+                        self._lane, session, tool, msgspec.json.decode(arguments), meta, on_progress
+                    )
             else:
                 with trio.fail_after(timeout_ms / 1000):
                     result = await session.call_tool(

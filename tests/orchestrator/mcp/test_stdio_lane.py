@@ -1,0 +1,67 @@
+"""The stdio transport's lane (orchestrator/mcp/_stdio.py): tool calls sent and answered
+beside the SDK's session record exactly what the SDK's own call path records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from orchestrator._host_tools import ToolContext
+from orchestrator.mcp import connect_servers
+
+CAPS = {"stored_cap": 1 << 20, "model_cap": 1 << 16}
+
+
+async def test_a_call_on_the_lane_records_what_the_sdk_path_records(stdio: Any) -> None:
+    calls = [
+        ("tracker", "find_issue", {"number": 7}),  # text
+        ("tracker", "fail", {}),  # an error result
+        ("tracker", "screenshot", {}),  # an image and a resource link
+        ("modern", "chart", {}),  # text and an image
+        ("modern", "steps", {"count": 2}),  # progress and log messages: the notes
+        ("modern", "whoami", {}),  # what the server learned of the client
+        ("modern", "job", {}),  # a task-only tool called plainly: the server refuses
+    ]
+    async with connect_servers([stdio("tracker", "tracker"), stdio("modern", "modern")]) as servers:
+        outcomes: dict[bool, list[Any]] = {True: [], False: []}
+        for lane in (True, False, True):
+            for n, (server, tool, arguments) in enumerate(calls):
+                connection = servers._servers[server]
+                if not lane:
+                    assert connection._lane is not None  # stdio servers take the lane
+                    saved, connection._lane = connection._lane, None
+                context = ToolContext(session_id="s1", call_id=f"call_{n}", idempotency_key="k")
+                try:
+                    outcome = await servers.call(
+                        server, tool, msgspec.json.encode(arguments).decode(), context, **CAPS
+                    )
+                finally:
+                    if not lane:
+                        connection._lane = saved
+                outcomes[lane].append(msgspec.structs.replace(outcome, duration_ms=0))
+    lane_outcomes, sdk_outcomes = outcomes[True][: len(calls)], outcomes[False]
+    assert lane_outcomes == sdk_outcomes
+    assert outcomes[True][len(calls) :] == sdk_outcomes  # and again after the SDK's calls
+    assert sdk_outcomes[1].is_error and sdk_outcomes[4].notes
+    assert sdk_outcomes[-1].failure == "protocol"
+
+
+async def test_a_call_given_up_on_the_lane_leaves_the_next_call_its_own_answer(
+    stdio: Any,
+) -> None:
+    async with connect_servers([stdio("tracker", "tracker", call_timeout_ms=300)]) as servers:
+        context = ToolContext(session_id="s1", call_id="call_0")
+        late = await servers.call("tracker", "slow", '{"seconds": 1.0}', context, **CAPS)
+        assert late.failure == "timeout"
+        # A generous deadline from here on (the spec is what the call reads): the next
+        # call is still waiting when the first one's answer would arrive, if the
+        # server sends it after the cancellation; it gets its own answer.
+        connection = servers._servers["tracker"]
+        connection.spec = msgspec.structs.replace(connection.spec, call_timeout_ms=30_000)
+        context = ToolContext(session_id="s1", call_id="call_1")
+        fine = await servers.call("tracker", "slow", '{"seconds": 1.0}', context, **CAPS)
+        assert fine.failure is None and fine.content == "slept"
+        context = ToolContext(session_id="s1", call_id="call_2")
+        fine = await servers.call("tracker", "find_issue", '{"number": 3}', context, **CAPS)
+        assert fine.content == 'tracker.find_issue({"number": 3})'
