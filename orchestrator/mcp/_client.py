@@ -41,6 +41,18 @@ from ._tasks import TaskCancelledError, TaskLostError, call_as_task
 if TYPE_CHECKING:  # the SDK is an optional extra: imported where it is used
     from ._stdio import Lane
 
+
+def _own_stdio() -> Any:
+    """``orchestrator.mcp._stdio`` (a stdio server's pipes as the session's streams, tool
+    calls on a lane), or None when the installed SDK lacks the private helpers it uses:
+    servers are then spoken to through the SDK's own transport and calls, as before."""
+    try:
+        from . import _stdio
+    except ImportError:
+        return None
+    return _stdio
+
+
 MAX_HTTP_EVENT_BYTES = 64 << 20
 """The largest server-sent event (one result over streamable HTTP) read; the SDK's
 default, 1 MiB, would break the connection on any larger result."""
@@ -183,8 +195,7 @@ class _Server:
     async def _run(self) -> None:
         from mcp import ClientSession
 
-        from ._stdio import Lane, lane_fits
-
+        own = _own_stdio()
         stage: Any = "connect"
         try:
             async with (
@@ -207,7 +218,7 @@ class _Server:
                     stage = "list"
                     self._status = await self._list(session, "connected")
                 self._session = session
-                if isinstance(streams[-1], Lane) and lane_fits(session):
+                if own is not None and isinstance(streams[-1], own.Lane) and own.lane_fits(session):
                     self._lane = streams[-1]
                 stage = "call"
                 self.ready.set()
@@ -225,14 +236,18 @@ class _Server:
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
         spec = self.spec
         if spec.command is not None:
-            from mcp import StdioServerParameters
-
-            from ._stdio import stdio_streams
+            from mcp import StdioServerParameters, stdio_client
 
             params = StdioServerParameters(
                 command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd
             )
-            return stdio_streams(params, self._errlog)
+            own = _own_stdio()
+            if own is None:
+                return stdio_client(params, errlog=self._errlog)
+            streams: contextlib.AbstractAsyncContextManager[Any] = own.stdio_streams(
+                params, self._errlog
+            )
+            return streams
         return _http(spec)
 
     async def _list(self, session: Any, reason: Any) -> McpToolsListed:

@@ -340,8 +340,18 @@ def _number(value: object) -> TypeGuard[float]:
 
 
 def lane_fits(session: Any) -> bool:
-    """Whether ``session`` (the SDK's ``ClientSession``) has what :func:`call_tool`
-    uses of it; otherwise calls take the SDK's own path."""
+    """Whether ``session`` (the SDK's ``ClientSession``) and its module have what
+    :func:`call_tool` uses of them; otherwise calls take the SDK's own path."""
+    try:
+        from mcp.client.extension import UnexpectedClaimedResult  # noqa: F401
+        from mcp.client.session import (  # noqa: F401
+            _clamp_inbound_ttl,
+            _input_required_unexpected,
+            _later_revision_fields,
+        )
+        from mcp_types import methods  # noqa: F401
+    except ImportError:
+        return False
     return all(hasattr(session, a) for a in ("_stamp", "_negotiated_version", "_call_tool_adapter"))
 
 
