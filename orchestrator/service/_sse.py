@@ -280,9 +280,11 @@ class Tail:
             committed = self._committed[stream] = trio.Event()
         return committed
 
-    def seen(self, stream: str) -> bool:
-        """Whether a live stream follows ``stream`` now (so it has events)."""
-        return stream in self._watchers
+    def known(self, stream: str) -> bool:
+        """Whether ``stream`` has events, as far as the tail can say without a read: a
+        live stream follows it, or the tail holds it from its first event."""
+        recent = self._recent.get(stream)
+        return stream in self._watchers or (recent is not None and recent[0].event.seq == 0)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
