@@ -434,13 +434,9 @@ class EventStreamResponse:
                 frames = [held.frame(hidden) for held in batch] or [b": keepalive\n\n"]
                 ended = bool(batch) and is_end(batch[-1].event)
                 body, first = b"".join([first, *frames]), b""
-                try:
-                    await send({"type": "http.response.body", "body": body, "more_body": not ended})
-                except OSError:  # the connection is gone
+                if await _body(send, body, ended):
                     return
-                if ended:
-                    return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await _body(send, b"", True)
 
     async def _write_with_previews(
         self, send: Send, previews: PreviewBoard, nursery: trio.Nursery
@@ -459,11 +455,7 @@ class EventStreamResponse:
                     frame, ended = b"", True
             frame, ended = _with_ready(frame, ended, frames_out)
             body, first = first + frame, b""
-            try:
-                await send({"type": "http.response.body", "body": body, "more_body": not ended})
-            except OSError:  # the connection is gone
-                return
-            if ended:
+            if await _body(send, body, ended):
                 return
 
     async def _produce(self, frames: trio.MemorySendChannel[Frame], previews: PreviewBoard) -> None:
@@ -484,6 +476,16 @@ class EventStreamResponse:
             async for preview in previews:
                 with contextlib.suppress(trio.WouldBlock):
                     frames.send_nowait((preview_frame(preview), False))
+
+
+async def _body(send: Send, body: bytes, ended: bool) -> bool:
+    """Write ``body`` (the response's last when ``ended``); whether the stream is over
+    (it ended, or the connection is gone)."""
+    try:
+        await send({"type": "http.response.body", "body": body, "more_body": not ended})
+    except OSError:
+        return True
+    return ended
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
