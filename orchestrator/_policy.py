@@ -24,6 +24,7 @@ it. Skills that declare nothing do not restrict.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import shlex
 from collections.abc import Collection, Sequence
@@ -63,6 +64,14 @@ class ToolRule(msgspec.Struct, frozen=True):
 def parse_allowed_tools(text: str) -> tuple[ToolRule, ...]:
     """Split ``allowed-tools`` into rules. Entries are separated by whitespace outside
     parentheses; an entry that does not parse allows nothing."""
+    return _parse_allowed_tools(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_allowed_tools(text: str) -> tuple[ToolRule, ...]:
+    # Cached: every prompt and every planned call parses each active skill's field
+    # again (a character loop each; a service renders hundreds of prompts a second),
+    # and the rules are immutable.
     rules: list[ToolRule] = []
     for token in _tokens(text):
         m = _RULE.match(token)

@@ -251,10 +251,11 @@ async def stream_events(request: Request) -> Response:
     ctx = context(request)
     store = ctx.store
     last = request.headers.get("last-event-id")
-    if last is None and request.query_params.get("from_seq", "0") == "0" and ctx.tail.seen(sid):
-        # A follow from the start of a stream other streams follow now: it exists and
-        # seq 0 is not past its head, so its head decides nothing (a read, a thread
-        # hop, saved on most connections when hundreds follow the newest session).
+    if last is None and request.query_params.get("from_seq", "0") == "0" and ctx.tail.known(sid):
+        # A follow from the start of a stream other streams follow now, or that the tail
+        # saw begin: it exists and seq 0 is not past its head, so its head decides
+        # nothing (a read, a thread hop, saved on most connections when hundreds follow
+        # the newest session; the first of them come before any stream follows it).
         start = 0
     else:
         head = await head_of(store, sid)

@@ -300,10 +300,14 @@ class Tail:
             committed = self._committed[stream] = trio.Event()
         return committed
 
-    def seen(self, stream: str) -> bool:
-        """Whether a live stream follows ``stream`` now and it was not archived since
-        (so it has events)."""
-        return stream in self._watchers and stream not in self._gone
+    def known(self, stream: str) -> bool:
+        """Whether ``stream`` has events, as far as the tail can say without a read: a
+        live stream follows it, or the tail holds it from its first event; and it was
+        not archived since."""
+        if stream in self._gone:
+            return False
+        recent = self._recent.get(stream)
+        return stream in self._watchers or (recent is not None and recent[0].event.seq == 0)
 
     def gone(self, stream: str) -> bool:
         """Whether ``stream`` was archived since this tail began (as far as it saw): its
@@ -375,11 +379,13 @@ async def session_events(
 
 
 async def _batches(
-    store: EventStore, tail: Tail, stream: str, from_seq: int
+    store: EventStore, tail: Tail, stream: str, from_seq: int, quiet: float | None = None
 ) -> AsyncIterator[list[Held]]:
     """:func:`session_events` as the batches they come in (what the tail holds, or up
-    to ``MAX_BATCH`` from one read of the store), the last one ending with the end."""
+    to ``MAX_BATCH`` from one read of the store), the last one ending with the end; with
+    ``quiet``, an empty batch after that many seconds without one (for a keepalive)."""
     next_seq = from_seq
+    last = trio.current_time()  # when the last batch went out
     with tail.watching(stream):
         while True:
             committed = tail.next_commit(stream)  # before the read: a later commit sets it
@@ -397,9 +403,10 @@ async def _batches(
                             return
                         if len(batch) == MAX_BATCH:
                             yield batch
-                            batch = []
+                            last, batch = trio.current_time(), []
                 if batch:
                     yield batch
+                    last = trio.current_time()
                 if not found and tail.gone(stream):
                     return  # archived: its events left the live log, and none will come
             elif held:  # live: what the tail saw, shared by every stream of the session
@@ -409,7 +416,14 @@ async def _batches(
                     return
                 next_seq = held[-1].event.seq + 1
                 yield held
-            with trio.move_on_after(RECHECK_S):
+                last = trio.current_time()
+            wait = RECHECK_S
+            if quiet is not None:
+                if trio.current_time() - last >= quiet:
+                    yield []
+                    last = trio.current_time()
+                wait = min(wait, last + quiet - trio.current_time())
+            with trio.move_on_after(wait):
                 await committed.wait()
 
 
@@ -457,32 +471,53 @@ class EventStreamResponse:
         # A stream's writes were the HTTP loop's largest cost at 300 followers: the retry
         # line goes with the first message (not a write of its own), the last event
         # with the end of the body (not one more).
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_until_disconnect, receive, nursery.cancel_scope)
+            if self.previews is None:
+                await self._write(send)
+            else:
+                await self._write_with_previews(send, self.previews, nursery)
+            nursery.cancel_scope.cancel()
+
+    async def _write(self, send: Send) -> None:
+        """The events as the tail (or the store) hands them over, each batch one write
+        as soon as it comes, in this one task: nothing else is interleaved, and a
+        commit's wake-up is handled once per stream, not passed on to a writer task."""
+        first = b"retry: 1000\n\n"
+        hidden = await self.tail.hidden(self.stream)
+        batches = _batches(self.store, self.tail, self.stream, self.from_seq, KEEPALIVE_S)
+        async with closing(batches):  # closed here when the client leaves, not by the GC
+            async for batch in batches:  # one message per batch, each frame encoded once
+                frames = [held.frame(hidden) for held in batch] or [b": keepalive\n\n"]
+                ended = bool(batch) and is_end(batch[-1].event)
+                body, first = b"".join([first, *frames]), b""
+                if await _body(send, body, ended):
+                    return
+        await _body(send, b"", True)
+
+    async def _write_with_previews(
+        self, send: Send, previews: PreviewBoard, nursery: trio.Nursery
+    ) -> None:
+        """:meth:`_write` with previews interleaved: the events and the previews come
+        through one channel to this task, which writes what waits as one body."""
         first = b"retry: 1000\n\n"
         frames_in, frames_out = trio.open_memory_channel[Frame](64)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._produce, frames_in)
-            nursery.start_soon(_until_disconnect, receive, nursery.cancel_scope)
-            while True:
-                frame, ended = b": keepalive\n\n", False
-                with trio.move_on_after(KEEPALIVE_S):
-                    try:
-                        frame, ended = await frames_out.receive()
-                    except trio.EndOfChannel:  # never before the end's frame
-                        frame, ended = b"", True
-                frame, ended = _with_ready(frame, ended, frames_out)
-                body, first = first + frame, b""
+        nursery.start_soon(self._produce, frames_in, previews)
+        while True:
+            frame, ended = b": keepalive\n\n", False
+            with trio.move_on_after(KEEPALIVE_S):
                 try:
-                    await send({"type": "http.response.body", "body": body, "more_body": not ended})
-                except OSError:  # the connection is gone
-                    ended = True
-                if ended:
-                    nursery.cancel_scope.cancel()
-                    return
+                    frame, ended = await frames_out.receive()
+                except trio.EndOfChannel:  # never before the end's frame
+                    frame, ended = b"", True
+            frame, ended = _with_ready(frame, ended, frames_out)
+            body, first = first + frame, b""
+            if await _body(send, body, ended):
+                return
 
-    async def _produce(self, frames: trio.MemorySendChannel[Frame]) -> None:
+    async def _produce(self, frames: trio.MemorySendChannel[Frame], previews: PreviewBoard) -> None:
         async with frames, trio.open_nursery() as previewing:
-            if self.previews is not None:
-                previewing.start_soon(self._preview, self.previews, frames)
+            previewing.start_soon(self._preview, previews, frames)
             hidden = await self.tail.hidden(self.stream)
             batches = _batches(self.store, self.tail, self.stream, self.from_seq)
             async with closing(batches):  # closed here when the client leaves, not by the GC
@@ -498,6 +533,16 @@ class EventStreamResponse:
             async for preview in previews:
                 with contextlib.suppress(trio.WouldBlock):
                     frames.send_nowait((preview_frame(preview), False))
+
+
+async def _body(send: Send, body: bytes, ended: bool) -> bool:
+    """Write ``body`` (the response's last when ``ended``); whether the stream is over
+    (it ended, or the connection is gone)."""
+    try:
+        await send({"type": "http.response.body", "body": body, "more_body": not ended})
+    except OSError:
+        return True
+    return ended
 
 
 async def _until_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

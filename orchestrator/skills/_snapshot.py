@@ -13,12 +13,12 @@ from typing import Protocol
 
 import trio
 
-from ._errors import ManifestError, SkillChangedError
+from ._errors import ManifestError, Problem, SkillChangedError
 from ._hash import SKILL_MD_NAMES, hash_manifest, make_manifest
 from ._inline import InlineSkill
 from ._model import ManifestEntry, Skill, SkillManifest, Tier
 from ._parse import parse_skill_md
-from ._tree import read_file, walk_tree
+from ._tree import TreeFile, read_file, walk_tree
 
 GetBlob = Callable[[str], Awaitable[bytes]]
 
@@ -43,19 +43,19 @@ async def snapshot_skill(store: BlobStore, skill: Skill | InlineSkill) -> SkillM
         return skill.manifest()
     if skill.root is None:
         raise ManifestError(f"skill {skill.name!r} has no root; snapshot its InlineSkill instead")
-    files, problems = await trio.to_thread.run_sync(walk_tree, skill.root)
+    # One thread hop for the walk and every file (a hop each cost the event loop more
+    # than the reads: a service loads skills for dozens of sessions a second).
+    files, problems, contents = await trio.to_thread.run_sync(_read_tree, skill.root)
     if problems:
         raise SkillChangedError(
             f"skill {skill.name!r} at {skill.root} can no longer be read: {problems[0]}"
         )
     entries: list[ManifestEntry] = []
-    for f in files:
-        try:
-            data = await trio.to_thread.run_sync(read_file, f.path)
-        except OSError as e:
+    for f, data in zip(files, contents, strict=True):
+        if isinstance(data, OSError):
             raise SkillChangedError(
-                f"skill {skill.name!r}: {f.rel} can no longer be read ({e}); reload the skill"
-            ) from e
+                f"skill {skill.name!r}: {f.rel} can no longer be read ({data}); reload the skill"
+            ) from data
         entries.append(
             ManifestEntry(path=f.rel, executable=f.executable, sha256=await _put(store, data))
         )
@@ -66,6 +66,22 @@ async def snapshot_skill(store: BlobStore, skill: Skill | InlineSkill) -> SkillM
             f"(hash {skill.hash[:12]}... is now {manifest.hash[:12]}...); reload it"
         )
     return manifest
+
+
+def _read_tree(root: str) -> tuple[list[TreeFile], list[Problem], list[bytes | OSError]]:
+    """:func:`walk_tree` and the bytes of every file it lists (or why one could not be
+    read), in the walk's order; nothing read when the walk found a problem."""
+    files, problems = walk_tree(root)
+    if problems:
+        return files, problems, []
+    contents: list[bytes | OSError] = []
+    for f in files:
+        try:
+            contents.append(read_file(f.path))
+        except OSError as e:
+            contents.append(e)
+            break  # the first unreadable file is the error
+    return files, problems, contents
 
 
 async def read_manifest_file(manifest: SkillManifest, path: str, get_blob: GetBlob) -> bytes:

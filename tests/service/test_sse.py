@@ -135,6 +135,31 @@ async def test_live_events_arrive_as_they_commit(service: Service) -> None:
     assert [e["seq"] for e in seen] == [e.seq for e in stored]
 
 
+async def test_a_quiet_stream_gets_keepalives_between_its_events(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream with nothing to send writes a comment every ``KEEPALIVE_S`` (so proxies
+    keep it open), and the events before and after it arrive once each, in order."""
+    monkeypatch.setattr(_sse, "KEEPALIVE_S", 0.2)
+    session = await submit(service)
+    await wait_for(service, session, "awaiting_approval")
+    head = await service.store.head(session)
+    assert head is not None
+    lines: list[str] = []
+    async with (
+        service.client("victor") as client,
+        client.stream("GET", f"/api/sessions/{session}/stream") as response,
+    ):
+        with trio.fail_after(30), trio.CancelScope() as enough:
+            async for line in response.aiter_lines():  # cancelled in httpx's read: closed
+                lines.append(line)
+                if lines.count(": keepalive") == 2:
+                    enough.cancel()
+    ids = [int(line[4:]) for line in lines if line.startswith("id: ")]
+    assert ids == [*range(head.seq + 1)]
+    assert lines.index(": keepalive") > lines.index(f"id: {head.seq}")
+
+
 async def test_bad_last_event_id_and_one_past_the_head(service: Service) -> None:
     session = await submit(service)
     await wait_for(service, session, "awaiting_approval")

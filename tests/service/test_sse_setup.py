@@ -1,8 +1,9 @@
 """What a live stream's request costs before its frames flow: a follow from the start of
-a session other streams follow now reads no head (the bench's followers all follow the
-newest session); every other follow still asks the log, and answers as before. A
-session archived while it is followed: a new follow is 404 as for any archived
-session, and the streams that follow it end."""
+a session other streams follow now, or that the tail saw begin, reads no head (the
+bench's followers all follow the newest session, the first of them before any stream
+follows it); every other follow still asks the log, and answers as before. A session
+archived while it is followed: a new follow is 404 as for any archived session, and the
+streams that follow it end."""
 
 from __future__ import annotations
 
@@ -44,17 +45,17 @@ async def test_a_follow_of_a_followed_session_reads_no_head(
     async with service.client("victor") as client, follow(client, url) as first:
         with trio.fail_after(30):
             assert [(await first.receive())[0] for _ in range(end + 1)] == [*range(end + 1)]
-        assert heads == [session]  # the first follower asked the log
+        assert heads == []  # the tail saw it begin: it exists, seq 0 is not past its head
         for query in ("", "?from_seq=0"):
             async with follow(client, url + query) as again:
                 with trio.fail_after(30):
                     got = [(await again.receive())[0] for _ in range(end + 1)]
                 assert got == [*range(end + 1)]
-        assert heads == [session]  # the others did not: it is followed, seq 0 exists
+        assert heads == []  # nor the others: it is followed, seq 0 exists
         async with follow(client, url, last=end - 2) as resumed:
             with trio.fail_after(30):
                 assert [(await resumed.receive())[0] for _ in range(2)] == [end - 1, end]
-        assert heads == [session, session]  # a resumption still reads the head
+        assert heads == [session]  # a resumption still reads the head
         response = await client.get(url.replace(session, "nosuchsession"))
         assert response.status_code == 404
         assert heads[-1] == "nosuchsession"
@@ -90,7 +91,7 @@ async def test_a_session_archived_while_followed_ends_its_streams_and_is_gone(
     async with closing(batches), service.client("victor") as client:
         first = await batches.__anext__()
         assert [held.event.seq for held in first] == [0, 1]
-        assert service.tail.seen(session)  # followed now, short of its end
+        assert service.tail.known(session)  # followed now, short of its end
         await _archive(service, tmp_path)
         with trio.fail_after(30):
             while not service.tail.gone(session):  # noqa: ASYNC110 - the tail reads in its time
@@ -103,7 +104,7 @@ async def test_a_session_archived_while_followed_ends_its_streams_and_is_gone(
             # landed), instead of waiting for more of a session no longer in the log.
             rest = [held.event.seq async for batch in batches for held in batch]
             assert rest == [*range(2, 2 + len(rest))]
-        assert not service.tail.seen(session)
+        assert not service.tail.known(session)
         for headers in ({}, {"last-event-id": "1"}):
             again = await client.get(url, headers=headers)
             assert again.status_code == 404, again.text
