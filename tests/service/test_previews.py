@@ -31,6 +31,10 @@ turns:
   - text: "{TEXT}"
     stream_delay_ms: 60
 """
+SLOWER = SLOW.replace("stream_delay_ms: 60", "stream_delay_ms: 150")
+"""For previews that cross processes (a flush every 50 ms, a poll every 100 ms): five
+pieces over 750 ms, so several polls find some while the answer streams, even on a
+loaded machine (at 60 ms a piece, a run in CI saw only two before the end)."""
 
 Message = tuple[str, dict[str, object], str | None]  # (event type, data, id)
 
@@ -94,7 +98,7 @@ def check_previews(seen: list[Message], stored_hashes: list[str], *, whole: bool
     responded = next(i for i, m in enumerate(seen) if m[1].get("type") == "model.responded")
     first = next(i for i, m in enumerate(seen) if m[0] == "delta")
     assert first < responded
-    assert len(deltas) > 2
+    assert len(deltas) >= (3 if whole else 2)
     text = "".join(str(d["text"]) for d in deltas)
     assert text == TEXT if whole else TEXT.startswith(text)
     assert [d["n"] for d in deltas] == list(range(1, len(deltas) + 1))
@@ -140,7 +144,7 @@ async def test_previews_cross_from_a_worker_process(
     config, tokens = service_env
     db = tmp_path / "service.db" if backend == "sqlite" else request.getfixturevalue("pg_dsn")
     async with running_service(
-        tmp_path, config, tokens, "--workers", "0", turns=SLOW, db=db
+        tmp_path, config, tokens, "--workers", "0", turns=SLOWER, db=db
     ) as service:
         env = {**os.environ, "SKILLOG_CONFIG": str(config)}
         worker = await trio.lowlevel.open_process(
