@@ -30,9 +30,18 @@ class Pty:
         """Read until ``text`` shows after position ``after``; where it ends."""
         deadline = time.monotonic() + 60
         while (at := self.seen.find(text, after)) < 0:
-            assert time.monotonic() < deadline and self.proc.poll() is None, self.seen
-            if select.select([self.primary], [], [], 0.5)[0]:
-                self.seen += os.read(self.primary, 4096)
+            # A process that ended may have written its last lines just before: they
+            # are read first (a loaded machine runs it to its end between two reads).
+            ended = self.proc.poll() is not None
+            if select.select([self.primary], [], [], 0 if ended else 0.5)[0]:
+                try:
+                    chunk = os.read(self.primary, 4096)
+                except OSError:  # EIO: the terminal's last writer is gone
+                    chunk = b""
+                if chunk:
+                    self.seen += chunk
+                    continue
+            assert not ended and time.monotonic() < deadline, self.seen
         return at + len(text)
 
     def send(self, line: str) -> None:
