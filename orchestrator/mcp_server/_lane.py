@@ -100,6 +100,12 @@ def _taken_params(params: dict[str, Any] | None) -> tuple[str, dict[str, Any] | 
     return name, arguments
 
 
+def result_body(result: ToolResult) -> dict[str, Any]:
+    """The ``tools/call`` result the SDK writes for ``result`` (its keys in the SDK's
+    order: the sieve of its serialization puts a content block's ``text`` first)."""
+    return {"content": [{"text": result.content, "type": "text"}], "isError": result.is_error}
+
+
 class Lane:
     """The lane of one stdio connection: :meth:`take` is offered each line read."""
 
@@ -154,10 +160,7 @@ class Lane:
         reply = _Reply(
             jsonrpc="2.0",
             id=request_id,
-            result={
-                "content": [{"type": "text", "text": result.content}],
-                "isError": result.is_error,
-            },
+            result=result_body(result),
         )
         self._writer.write_soon(_encode(reply) + b"\n")
 

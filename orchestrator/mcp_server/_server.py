@@ -123,7 +123,12 @@ class SkillogMcp:
                 served.lane = key == STDIO and lane_fits(self, protocol)
                 await served.start(self.store, self.nursery)
                 self.sessions[key] = served
-                log.info("skillog mcp serve: session %s for %s", served.id, served.model.client)
+                log.info(
+                    "skillog mcp serve: session %s for %s%s",
+                    served.id,
+                    served.model.client,
+                    "; skills.read calls take the served-call lane" if served.lane else "",
+                )
         return served
 
     async def end(self, key: str, why: str | None = None) -> None:
