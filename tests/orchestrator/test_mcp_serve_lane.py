@@ -186,3 +186,48 @@ def test_the_lane_result_is_the_sdks_at_each_protocol_it_takes(protocol: str) ->
             }
         )
         assert ours == envelope.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+async def test_a_reply_the_pipe_does_not_take_at_once_is_written_whole_in_turn() -> None:
+    """``LineWriter.write_soon`` on a full pipe: the rest of its line is written by a
+    task once the reader drains, before a message sent after it, and nothing is
+    written once the wire is closed."""
+    import fcntl
+
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCNotification
+
+    from orchestrator.mcp_server._stdio import LineWriter
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    fcntl.fcntl(write_fd, 1031, 4096)  # F_SETPIPE_SZ: a small pipe
+    wire = trio.lowlevel.FdStream(write_fd)
+    writer = LineWriter(wire)
+    big = b'{"n": 1, "pad": "' + b"x" * 20_000 + b'"}\n'
+    received = b""
+
+    async def drain(until: int) -> None:
+        nonlocal received
+        while len(received) < until:
+            try:
+                received += os.read(read_fd, 1 << 16)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(read_fd)
+
+    note = SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="n/2"))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            writer.nursery = nursery
+            writer.write_soon(big)  # a part now, the rest from a task
+            nursery.start_soon(writer.send, note)  # waits its turn
+            await drain(len(big) + 10)
+            while not received.endswith(b"\n") or received.count(b"\n") < 2:
+                await drain(len(received) + 1)
+    first, second, _ = received.split(b"\n")
+    assert first + b"\n" == big
+    assert json.loads(second)["method"] == "n/2"
+    await writer.aclose()
+    writer.write_soon(b"late\n")  # closed: dropped, not raised
+    await wire.aclose()
+    os.close(read_fd)
