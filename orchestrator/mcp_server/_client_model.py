@@ -14,7 +14,7 @@ any session.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import trio
@@ -38,10 +38,14 @@ class Pending:
     call: ToolCall
     done: trio.Event = field(default_factory=trio.Event)
     result: ToolResult | None = None
+    then: Callable[[ToolResult], None] | None = None
+    """Called with the result as it is set (the served-call lane writes its reply)."""
 
     def finish(self, result: ToolResult) -> None:
         self.result = result
         self.done.set()
+        if self.then is not None:
+            self.then(result)
 
 
 class ClientModel:

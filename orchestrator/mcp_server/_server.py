@@ -25,8 +25,10 @@ from eventlog import EventStore
 
 from .._loop import VERSION
 from . import _views as views
+from ._lane import Lane
+from ._lane import fits as lane_fits
 from ._session import ServeConfig, ServedSession
-from ._stdio import LineReader, stdio_streams
+from ._stdio import LineReader, LineWriter, stdio_streams
 
 log = logging.getLogger("skillog.mcp")
 
@@ -91,6 +93,9 @@ class SkillogMcp:
         SDK's ``Server.run`` peeks at the first request to choose the protocol era and
         then relays every message through a memory stream and a task of its own, two
         scheduler passes per message. Any other opening takes ``Server.run``."""
+        if isinstance(read, LineReader) and isinstance(write, LineWriter):
+            write.nursery = self.nursery
+            read.lane = Lane(self, write, STDIO)
         opening = await read.opening() if isinstance(read, LineReader) else None
         if opening is None or opening.method != "initialize":
             await self.server.run(read, write, self.initialization_options())
@@ -114,9 +119,16 @@ class SkillogMcp:
             served = self.sessions.get(key)
             if served is None:
                 served = ServedSession(client_name(ctx), self.config)
+                protocol = getattr(ctx, "protocol_version", None)
+                served.lane = key == STDIO and lane_fits(self, protocol)
                 await served.start(self.store, self.nursery)
                 self.sessions[key] = served
-                log.info("skillog mcp serve: session %s for %s", served.id, served.model.client)
+                log.info(
+                    "skillog mcp serve: session %s for %s%s",
+                    served.id,
+                    served.model.client,
+                    "; skills.read calls take the served-call lane" if served.lane else "",
+                )
         return served
 
     async def end(self, key: str, why: str | None = None) -> None:

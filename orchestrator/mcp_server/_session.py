@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +91,8 @@ class ServedSession:
         self._scope = trio.CancelScope()
         self._contexts: dict[str, ServerRequestContext[Any, Any]] = {}
         self._forms: dict[str, trio.CancelScope] = {}  # call id -> its open approval form
+        self.lane = False
+        """Whether the connection's served-call lane may take its calls (_lane.fits)."""
 
     async def start(self, store: EventStore, nursery: trio.Nursery) -> None:
         """Take the new session's lease, record its start and catalog; its loop runs
@@ -133,12 +136,8 @@ class ServedSession:
         self, name: str, arguments: dict[str, Any] | None, ctx: ServerRequestContext[Any, Any]
     ) -> ToolResult:
         """Record and run one call of the client; its result as the log holds it."""
-        call = ToolCall(
-            id=self.model.next_id(),
-            name=name,
-            arguments=encode_canonical(arguments or {}).decode(),
-        )
-        pending = Pending(call)
+        pending = Pending(self._tool_call(name, arguments))
+        call = pending.call
         self._contexts[call.id] = ctx
         try:
             self.model.submit(pending)
@@ -153,6 +152,26 @@ class ServedSession:
                 form.cancel()  # the client gave up on the call: withdraw its form
         assert pending.result is not None
         return pending.result
+
+    def submit(
+        self, name: str, arguments: dict[str, Any] | None, then: Callable[[ToolResult], None]
+    ) -> None:
+        """Record and run one call of the client, as :meth:`call` does, without waiting:
+        ``then`` gets its result (the served-call lane: no approval, no form)."""
+        pending = Pending(self._tool_call(name, arguments), then=then)
+        try:
+            self.model.submit(pending)
+        except trio.ClosedResourceError:
+            pending.finish(
+                ToolResult(call_id=pending.call.id, content=self._stopped_reason(), is_error=True)
+            )
+
+    def _tool_call(self, name: str, arguments: dict[str, Any] | None) -> ToolCall:
+        return ToolCall(
+            id=self.model.next_id(),
+            name=name,
+            arguments=encode_canonical(arguments or {}).decode(),
+        )
 
     def active(self) -> tuple[tuple[str, str], ...]:
         assert self.session is not None

@@ -22,12 +22,15 @@ import os
 import stat
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import mcp.types as types
 import trio
 from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from ._lane import Lane
 
 Streams = tuple[Any, Any]
 CHUNK = 1 << 16
@@ -85,16 +88,25 @@ class LineReader(_Stream):
         self._lines: list[bytes | SessionMessage | Exception] = []  # parsed when peeked
         self._eof = False
         self._dropping = False  # inside a line over MAX_LINE: skip to its end
+        self.lane: Lane | None = None
+        """Offered each line before the SDK gets it (mcp_server/_lane.py)."""
 
     async def receive(self) -> SessionMessage | Exception:
         if self._lines:
             # A line already read: let the tasks the last message woke run first (a
             # cancellation acts before the message behind it), as a read would.
             await trio.lowlevel.checkpoint()
-        while not self._lines:
-            if not await self._more():
-                raise anyio.EndOfStream
-        return _parsed(self._lines.pop(0))
+        while True:
+            while not self._lines:
+                if not await self._more():
+                    if self.lane is not None:
+                        self.lane.close()
+                    raise anyio.EndOfStream
+            line = self._lines.pop(0)
+            if not (isinstance(line, bytes) and self.lane is not None and self.lane.take(line)):
+                return _parsed(line)
+            if self._lines:
+                await trio.lowlevel.checkpoint()  # as above, for the line behind it
 
     async def opening(self) -> types.JSONRPCRequest | None:
         """The client's first request, left to be received with the messages before
@@ -187,8 +199,12 @@ class LineWriter(_Stream):
 
     def __init__(self, wire: trio.lowlevel.FdStream) -> None:
         self._wire = wire
-        self._lock = trio.StrictFIFOLock()
+        # A semaphore, not a lock: a reply :meth:`write_soon` could not write whole
+        # is finished by another task, which releases what the writing task took.
+        self._lock = trio.Semaphore(1, max_value=1)
         self._closed = False
+        self.nursery: trio.Nursery | None = None
+        """Where :meth:`write_soon` finishes a write the pipe did not take at once."""
 
     async def send(self, item: SessionMessage, /) -> None:
         if self._closed:
@@ -200,6 +216,48 @@ class LineWriter(_Stream):
             await self._lock.acquire()
         try:
             await self._write(memoryview(line.encode()))
+        finally:
+            self._lock.release()
+
+    def write_soon(self, line: bytes) -> None:
+        """Write ``line`` (a whole message line) now when the pipe takes it, else from
+        a task in :attr:`nursery`, in turn with :meth:`send`; dropped once the wire is
+        closed or the client gone. Never raises: the caller is the session's loop."""
+        if self._closed:
+            return
+        data = memoryview(line)
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            self._finish_soon(data, held=False)
+            return
+        try:
+            data = data[os.write(self._wire.fileno(), data) :]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._lock.release()
+            return  # the client is gone
+        if data:
+            self._finish_soon(data, held=True)
+        else:
+            self._lock.release()
+
+    def _finish_soon(self, data: memoryview, *, held: bool) -> None:
+        if self.nursery is None:
+            if held:
+                self._lock.release()
+            return
+        self.nursery.start_soon(self._finish, data, held)
+
+    async def _finish(self, data: memoryview, held: bool) -> None:
+        if not held:
+            await self._lock.acquire()
+        try:
+            if not self._closed:
+                await self._write(data)
+        except (anyio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the client is gone, or the wire closed: the SDK drops its replies too
         finally:
             self._lock.release()
 
@@ -240,9 +298,11 @@ async def stdio_streams() -> AsyncIterator[Streams]:
     os.dup2(2, 1)
     reader = trio.lowlevel.FdStream(wire_in)
     writer = trio.lowlevel.FdStream(wire_out)
+    lines = LineWriter(writer)
     try:
-        yield LineReader(reader), LineWriter(writer)
+        yield LineReader(reader), lines
     finally:
+        lines._closed = True  # nothing written to the descriptor once it may be reused
         with trio.CancelScope(shield=True):
             await reader.aclose()
             await writer.aclose()

@@ -12,6 +12,7 @@ usage: serve_crash_worker.py WHEN N [skillog mcp serve arguments ...]
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -65,7 +66,17 @@ def crash_after_reply(n: int) -> None:
             if seen == n:
                 os.kill(os.getpid(), signal.SIGKILL)
 
+    def write_soon(self: LineWriter, line: bytes) -> None:  # the served-call lane's replies
+        nonlocal seen
+        original_soon(self, line)
+        if "content" in json.loads(line).get("result", {}):
+            seen += 1
+            if seen == n:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    original_soon = LineWriter.write_soon
     LineWriter.send = send  # type: ignore[method-assign]
+    LineWriter.write_soon = write_soon  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":
