@@ -8,8 +8,8 @@ import os
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -124,6 +124,7 @@ class SqliteStore:
         # row can sit between two of them, so a follower inside this run needs no read.
         self._recent: deque[Event] = deque(maxlen=RECENT_COMMITS)
         self._external = 0  # wake_followers() calls: another process may have committed
+        self._listeners: list[Callable[[list[Event]], None]] = []
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -139,6 +140,20 @@ class SqliteStore:
             if recent and event.position != recent[-1].position + 1:
                 recent.clear()
             recent.append(event)
+        for listener in self._listeners:
+            listener(events)
+
+    @contextmanager
+    def listening(self, listener: Callable[[list[Event]], None]) -> Iterator[None]:
+        """While inside, ``listener`` is called in the trio thread with the events each
+        commit of this process made, in position order, as the commit is delivered:
+        before any :meth:`follow` wakes (one scheduler pass sooner), and never for
+        other processes' commits (a follow sees those). It must not block."""
+        self._listeners.append(listener)
+        try:
+            yield
+        finally:
+            self._listeners.remove(listener)
 
     def _held_from(self, position: int) -> list[Event] | None:
         """The events from ``position`` on when :attr:`_recent` holds all there are as

@@ -244,6 +244,46 @@ async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
         nursery.cancel_scope.cancel()
 
 
+async def test_this_processs_commit_is_held_by_the_tail_as_the_append_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tail takes this process's commits as the writer delivers them (before the
+    appender resumes), a scheduler pass before its follow could; a commit that does not
+    follow what it holds of a session (another process's came in between) is left to the
+    follow: every stream still gets each event once, in order."""
+    monkeypatch.setattr(_sse, "RECHECK_S", 3600.0)  # no fallback read hides a lost wake-up
+    db = tmp_path / "log.db"
+
+    def new(seq: int) -> list[NewEvent]:
+        return [NewEvent(type="t", body=b"{}", recorded_at=seq)]
+
+    async with (
+        open_sqlite_store(db, poll_interval=60) as served,
+        open_sqlite_store(db) as other,  # another process, as far as wake-ups go
+        trio.open_nursery() as nursery,
+    ):
+        tail = Tail(served)
+        await nursery.start(tail.run)
+        async with closing(session_events(served, tail, "s", 0)) as events:
+            for seq in range(3):
+                await served.append("s", new(seq), expected_seq=seq)
+                assert [h.event.seq for h in tail.since("s", 0) or []] == list(range(seq + 1))
+                with trio.fail_after(30):
+                    assert (await anext(events)).seq == seq
+            await other.append("s", new(3), expected_seq=3)
+            await served.append("s", new(4), expected_seq=4)
+            assert [h.event.seq for h in tail.since("s", 0) or []] == [0, 1, 2]  # not 4 yet
+            with trio.fail_after(30):
+                assert [(await anext(events)).seq for _ in range(2)] == [3, 4]
+            await served.append("s", new(5), expected_seq=5)
+            assert [h.event.seq for h in tail.since("s", 3) or []] == [3, 4, 5]
+            with trio.fail_after(30):
+                assert (await anext(events)).seq == 5
+            await trio.testing.wait_all_tasks_blocked()
+            assert not tail._early  # the follow passed every one taken early
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_tail_polls_only_while_a_stream_is_followed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
