@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from contextlib import asynccontextmanager
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
@@ -51,6 +53,10 @@ from ._writer import AppendRequest, CallRequest, Request
 T = TypeVar("T")
 BATCH = 2000
 MAX_IDLE_READERS = 4
+RECENT_COMMITS = 4096
+"""The latest events this process committed that ``follow`` serves from memory: a
+follower woken by a commit here takes them with no read (a thread hop, which waited
+for the GIL behind every other thread of a busy server: ``skillog serve``'s tail)."""
 """Reader connections kept open between reads. A burst opens more (one per thread
 reading at once, up to trio's thread limit), closed when it is over: each holds a page
 cache, so keeping every one made a long-running server's memory creep upwards."""
@@ -113,6 +119,12 @@ class SqliteStore:
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._appended = trio.Event()
+        # The latest events committed by this process's writer, positions contiguous
+        # (a gap, another process's commit or a bulk write, starts it again): no other
+        # row can sit between two of them, so a follower inside this run needs no read.
+        self._recent: deque[Event] = deque(maxlen=RECENT_COMMITS)
+        self._external = 0  # wake_followers() calls: another process may have committed
+        self._listeners: list[Callable[[list[Event]], None]] = []
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -120,11 +132,43 @@ class SqliteStore:
         self._appended.set()
         self._appended = trio.Event()
 
+    def _took(self, events: list[Event]) -> None:
+        """The writer's batch committed ``events`` (in the trio thread, in position
+        order, before its wake-up): keep them for :meth:`follow`."""
+        recent = self._recent
+        for event in events:
+            if recent and event.position != recent[-1].position + 1:
+                recent.clear()
+            recent.append(event)
+        for listener in self._listeners:
+            listener(events)
+
+    @contextmanager
+    def listening(self, listener: Callable[[list[Event]], None]) -> Iterator[None]:
+        """While inside, ``listener`` is called in the trio thread with the events each
+        commit of this process made, in position order, as the commit is delivered:
+        before any :meth:`follow` wakes (one scheduler pass sooner), and never for
+        other processes' commits (a follow sees those). It must not block."""
+        self._listeners.append(listener)
+        try:
+            yield
+        finally:
+            self._listeners.remove(listener)
+
+    def _held_from(self, position: int) -> list[Event] | None:
+        """The events from ``position`` on when :attr:`_recent` holds all there are as
+        far as this process knows (``[]``: none since), else None: read the file."""
+        recent = self._recent
+        if not recent or not recent[0].position <= position <= recent[-1].position + 1:
+            return None
+        return list(itertools.islice(recent, position - recent[0].position, None))
+
     def wake_followers(self) -> None:
         """Make every :meth:`follow` look for new events now, as a commit in this
         process does: a follower that wants other processes' commits sooner than
         ``poll_interval`` calls it at the pace it wants (``skillog serve``'s tail, while
         someone follows a session)."""
+        self._external += 1
         self._committed()
 
     async def _submit(self, request: Request) -> Any:
@@ -193,6 +237,7 @@ class SqliteStore:
         For bulk work (imports) that must commit atomically; other appends wait.
         """
         result: T = await self._submit(CallRequest(fn=fn, doing=doing))
+        self._recent.clear()  # its rows are not in the run (a gap would say so too)
         self._committed()
         return result
 
@@ -318,21 +363,39 @@ class SqliteStore:
     async def follow(self, *, from_position: int = 0) -> AsyncIterator[Event]:
         """Like :meth:`read_all`, then yields events as they commit, until cancelled.
 
-        Commits in this process wake it at once; commits by other processes are seen
-        within ``poll_interval`` seconds.
+        Commits in this process wake it at once, with their events (no read of the
+        file); commits by other processes are seen within ``poll_interval`` seconds, or
+        at the next :meth:`wake_followers`.
         """
         check_int("from_position", from_position)
         position = from_position
+        read = True  # the file, not only what this process committed
         while True:
-            appended = self._appended
-            rows = await self._fetch_from(position)
-            for event in _events(rows):
+            appended, external = self._appended, self._external
+            held = None if read else self._held_from(position)
+            if held is None:
+                events = _events(await self._fetch_from(position))
+                more = len(events) == BATCH
+            else:
+                events, more = held, False
+            for event in events:
                 yield event
-            if rows:
-                position = rows[-1][2] + 1
-            if len(rows) < BATCH:
+            if events:
+                position = events[-1].position + 1
+            read = more
+            if not more:
                 with trio.move_on_after(self._poll_interval):
                     await appended.wait()
+                # Woken by this process's commit of events: they are held (unless after
+                # a gap). Any other wake-up (a timeout, wake_followers, a commit with no
+                # event: a blob, a catalog change) reads the file, as every one did.
+                recent = self._recent
+                read = (
+                    not appended.is_set()
+                    or self._external != external
+                    or not recent
+                    or recent[-1].position < position
+                )
 
     async def check_chains(
         self, checks: Sequence[ChainCheck], progress: Callable[[int], None] | None = None
@@ -621,6 +684,7 @@ class SqliteStore:
             raise ReadOnlyDatabaseError(f"database {self.path}: opened read-only")
         request = CallRequest(fn=lambda conn: writer.archive(conn, commit), doing="archiving")
         result: ArchiveOutcome = await self._submit(request)
+        self._recent.clear()  # the archived events left the log: never served again
         self._committed()
         return result
 
@@ -676,6 +740,7 @@ class SqliteStore:
                     conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
                 migrate(conn, self.path, domain)
                 writer = Writer(conn, self.path, token, self._committed, self.projection)
+                writer.on_events = self._took
                 projection = self.projection
                 if projection is not None and catalog.built(conn) != projection.version:
                     # A log from before the catalog (or from another projection): fold it

@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from ._errors import StoreError
-from ._types import NewEvent
+from ._types import Event, NewEvent
 
 MAX_BATCH = 4096
 _STOP = object()
@@ -80,6 +80,9 @@ class BatchWriter:
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.closed = False
+        self.on_events: Callable[[list[Event]], None] | None = None
+        """Called in the trio thread with the events each batch committed, in position
+        order, just before ``on_commit`` (the SQLite store keeps them for its follows)."""
 
     async def submit(self, request: Request) -> Any:
         """Queue ``request`` from the trio thread and wait for its outcome."""
@@ -142,11 +145,22 @@ class BatchWriter:
         self._deliver(batch)
 
     def _deliver(self, batch: list[Request]) -> None:
+        on_events = self.on_events
+        # Gathered here, off the trio thread: what the batch's appends committed.
+        events = (
+            [e for r in batch if isinstance(r, AppendRequest) and r.error is None and r.result
+             for e in r.result]
+            if on_events is not None
+            else []
+        )  # fmt: skip
+
         def finish() -> None:
             reschedule = trio.lowlevel.reschedule
             for r in batch:
                 if r.task is not None:
                     reschedule(r.task)
+            if events and on_events is not None:
+                on_events(events)  # before on_commit: a follower it wakes finds them
             self._on_commit()
 
         # RunFinishedError: the trio run is gone, so nobody is left waiting.

@@ -205,6 +205,10 @@ class Tail:
         # sessions archived since the server started (GONE_KEPT at most): their streams
         # end, and a follow of one reads the head (404) even while others follow it.
         self._gone: OrderedDict[str, None] = OrderedDict()
+        # Positions of this process's commits taken as they committed (:meth:`_listened`),
+        # which the follow skips; and the last position the follow handed over.
+        self._early: set[int] = set()
+        self._followed_to = -1
 
     @contextmanager
     def watching(self, stream: str) -> Iterator[None]:
@@ -338,16 +342,47 @@ class Tail:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         last = getattr(self.store, "last_position", None)  # SQLite and PostgreSQL have it
         start = int(await last()) + 1 if last is not None else 0
-        task_status.started()
-        async with closing(self.store.follow(from_position=start)) as events:
-            async for event in events:
-                if event.stream == MAINTENANCE_STREAM and event.type.partition("@")[0] == ARCHIVED:
-                    await self._archived(event)
+        self._followed_to = start - 1
+        listening = getattr(self.store, "listening", None)  # SQLite: this process's commits
+        with contextlib.nullcontext() if listening is None else listening(self._listened):
+            task_status.started()
+            async with closing(self.store.follow(from_position=start)) as events:
+                async for event in events:
+                    self._followed_to = event.position
+                    if self._early and event.position in self._early:
+                        self._early.remove(event.position)  # handled as it committed
+                        continue
+                    if (
+                        event.stream == MAINTENANCE_STREAM
+                        and event.type.partition("@")[0] == ARCHIVED
+                    ):
+                        await self._archived(event)
+                        continue
+                    self._took(event)
+
+    def _took(self, event: Event) -> None:
+        self._hold(event)
+        committed = self._committed.pop(event.stream, None)
+        if committed is not None:
+            committed.set()
+
+    def _listened(self, events: list[Event]) -> None:
+        """This process's commit, as it is delivered (``store.listening``): its events'
+        streams are woken now, a scheduler pass before the follow would hand them over,
+        when each is the next of what the tail holds of its session (or a new session's
+        first); any other (after another process's commit to the session, an archive)
+        is left to the follow, which skips those taken here."""
+        for event in events:
+            if event.position <= self._followed_to or event.stream == MAINTENANCE_STREAM:
+                continue
+            recent = self._recent.get(event.stream)
+            if recent is None:
+                if event.seq != 0 or event.stream in self._gone:
                     continue
-                self._hold(event)
-                committed = self._committed.pop(event.stream, None)
-                if committed is not None:
-                    committed.set()
+            elif recent[-1].event.seq + 1 != event.seq:
+                continue
+            self._early.add(event.position)
+            self._took(event)
 
     async def poll(self) -> None:
         """Beside :meth:`run`, until cancelled, in a server whose sessions are driven by

@@ -193,6 +193,49 @@ async def test_a_stream_written_by_another_process_is_seen_and_followed(
         assert seen == ["mine:0", "other:0", "other:1", "other:2"]
 
 
+async def test_a_follow_woken_by_this_processs_commit_reads_nothing(tmp_path: Path) -> None:
+    # What this process commits reaches its follows from memory; a gap (a commit by
+    # another connection before ours) and a wake_followers() read the file, in order.
+    db = tmp_path / "x.db"
+    async with open_sqlite_store(db, poll_interval=60) as store, open_sqlite_store(db) as other:
+        reads = 0
+        fetch = store._fetch_from
+
+        async def counted(position: int) -> list[object]:
+            nonlocal reads
+            reads += 1
+            return await fetch(position)
+
+        store._fetch_from = counted  # type: ignore[method-assign]
+        seen_in, seen_out = trio.open_memory_channel[str](100)
+
+        async def tail() -> None:
+            async for e in store.follow():
+                await seen_in.send(f"{e.stream}:{e.seq}@{e.position}")
+
+        async def next_seen(n: int) -> list[str]:
+            return [await seen_out.receive() for _ in range(n)]
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await store.append("a", [ev(0)], expected_seq=0)
+                nursery.start_soon(tail)
+                assert await next_seen(1) == ["a:0@1"]  # the first look: a read
+                await store.append("a", [ev(1)], expected_seq=1)
+                await store.append("a", [ev(2)], expected_seq=2)
+                assert await next_seen(2) == ["a:1@2", "a:2@3"]
+                assert reads == 1
+                await other.append("b", [ev(0)], expected_seq=0)
+                await store.append("a", [ev(3)], expected_seq=3)
+                assert await next_seen(2) == ["b:0@4", "a:3@5"]
+                assert reads == 2
+                await other.append("b", [ev(1)], expected_seq=1)
+                store.wake_followers()
+                assert await next_seen(1) == ["b:1@6"]
+                assert reads == 3
+                nursery.cancel_scope.cancel()
+
+
 async def test_a_corrupt_page_is_a_clear_error(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     async with open_sqlite_store(db) as store:

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from eventlog import Event, MemoryStore, NewEvent, closing, open_sqlite_store
+from eventlog import Event, EventStore, MemoryStore, NewEvent, closing, open_sqlite_store
 from orchestrator.service import _sse
 from orchestrator.service._sse import WATCHED_POLL_S, Tail, session_events
 
@@ -215,6 +215,24 @@ async def test_caught_up_followers_share_the_tails_read(
     assert service.tail.kept() == set()
 
 
+@asynccontextmanager
+async def _beside_another_process(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[EventStore, EventStore, Tail, trio.Nursery]]:
+    """A running tail over one SQLite file (its follow polling once a minute) that
+    another connection, another process as far as wake-ups go, also writes."""
+    db = tmp_path / "log.db"
+    async with (
+        open_sqlite_store(db, poll_interval=60) as served,
+        open_sqlite_store(db) as other,
+        trio.open_nursery() as nursery,
+    ):
+        tail = Tail(served)
+        await nursery.start(tail.run)
+        yield served, other, tail, nursery
+        nursery.cancel_scope.cancel()
+
+
 async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,14 +242,7 @@ async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
     arrives, with the streams' own fallback read put out of reach (before: only that
     read, a second after each commit, found them)."""
     monkeypatch.setattr(_sse, "RECHECK_S", 3600.0)
-    db = tmp_path / "log.db"
-    async with (
-        open_sqlite_store(db, poll_interval=60) as served,
-        open_sqlite_store(db) as other,  # another process, as far as wake-ups go
-        trio.open_nursery() as nursery,
-    ):
-        tail = Tail(served)
-        await nursery.start(tail.run)
+    async with _beside_another_process(tmp_path) as (served, other, tail, nursery):
         nursery.start_soon(tail.poll)
         async with closing(session_events(served, tail, "s", 0)) as events:
             for seq in range(4):
@@ -241,7 +252,40 @@ async def test_another_processs_commits_reach_a_follower_without_the_slow_poll(
                 with trio.fail_after(30):
                     event = await anext(events)
                 assert event.seq == seq
-        nursery.cancel_scope.cancel()
+
+
+async def test_this_processs_commit_is_held_by_the_tail_as_the_append_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tail takes this process's commits as the writer delivers them (before the
+    appender resumes), a scheduler pass before its follow could; a commit that does not
+    follow what it holds of a session (another process's came in between) is left to the
+    follow: every stream still gets each event once, in order."""
+    monkeypatch.setattr(_sse, "RECHECK_S", 3600.0)  # no fallback read hides a lost wake-up
+
+    def new(seq: int) -> list[NewEvent]:
+        return [NewEvent(type="t", body=b"{}", recorded_at=seq)]
+
+    async with (
+        _beside_another_process(tmp_path) as (served, other, tail, _),
+        closing(session_events(served, tail, "s", 0)) as events,
+    ):
+        for seq in range(3):
+            await served.append("s", new(seq), expected_seq=seq)
+            assert [h.event.seq for h in tail.since("s", 0) or []] == list(range(seq + 1))
+            with trio.fail_after(30):
+                assert (await anext(events)).seq == seq
+        await other.append("s", new(3), expected_seq=3)
+        await served.append("s", new(4), expected_seq=4)
+        assert [h.event.seq for h in tail.since("s", 0) or []] == [0, 1, 2]  # not 4 yet
+        with trio.fail_after(30):
+            assert [(await anext(events)).seq for _ in range(2)] == [3, 4]
+        await served.append("s", new(5), expected_seq=5)
+        assert [h.event.seq for h in tail.since("s", 3) or []] == [3, 4, 5]
+        with trio.fail_after(30):
+            assert (await anext(events)).seq == 5
+        await trio.testing.wait_all_tasks_blocked()
+        assert not tail._early  # the follow passed every one taken early
 
 
 async def test_the_tail_polls_only_while_a_stream_is_followed(
