@@ -35,6 +35,7 @@ _load_helper("chromium")  # Debian's Chromium for the browser tests (service, re
 _load_helper("standin")  # a provider's HTTP API on loopback (adapters, service)
 _load_helper("gated")  # skill scripts that run until a test lets them end
 _load_helper("terminal")  # skillog on a real pty (approvals and forms asked there)
+crashpoints = _load_helper("orchestrator/crashpoints")  # the crash-point suite's sessions
 PgCluster = pgcluster.PgCluster
 _names = itertools.count()
 
@@ -84,5 +85,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             if name == "crash_points":
                 total.update(counts)
     if total:
-        crashpoints = sys.modules.get("crashpoints") or _load_helper("orchestrator/crashpoints")
         terminalreporter.write_line(crashpoints.Tally(**total).line())

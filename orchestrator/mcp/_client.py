@@ -199,7 +199,7 @@ class _Server:
         stage: Any = "connect"
         try:
             async with (
-                self._transport() as streams,
+                self._transport(own) as streams,
                 ClientSession(
                     streams[0],
                     streams[1],
@@ -233,7 +233,9 @@ class _Server:
                 self._fail(stage, "the connection closed")
             self.ready.set()
 
-    def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _transport(self, own: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        """The connection's streams: over ``own`` (:func:`_own_stdio`) for a stdio server
+        when the SDK has what it uses, else the SDK's transports."""
         spec = self.spec
         if spec.command is not None:
             from mcp import StdioServerParameters, stdio_client
@@ -241,7 +243,6 @@ class _Server:
             params = StdioServerParameters(
                 command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=spec.cwd
             )
-            own = _own_stdio()
             if own is None:
                 return stdio_client(params, errlog=self._errlog)
             streams: contextlib.AbstractAsyncContextManager[Any] = own.stdio_streams(

@@ -8,29 +8,12 @@ counts are summed in the report's summary (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import crashpoints
 import pytest
-
-
-def _load():  # type: ignore[no-untyped-def]
-    # By path, as tests/conftest.py loads pgcluster: tests/ is not a package.
-    spec = importlib.util.spec_from_file_location(
-        "crashpoints", Path(__file__).with_name("crashpoints.py")
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["crashpoints"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-crashpoints = _load()
-
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
