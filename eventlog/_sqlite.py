@@ -53,13 +53,13 @@ from ._writer import AppendRequest, CallRequest, Request
 T = TypeVar("T")
 BATCH = 2000
 MAX_IDLE_READERS = 4
+"""Reader connections kept open between reads. A burst opens more (one per thread
+reading at once, up to trio's thread limit), closed when it is over: each holds a page
+cache, so keeping every one made a long-running server's memory creep upwards."""
 RECENT_COMMITS = 4096
 """The latest events this process committed that ``follow`` serves from memory: a
 follower woken by a commit here takes them with no read (a thread hop, which waited
 for the GIL behind every other thread of a busy server: ``skillog serve``'s tail)."""
-"""Reader connections kept open between reads. A burst opens more (one per thread
-reading at once, up to trio's thread limit), closed when it is over: each holds a page
-cache, so keeping every one made a long-running server's memory creep upwards."""
 _COLS = "stream, seq, position, type, recorded_at, body, prev_hash, hash"
 
 
