@@ -65,6 +65,8 @@ from ._terminal import inert_json as inert_json
 from ._terminal import visible as visible
 from ._tombstone import MAINTENANCE_STREAM as MAINTENANCE_STREAM
 from ._tombstone import Tombstone as Tombstone
+from ._tombstone import is_archived_event as is_archived_event
+from ._tombstone import listed_tombstones as listed_tombstones
 from ._types import Event as Event
 from ._types import EventStore as EventStore
 from ._types import Head as Head
@@ -138,8 +140,10 @@ __all__ = [
     "generate_key",
     "import_jsonl",
     "inert_json",
+    "is_archived_event",
     "is_postgres_url",
     "link_preimage",
+    "listed_tombstones",
     "load_archive",
     "load_private_key",
     "load_public_key",

@@ -15,7 +15,7 @@ from ._checkpoint import CheckpointHead
 from ._errors import ImportFormatError
 from ._hashchain import blob_digest
 from ._jsonl import named_digests
-from ._types import NewEvent
+from ._types import Event, EventStore, NewEvent
 
 MAINTENANCE_STREAM = "log/maintenance"
 """The stream of the log's own maintenance: one ``log.archived`` event per archive."""
@@ -101,6 +101,19 @@ def decode_archived(body: bytes) -> Archived:
 
 def decode_tombstones(data: bytes) -> list[Tombstone]:
     return _TOMBSTONES.decode(data)
+
+
+def is_archived_event(event: Event) -> bool:
+    """Whether ``event`` is a ``log.archived`` of the log's maintenance stream."""
+    return event.stream == MAINTENANCE_STREAM and event.type == ARCHIVED_TYPE
+
+
+async def listed_tombstones(store: EventStore, archived: Event) -> list[Tombstone]:
+    """The tombstones a ``log.archived`` event lists, in the blob its body names.
+    Raises ``msgspec.MsgspecError`` for a body or list that does not decode and
+    :class:`BlobNotFoundError` for a list that is not in the log."""
+    digest = decode_archived(archived.body).tombstones
+    return decode_tombstones(await store.get_blob(digest))
 
 
 def group_heads(

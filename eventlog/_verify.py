@@ -16,8 +16,7 @@ from ._tombstone import (
     ARCHIVED_TYPE,
     MAINTENANCE_STREAM,
     Tombstone,
-    decode_archived,
-    decode_tombstones,
+    listed_tombstones,
 )
 from ._types import Event, EventStore, closing
 
@@ -566,8 +565,7 @@ async def verify_tombstones(
             if e.type != ARCHIVED_TYPE:
                 continue
             try:
-                digest = decode_archived(e.body).tombstones
-                listed = decode_tombstones(await store.get_blob(digest))
+                listed = await listed_tombstones(store, e)
             except (msgspec.MsgspecError, BlobNotFoundError) as problem:
                 fault(e.stream, e.seq, f"its tombstone list cannot be read: {problem}")
                 continue

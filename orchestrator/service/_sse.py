@@ -40,7 +40,15 @@ import msgspec
 import trio
 from starlette.types import Receive, Scope, Send
 
-from eventlog import MAINTENANCE_STREAM, Event, EventStore, Tombstone, closing
+from eventlog import (
+    MAINTENANCE_STREAM,
+    BlobNotFoundError,
+    Event,
+    EventStore,
+    closing,
+    is_archived_event,
+    listed_tombstones,
+)
 
 from .._display import hidden_path, shown_json
 from .._events import CODEC
@@ -55,8 +63,6 @@ MAX_STREAMS_PER_TOKEN = 400
 MAX_STREAMS_PER_CLIENT = 400
 RETRY_AFTER_S = 5
 ENDED = "session.ended"
-ARCHIVED = "log.archived"
-"""The log's own event (in ``MAINTENANCE_STREAM``) naming the streams an archive took."""
 MAX_BATCH = 64
 """The most SSE messages one socket write of a live stream carries."""
 RECENT = 256
@@ -75,12 +81,6 @@ RECHECK_S = 1.0
 """How long a stream waits for the tail's word of a commit before it reads the log
 itself (the fallback when no wake-up reaches this process)."""
 _ENCODER = msgspec.json.Encoder()
-_TOMBSTONES = msgspec.json.Decoder(list[Tombstone])
-
-
-class _ArchivedRef(msgspec.Struct):
-    tombstones: str
-    """The digest of the blob listing the archive's tombstones."""
 
 
 Frame = tuple[bytes, bool]
@@ -324,9 +324,8 @@ class Tail:
         or a tombstone list that does not decode leaves the streams as they were (the
         tail goes on: ``log verify`` is where a broken log is reported)."""
         try:
-            digest = msgspec.json.decode(event.body, type=_ArchivedRef).tombstones
-            stones = _TOMBSTONES.decode(await self.store.get_blob(digest) or b"")
-        except msgspec.DecodeError:
+            stones = await listed_tombstones(self.store, event)
+        except (msgspec.MsgspecError, BlobNotFoundError):
             return
         for stone in stones:
             self._gone[stone.stream] = None
@@ -352,10 +351,7 @@ class Tail:
                     if self._early and event.position in self._early:
                         self._early.remove(event.position)  # handled as it committed
                         continue
-                    if (
-                        event.stream == MAINTENANCE_STREAM
-                        and event.type.partition("@")[0] == ARCHIVED
-                    ):
+                    if is_archived_event(event):
                         await self._archived(event)
                         continue
                     self._took(event)

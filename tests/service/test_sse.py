@@ -16,7 +16,15 @@ import pytest
 import trio
 import trio.testing
 
-from eventlog import Event, EventStore, MemoryStore, NewEvent, closing, open_sqlite_store
+from eventlog import (
+    MAINTENANCE_STREAM,
+    Event,
+    EventStore,
+    MemoryStore,
+    NewEvent,
+    closing,
+    open_sqlite_store,
+)
 from orchestrator.service import _sse
 from orchestrator.service._sse import WATCHED_POLL_S, Tail, session_events
 
@@ -421,3 +429,31 @@ async def test_the_tail_holds_sessions_nobody_follows_within_its_bound(
             assert [(await anext(events)).seq] == [0]
         nursery.cancel_scope.cancel()
     assert tail.kept() == set()
+
+
+@pytest.mark.parametrize("body", [b"{not json", None])
+async def test_an_archive_whose_tombstones_cannot_be_read_leaves_the_tail_going(
+    body: bytes | None,
+) -> None:
+    """A ``log.archived`` whose body does not decode, or whose tombstone list is not in
+    the log: the tail takes no stream for gone and goes on with the next commits
+    (``log verify`` is where such a log is reported)."""
+    store = MemoryStore()
+    tail = Tail(store)
+    if body is None:  # a well-formed body naming a list the log does not hold
+        body = json.dumps(
+            {"by": "x", "before": 0, "checkpoint": "c", "file": "f", "tombstones": "0" * 64,
+             "groups": 1, "streams": 1, "events": 1, "skipped": 0}
+        ).encode()  # fmt: skip
+    archived = NewEvent(type="log.archived", body=body, recorded_at=0)
+    event = NewEvent(type="t", body=b"{}", recorded_at=0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(tail.run)
+        await store.append("a", [event], expected_seq=0)
+        await store.append(MAINTENANCE_STREAM, [archived], expected_seq=0)
+        await store.append("a", [event], expected_seq=1)
+        with trio.fail_after(30):
+            while len(tail.since("a", 0) or ()) < 2:  # noqa: ASYNC110 - the tail reads in its time
+                await trio.sleep(0.01)
+        assert not tail.gone("a")
+        nursery.cancel_scope.cancel()
