@@ -113,7 +113,7 @@ class Lane:
         self._app = app
         self._writer = writer
         self._key = key
-        self._open: dict[RequestId, bool] = {}  # the calls taken and not yet answered
+        self._open: set[RequestId] = set()  # the calls taken and not yet answered
         self._closed = False
 
     def take(self, line: bytes) -> bool:
@@ -138,7 +138,7 @@ class Lane:
         call = _taken_params(message.params)
         if call is None or request_id in self._open:
             return False
-        self._open[request_id] = True
+        self._open.add(request_id)
         served.submit(*call, lambda result: self._answer(request_id, result))
         return True
 
@@ -150,13 +150,17 @@ class Lane:
         # other is the SDK's to apply.
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):
             return False
-        return self._open.pop(request_id, None) is not None
+        if request_id not in self._open:
+            return False
+        self._open.remove(request_id)
+        return True
 
     def _answer(self, request_id: RequestId, result: ToolResult) -> None:
         """The call's outcome is committed: write its reply (in the session loop's
         task: nothing here may raise)."""
-        if self._open.pop(request_id, None) is None:
+        if request_id not in self._open:
             return  # cancelled, or the wire ended
+        self._open.remove(request_id)
         reply = _Reply(
             jsonrpc="2.0",
             id=request_id,
