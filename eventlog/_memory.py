@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
 import msgspec
 import trio
@@ -33,6 +33,7 @@ from ._tombstone import (
     with_blobs,
 )
 from ._types import Event, Head, NewEvent, StreamInfo
+from ._writer import call_on_durable
 
 
 class MemoryStore:
@@ -66,8 +67,10 @@ class MemoryStore:
         *,
         expected_seq: int,
         blobs: Sequence[bytes] = (),
+        on_durable: Callable[[], None] | None = None,
     ) -> tuple[Event, ...]:
-        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`)."""
+        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`);
+        ``on_durable`` runs as they are stored."""
         check_new_events(stream, events, expected_seq)
         check_blobs(blobs)
         await trio.lowlevel.checkpoint()
@@ -83,6 +86,8 @@ class MemoryStore:
         self._streams.setdefault(stream, []).extend(new)
         self._events.extend(new)
         self._project(new)
+        if on_durable is not None:
+            call_on_durable(on_durable)
         self._appended.set()
         self._appended = trio.Event()
         return tuple(new)

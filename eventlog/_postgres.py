@@ -185,12 +185,18 @@ class PostgresStore:
         *,
         expected_seq: int,
         blobs: Sequence[bytes] = (),
+        on_durable: Callable[[], None] | None = None,
     ) -> tuple[Event, ...]:
-        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`)."""
+        """Append ``events`` at ``expected_seq`` (see :class:`EventStore`);
+        ``on_durable`` runs in the writer thread as the commit returns."""
         check_new_events(stream, events, expected_seq)
         check_blobs(blobs)
         request = AppendRequest(
-            stream=stream, events=tuple(events), expected_seq=expected_seq, blobs=tuple(blobs)
+            stream=stream,
+            events=tuple(events),
+            expected_seq=expected_seq,
+            blobs=tuple(blobs),
+            on_durable=on_durable,
         )
         result: tuple[Event, ...] = await self._submit(request)
         return result

@@ -14,6 +14,7 @@ COLUMNS = "key, status, claimable, created_at, updated_at, text, pending, holder
 UPSERT = (
     f"INSERT OR REPLACE INTO eventlog_catalog ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+NAMES = tuple(COLUMNS.split(", "))
 META = "SELECT value FROM eventlog_meta WHERE key = 'catalog'"
 
 
@@ -49,13 +50,55 @@ def load(conn: sqlite3.Connection, key: str) -> CatalogRow | None:
     return None if r is None else to_row(r)
 
 
-def project(conn: sqlite3.Connection, projection: Projection, events: Iterable[Event]) -> None:
-    """Fold committed-to-be ``events`` into their rows (inside the caller's transaction)."""
+def project(
+    conn: sqlite3.Connection,
+    projection: Projection,
+    events: Iterable[Event],
+    known: dict[str, CatalogRow],
+) -> None:
+    """Fold committed-to-be ``events`` into their rows (inside the caller's transaction).
+
+    ``known``: rows as the file holds them, kept by the writer between its commits (it
+    forgets them whenever the file may have changed otherwise); read instead of the
+    table, and updated with what is written. A row that exists is updated in place, in
+    the columns that changed: the index entries of the others are not rewritten (an
+    active session's row changes its count, time and document on every commit)."""
+    before: dict[str, CatalogRow | None] = {}
+
+    def load_row(key: str) -> CatalogRow | None:
+        row = before[key] = known[key] if key in known else load(conn, key)
+        return row
+
     rows: dict[str, CatalogRow | None] = {}
-    changed = fold_into(projection, rows, lambda key: load(conn, key), events)
-    upserts = [_values(row) for key in changed if (row := rows[key]) is not None]
-    if upserts:
-        conn.executemany(UPSERT, upserts)
+    inserts: list[tuple[object, ...]] = []
+    for key in fold_into(projection, rows, load_row, events):
+        row, old = rows[key], before[key]
+        known.pop(key, None)
+        if row is None:
+            continue
+        if old is None:
+            inserts.append(_values(row))
+        elif row != old:
+            _update(conn, old, row)
+        known[key] = row
+    if inserts:
+        conn.executemany(UPSERT, inserts)
+
+
+def _update(conn: sqlite3.Connection, old: CatalogRow, new: CatalogRow) -> None:
+    values = _values(new)
+    changed = [
+        (name, value)
+        for name, was, value in zip(NAMES, _values(old), values, strict=True)
+        if was != value
+    ]
+    if not changed:
+        return
+    assignments = ", ".join(f"{name} = ?" for name, _ in changed)
+    conn.execute(
+        f"UPDATE eventlog_catalog SET {assignments} WHERE key = ?",
+        [*(value for _, value in changed), values[0]],
+    )
 
 
 def rebuild(conn: sqlite3.Connection, projection: Projection) -> int:

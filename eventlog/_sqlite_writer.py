@@ -22,7 +22,7 @@ from pathlib import Path
 import trio
 
 from . import _sqlite_catalog as catalog
-from ._catalog import Claim, Projection, keep_current
+from ._catalog import CatalogRow, Claim, Projection, keep_current
 from ._errors import ConcurrencyError, EventLogError, StoreError
 from ._hashchain import GENESIS_HASH, blob_digest, build_events
 from ._sqlite_db import SEQ_IN_LOG, immediate
@@ -73,6 +73,7 @@ class Writer(BatchWriter):
         # As of this connection's last commit: stream -> (length, last hash), and the
         # position the next event gets (None: unknown, read it in the next transaction).
         self._heads: dict[str, tuple[int, str]] = {}
+        self._rows: dict[str, CatalogRow] = {}  # the catalog's rows this writer wrote
         self._position: int | None = None
         self._data_version = -1
 
@@ -103,6 +104,7 @@ class Writer(BatchWriter):
 
     def _forget(self) -> None:
         self._heads.clear()
+        self._rows.clear()
         self._position = None
         self._catalog_current = None
 
@@ -110,7 +112,7 @@ class Writer(BatchWriter):
         """Inside a write transaction: the next position, forgetting heads if stale."""
         conn = self._conn
         (version,) = conn.execute("PRAGMA data_version").fetchone()
-        if version != self._data_version or len(self._heads) > MAX_HEADS:
+        if version != self._data_version or len(self._heads) + len(self._rows) > MAX_HEADS:
             # Another connection committed since our last transaction (or the memory
             # grew too big): what we remember may be behind the file.
             self._data_version = version
@@ -208,7 +210,7 @@ class Writer(BatchWriter):
             self.projection,
             events,
             built=lambda: catalog.built(conn) is not None,
-            project=lambda projection, new: catalog.project(conn, projection, new),
+            project=lambda projection, new: catalog.project(conn, projection, new, self._rows),
             mark_stale=lambda: catalog.mark_stale(conn),
         )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -65,7 +65,12 @@ class EventStore(Protocol):
     ``append`` is atomic and optimistic: ``expected_seq`` is the seq the first new event
     gets (the stream's current length); a mismatch raises :class:`ConcurrencyError` and
     writes nothing. It returns only after the events and blobs are committed (durable as
-    the store promises). Reads stream in order without loading a whole stream.
+    the store promises). ``on_durable``, when given, is called once the commit is
+    durable and before ``append`` returns, from whatever thread commits (a writer
+    thread: it must be quick and thread-safe; an exception it raises is dropped): what
+    may leave the process once the events are durable leaves then, without waiting for
+    the appending task to be scheduled again. Reads stream in order without loading a
+    whole stream.
 
     **What the log is.** A stored row is part of the log when its ``seq`` is an integer
     >= 0 and its ``stream`` a valid stream id: text of 1..256 characters with no control
@@ -85,6 +90,7 @@ class EventStore(Protocol):
         *,
         expected_seq: int,
         blobs: Sequence[bytes] = (),
+        on_durable: Callable[[], None] | None = None,
     ) -> tuple[Event, ...]: ...
 
     async def head(self, stream: str) -> Head | None: ...

@@ -10,6 +10,7 @@ PostgreSQL writers subclass :class:`BatchWriter` with their own transactions.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ import trio
 
 from ._errors import StoreError
 from ._types import Event, NewEvent
+
+log = logging.getLogger(__name__)
 
 MAX_BATCH = 4096
 _STOP = object()
@@ -39,6 +42,7 @@ class AppendRequest(Request):
     events: Sequence[NewEvent] = ()
     expected_seq: int = 0
     blobs: Sequence[bytes] = ()
+    on_durable: Callable[[], None] | None = None
 
 
 @dataclass(eq=False, slots=True)
@@ -47,6 +51,15 @@ class CallRequest(Request):
 
     fn: Callable[[Any], Any] | None = None
     doing: str = "writing"
+
+
+def call_on_durable(fn: Callable[[], None]) -> None:
+    """Call an append's ``on_durable`` (its commit is durable). It is the appender's
+    to handle what goes wrong in it: an exception is logged, never the append's."""
+    try:
+        fn()
+    except Exception:
+        log.exception("an append's on_durable callback raised; the append is committed")
 
 
 def _no_abort(_: Any) -> trio.lowlevel.Abort:
@@ -145,6 +158,9 @@ class BatchWriter:
         self._deliver(batch)
 
     def _deliver(self, batch: list[Request]) -> None:
+        for r in batch:
+            if isinstance(r, AppendRequest) and r.on_durable is not None and r.error is None:
+                call_on_durable(r.on_durable)
         on_events = self.on_events
         # Gathered here, off the trio thread: what the batch's appends committed.
         events = (

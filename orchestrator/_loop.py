@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -419,7 +420,11 @@ async def _call(
         start = time.monotonic_ns()
         arrived = _Arrived(on_delta)
         try:
-            with trio.fail_after(retry.timeout_s):
+            # No limit (an MCP client calls when it calls): no cancel scope either, half
+            # of this function's CPU time per call that ``skillog mcp serve`` serves.
+            timeout = retry.timeout_s
+            limit = trio.fail_after(timeout) if timeout != math.inf else contextlib.nullcontext()
+            with limit:
                 if on_delta is not None and isinstance(model, StreamingAdapter):
                     response = await model.stream(request, arrived)
                 else:

@@ -215,6 +215,11 @@ class Session:
         nothing (an MCP client of ``skillog mcp serve``, which has its context
         already: the results it read): write-ahead guards what is sent, and a prompt
         lost in a crash was seen by nobody. Each call then commits once."""
+        self.when_durable: Callable[[Sequence[Event]], Callable[[], None] | None] | None = None
+        """Given what a transaction is about to commit: what to run the moment it is
+        durable, in the store's writer thread, before the session's task is scheduled
+        again (``EventStore.append``'s ``on_durable``): ``skillog mcp serve`` writes
+        a call's reply there. None: nothing."""
         self._deferred: _Queued | None = None
         self._estimator: Estimator | None = None
         self.started_at = clock()  # replaced by the recorded start when opened
@@ -358,18 +363,19 @@ class Session:
             raise item.error
 
     async def _commit_batch(self, batch: list[_Queued]) -> None:
+        bodies = [b for item in batch for b in item.bodies]
         try:
             committed = await self.store.append(
                 self.id,
                 [e for item in batch for e in item.events],
                 expected_seq=self.state.seq + 1,
                 blobs=[b for item in batch for b in item.blobs],
+                on_durable=self.when_durable(bodies) if self.when_durable is not None else None,
             )
         except BaseException as e:
             for item in batch:
                 item.done, item.error = True, e
             return
-        bodies = [b for item in batch for b in item.bodies]
         for body, event in zip(bodies, committed, strict=True):
             apply(self.state, body, seq=event.seq, hash=event.hash)
         for item in batch:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from .._events import Event, ToolCompleted
 from .._loop import RetryPolicy
 from .._model import Message, ModelError, ModelRequest, ModelResponse, ToolCall, ToolResult
 
@@ -40,6 +41,9 @@ class Pending:
     result: ToolResult | None = None
     then: Callable[[ToolResult], None] | None = None
     """Called with the result as it is set (the served-call lane writes its reply)."""
+    when_durable: Callable[[ToolResult], Callable[[], None]] | None = None
+    """Given the result a transaction is about to commit: what to run in the store's
+    writer thread once it is durable (the lane writes its reply there, if it can)."""
 
     def finish(self, result: ToolResult) -> None:
         self.result = result
@@ -111,6 +115,28 @@ class ClientModel:
         return ModelResponse(
             parts=tuple(p.call for p in batch), stop_reason="tool_use", model=self.client
         )
+
+    def when_durable(self, bodies: Sequence[Event]) -> Callable[[], None] | None:
+        """What the waiting calls whose outcomes ``bodies`` are about to commit run
+        once they are durable (``Session.when_durable``): each gets the result the
+        state will hold for it (``_state._complete``)."""
+        runs = [
+            pending.when_durable(
+                ToolResult(call_id=body.call_id, content=body.content, is_error=body.is_error)
+            )
+            for body in bodies
+            if isinstance(body, ToolCompleted)
+            and (pending := self._waiting.get(body.call_id)) is not None
+            and pending.when_durable is not None
+        ]
+        if not runs:
+            return None
+
+        def run_all() -> None:
+            for run in runs:
+                run()
+
+        return run_all
 
     def deliver(self, messages: Sequence[Message]) -> None:
         """Hand each waiting call its result from the session's history."""

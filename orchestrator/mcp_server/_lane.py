@@ -23,6 +23,7 @@ the call the SDK's handler would.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -111,7 +112,7 @@ class Lane:
 
     def __init__(self, app: SkillogMcp, writer: LineWriter, key: str) -> None:
         self._app = app
-        self._writer = writer
+        self.writer = writer
         self._key = key
         self._open: set[RequestId] = set()  # the calls taken and not yet answered
         self._closed = False
@@ -139,7 +140,8 @@ class Lane:
         if call is None or request_id in self._open:
             return False
         self._open.add(request_id)
-        served.submit(*call, lambda result: self._answer(request_id, result))
+        answer = _Answer(self, request_id)
+        served.submit(*call, answer.written_or_write, answer.when_durable)
         return True
 
     def _cancel(self, message: _Message) -> bool:
@@ -150,26 +152,56 @@ class Lane:
         # other is the SDK's to apply.
         if not isinstance(request_id, int | str) or isinstance(request_id, bool):
             return False
+        return self.settle(request_id)
+
+    def answering(self, request_id: RequestId) -> bool:
+        """Whether the call is still to be answered (not cancelled, the wire open)."""
+        return request_id in self._open
+
+    def settle(self, request_id: RequestId) -> bool:
+        """Whether the call was still to be answered; it is not from now on."""
         if request_id not in self._open:
             return False
         self._open.remove(request_id)
         return True
-
-    def _answer(self, request_id: RequestId, result: ToolResult) -> None:
-        """The call's outcome is committed: write its reply (in the session loop's
-        task: nothing here may raise)."""
-        if request_id not in self._open:
-            return  # cancelled, or the wire ended
-        self._open.remove(request_id)
-        reply = _Reply(
-            jsonrpc="2.0",
-            id=request_id,
-            result=result_body(result),
-        )
-        self._writer.write_soon(_encode(reply) + b"\n")
 
     def close(self) -> None:
         """The wire ended: the calls still open are not answered (as the SDK cancels
         its handlers at the end of the wire)."""
         self._closed = True
         self._open.clear()
+
+
+class _Answer:
+    """The reply to one call the lane took, written once: from the store's writer
+    thread the moment the call's outcome is durable, when the wire takes it there at
+    once (:meth:`when_durable`; the client reads it without waiting for this loop to
+    run again), else by the session loop's task once it applied the outcome
+    (:meth:`written_or_write`)."""
+
+    def __init__(self, lane: Lane, request_id: RequestId) -> None:
+        self._lane = lane
+        self._id = request_id
+        self._written = False  # set in the writer thread, read after it woke this one
+
+    def when_durable(self, result: ToolResult) -> Callable[[], None]:
+        line = self._line(result)
+
+        def write() -> None:
+            if self._lane.answering(self._id):
+                self._written = self._lane.writer.write_now(line)
+
+        return write
+
+    def written_or_write(self, result: ToolResult) -> None:
+        """The outcome is committed and applied (in the session loop's task: nothing
+        here may raise)."""
+        if self._written:
+            self._lane.settle(self._id)
+            self._lane.writer.finish_soon()
+        elif self._lane.settle(self._id):
+            self._lane.writer.write_soon(self._line(result))
+
+    def _line(self, result: ToolResult) -> bytes:
+        reply = _Reply(jsonrpc="2.0", id=self._id, result=result_body(result))
+        return _encode(reply) + b"\n"

@@ -109,6 +109,8 @@ class ServedSession:
         # And the context the client has after a reply (the next turn's prompt) is
         # committed with its next call, not on its own while the client calls again.
         self.session.defer_prompts = True
+        # A reply the served-call lane can write leaves as its outcome is durable.
+        self.session.when_durable = self.model.when_durable
         nursery.start_soon(self._drive)
 
     async def _keep_lease(self, store: EventStore, lease: Lease, ttl_ns: int) -> None:
@@ -154,11 +156,16 @@ class ServedSession:
         return pending.result
 
     def submit(
-        self, name: str, arguments: dict[str, Any] | None, then: Callable[[ToolResult], None]
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        then: Callable[[ToolResult], None],
+        when_durable: Callable[[ToolResult], Callable[[], None]] | None = None,
     ) -> None:
         """Record and run one call of the client, as :meth:`call` does, without waiting:
-        ``then`` gets its result (the served-call lane: no approval, no form)."""
-        pending = Pending(self._tool_call(name, arguments), then=then)
+        ``then`` gets its result (the served-call lane: no approval, no form), and
+        ``when_durable`` the result about to commit (:attr:`Pending.when_durable`)."""
+        pending = Pending(self._tool_call(name, arguments), then=then, when_durable=when_durable)
         try:
             self.model.submit(pending)
         except trio.ClosedResourceError:

@@ -20,6 +20,7 @@ import errno
 import fcntl
 import os
 import stat
+import threading
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -202,6 +203,12 @@ class LineWriter(_Stream):
         # A semaphore, not a lock: a reply :meth:`write_soon` could not write whole
         # is finished by another task, which releases what the writing task took.
         self._lock = trio.Semaphore(1, max_value=1)
+        # Held for each write to the descriptor, from this thread or another
+        # (:meth:`write_now`), and for what it tells: a line is half-written, or the
+        # wire is closed (its descriptor may then be reused).
+        self._wire_lock = threading.Lock()
+        self._partial = False  # a line this thread is writing is half-written
+        self._rest = b""  # what the wire did not take of a line write_now began
         self._closed = False
         self.nursery: trio.Nursery | None = None
         """Where :meth:`write_soon` finishes a write the pipe did not take at once."""
@@ -232,9 +239,7 @@ class LineWriter(_Stream):
             self._finish_soon(data, held=False)
             return
         try:
-            data = data[os.write(self._wire.fileno(), data) :]
-        except BlockingIOError:
-            pass
+            data = self._write_some(data)
         except OSError:
             self._lock.release()
             return  # the client is gone
@@ -265,15 +270,56 @@ class LineWriter(_Stream):
         """All of ``data``, without yielding when the pipe takes it at once (a reply
         is small): trio's ``send_all`` yields first, and taking the lock yields too,
         two scheduler passes per reply for nothing."""
-        fd = self._wire.fileno()
-        while data:
+        while True:
             try:
-                data = data[os.write(fd, data) :]
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(fd)
+                data = self._write_some(data)
             except OSError as e:
                 # The client is gone: the SDK's way of saying so (it stops writing).
                 raise anyio.BrokenResourceError from e
+            if not data:
+                return
+            await trio.lowlevel.wait_writable(self._wire.fileno())
+
+    def _write_some(self, data: memoryview) -> memoryview:
+        """Write what the wire takes now of ``data``, behind what it did not take of a
+        line :meth:`write_now` began; returns what is left (the caller writes it next:
+        nothing goes between). OSError as os.write, but a full wire is none."""
+        with self._wire_lock:
+            if self._closed:
+                raise BrokenPipeError(errno.EPIPE, "the wire was closed")
+            if self._rest:
+                data, self._rest = memoryview(self._rest + data), b""
+            with contextlib.suppress(BlockingIOError):
+                data = data[os.write(self._wire.fileno(), data) :]
+            self._partial = bool(data)
+            return data
+
+    def write_now(self, line: bytes) -> bool:
+        """Write ``line`` (a whole message line) from any thread, when no other line is
+        half-written and the wire takes at least some of it at once; what it did not
+        take is written ahead of the next line (:meth:`finish_soon`). False, with
+        nothing written, otherwise: the caller then writes it from the trio thread.
+        The store's writer thread writes a reply here as its outcome becomes durable."""
+        with self._wire_lock:
+            if self._closed or self._partial or self._rest:
+                return False
+            try:
+                taken = os.write(self._wire.fileno(), line)
+            except OSError:  # full (nothing written), or the client is gone
+                return False
+            self._rest = line[taken:]
+        return True
+
+    def finish_soon(self) -> None:
+        """Write what the wire did not take of a line :meth:`write_now` wrote, if any
+        (in turn with :meth:`send`, as :meth:`write_soon`)."""
+        if self._rest:
+            self.write_soon(b"")
+
+    def close_wire(self) -> None:
+        """Nothing is written to the descriptor from now on (it may be reused)."""
+        with self._wire_lock:
+            self._closed = True
 
     async def aclose(self) -> None:
         self._closed = True
@@ -302,7 +348,7 @@ async def stdio_streams() -> AsyncIterator[Streams]:
     try:
         yield LineReader(reader), lines
     finally:
-        lines._closed = True  # nothing written to the descriptor once it may be reused
+        lines.close_wire()
         with trio.CancelScope(shield=True):
             await reader.aclose()
             await writer.aclose()

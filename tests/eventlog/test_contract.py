@@ -50,6 +50,29 @@ async def test_stale_expected_seq_raises_and_writes_nothing(store: EventStore, m
     assert len([e async for e in store.read("s")]) == 2
 
 
+async def test_on_durable_runs_once_the_commit_is_durable_and_never_for_a_failed_one(
+    store: EventStore, make: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[int] = []
+    stored = await store.append(
+        "s", make(2), expected_seq=0, on_durable=lambda: seen.append(len(seen))
+    )
+    assert seen == [0] and len(stored) == 2
+    # Refused (a stale seq): nothing committed, nothing run.
+    with pytest.raises(ConcurrencyError):
+        await store.append("s", make(1), expected_seq=0, on_durable=lambda: seen.append(-1))
+    assert seen == [0]
+
+    # What goes wrong in it is the appender's: the append is committed and says so.
+    def broken() -> None:
+        raise RuntimeError("the callback's own fault")
+
+    committed = await store.append("s", make(1, start=2), expected_seq=2, on_durable=broken)
+    assert [e.seq for e in committed] == [2]
+    assert "on_durable" in caplog.text and "the callback's own fault" in caplog.text
+    assert [e.seq async for e in store.read("s")] == [0, 1, 2]
+
+
 async def test_concurrent_appends_at_the_same_seq_never_fork(store: EventStore, make: Make) -> None:
     outcomes: list[str] = []
 

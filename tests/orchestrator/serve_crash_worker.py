@@ -4,8 +4,10 @@ crash points of a served call (test_mcp_serve_crash.py).
 usage: serve_crash_worker.py WHEN N [skillog mcp serve arguments ...]
   WHEN  before: die as the N-th commit that holds a ``tool.completed`` is about to be
         sent to the store (nothing of it durable);
-        after: die as soon as that commit is durable, before the session folds it and
-        before the call's result can be handed to the client
+        durable: die as that commit becomes durable, in the store's writer thread,
+        before the call's reply can leave (the served-call lane writes it there)
+        after: die as soon as that commit is durable, before the session folds it (a
+        reply the lane wrote as the commit became durable has left)
         replied: die as soon as the N-th call's result was written to the client (the
         next turn's prompt, deferred to the next call's commit, is not in the log)
 """
@@ -45,6 +47,8 @@ def crash_at(when: str, n: int) -> None:
         seen += 1
         if seen == n and when == "before":
             os.kill(os.getpid(), signal.SIGKILL)
+        if seen == n and when == "durable":
+            kwargs["on_durable"] = lambda: os.kill(os.getpid(), signal.SIGKILL)
         committed = await original(self, stream, events, **kwargs)
         if seen == n and when == "after":
             os.kill(os.getpid(), signal.SIGKILL)
@@ -66,17 +70,28 @@ def crash_after_reply(n: int) -> None:
             if seen == n:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    def write_soon(self: LineWriter, line: bytes) -> None:  # the served-call lane's replies
+    def replied(line: bytes) -> None:
         nonlocal seen
-        original_soon(self, line)
-        if "content" in json.loads(line).get("result", {}):
+        if line and "content" in json.loads(line).get("result", {}):
             seen += 1
             if seen == n:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    original_soon = LineWriter.write_soon
+    # The served-call lane's replies: from the trio thread, or the store's writer.
+    def write_soon(self: LineWriter, line: bytes) -> None:
+        original_soon(self, line)
+        replied(line)
+
+    def write_now(self: LineWriter, line: bytes) -> bool:
+        written = original_now(self, line)
+        if written:
+            replied(line)
+        return written
+
+    original_soon, original_now = LineWriter.write_soon, LineWriter.write_now
     LineWriter.send = send  # type: ignore[method-assign]
     LineWriter.write_soon = write_soon  # type: ignore[method-assign]
+    LineWriter.write_now = write_now  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from eventlog import EventStore, import_jsonl, open_sqlite_store, open_store, verify
+from eventlog import EventStore, NewEvent, import_jsonl, open_sqlite_store, open_store, verify
 from eventlog._catalog import Claim, CursorError, Listing, decode_cursor, fold_store
 from eventlog._verify import CatalogFold, settle
 from orchestrator import Agent
@@ -342,3 +342,25 @@ async def test_a_row_and_its_streams_read_at_one_moment(store: EventStore) -> No
     assert events == want and row == await store.catalog_row("a")  # type: ignore[attr-defined]
     assert await settle(store, SESSIONS, "a", "differs") is None
     assert await store.catalog_snapshot("none", SESSIONS.streams("none")) == (None, [])  # type: ignore[attr-defined]
+
+
+async def test_a_writer_remembering_its_rows_sees_another_connections_commits(
+    tmp_path: Path,
+) -> None:
+    """The SQLite writer updates a row it wrote from memory, in the columns that
+    changed; a commit by another connection (another process) in between, or a lease
+    heartbeat, makes it read the row again: the catalog stays the fold."""
+    db = tmp_path / "log.db"
+    session = "0123456789abcdef0123456789abcdef"
+
+    def events(n: int, start: int) -> list[NewEvent]:
+        return [NewEvent(type="note", body=b"{}", recorded_at=start + i) for i in range(n)]
+
+    async with open_log(db) as one, open_log(db) as other:
+        await one.append(session, events(2, 1), expected_seq=0)
+        await one.append(session, events(1, 10), expected_seq=2)  # from memory
+        await other.append(session, events(3, 20), expected_seq=3)  # behind its back
+        await one.append(session, events(1, 30), expected_seq=6)
+        (row,) = await one.read_catalog()  # type: ignore[attr-defined]
+        assert entry_of(row).events == 7 and row.updated_at == 30
+        assert row == (await fold_store(one, SESSIONS))[session]

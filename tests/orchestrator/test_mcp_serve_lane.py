@@ -231,3 +231,64 @@ async def test_a_reply_the_pipe_does_not_take_at_once_is_written_whole_in_turn()
     writer.write_soon(b"late\n")  # closed: dropped, not raised
     await wire.aclose()
     os.close(read_fd)
+
+
+async def test_a_reply_written_from_another_thread_is_never_cut_by_another_line() -> None:
+    """``LineWriter.write_now``, the store's writer thread writing a reply as its
+    outcome becomes durable: refused while another line is half-written; a line the
+    wire takes only in part is finished ahead of the next line sent, or by
+    ``finish_soon`` when none is; nothing once the wire is closed."""
+    import fcntl
+
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCNotification
+
+    from orchestrator.mcp_server._stdio import LineWriter
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    fcntl.fcntl(write_fd, 1031, 4096)  # F_SETPIPE_SZ: a small pipe
+    wire = trio.lowlevel.FdStream(write_fd)
+    writer = LineWriter(wire)
+    received = b""
+
+    def big(n: int) -> bytes:
+        return b'{"n": %d, "pad": "' % n + b"x" * 20_000 + b'"}\n'
+
+    async def drain(lines: int) -> None:
+        nonlocal received
+        while received.count(b"\n") < lines:
+            try:
+                received += os.read(read_fd, 1 << 16)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(read_fd)
+
+    async def from_thread(line: bytes) -> bool:
+        return await trio.to_thread.run_sync(writer.write_now, line)
+
+    note = SessionMessage(JSONRPCNotification(jsonrpc="2.0", method="n/5"))
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            writer.nursery = nursery
+            writer.write_soon(big(1))  # a part now, the rest from a task
+            assert not await from_thread(b'{"n": 2}\n')
+            await drain(1)
+            assert await from_thread(big(3))  # in part
+            assert not await from_thread(b'{"n": 4}\n')
+            nursery.start_soon(writer.send, note)  # behind the rest of big(3)
+            await drain(3)
+            assert await from_thread(big(6))  # in part
+            writer.finish_soon()  # nothing else to send: the rest goes on its own
+            await drain(4)
+    lines = received.split(b"\n")
+    assert [json.loads(line).get("n", json.loads(line).get("method")) for line in lines[:-1]] == [
+        1,
+        3,
+        "n/5",
+        6,
+    ]
+    assert lines[0] + b"\n" == big(1) and lines[1] + b"\n" == big(3)
+    writer.close_wire()
+    assert not writer.write_now(b'{"n": 7}\n')  # closed: the descriptor may be reused
+    await wire.aclose()
+    os.close(read_fd)
