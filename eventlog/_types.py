@@ -65,7 +65,10 @@ class EventStore(Protocol):
     ``append`` is atomic and optimistic: ``expected_seq`` is the seq the first new event
     gets (the stream's current length); a mismatch raises :class:`ConcurrencyError` and
     writes nothing. It returns only after the events and blobs are committed (durable as
-    the store promises). ``on_durable``, when given, is called once the commit is
+    the store promises). It is never cancelled: called, it commits or fails with its
+    own error, and the caller's cancellation acts at the caller's next checkpoint (so
+    one append can commit for several tasks, and its caller learns what it wrote).
+    ``on_durable``, when given, is called once the commit is
     durable and before ``append`` returns, from whatever thread commits (a writer
     thread: it must be quick and thread-safe; an exception it raises is dropped): what
     may leave the process once the events are durable leaves then, without waiting for

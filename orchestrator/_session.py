@@ -353,10 +353,11 @@ class Session:
                 if self._deferred is not None:
                     batch.insert(0, self._deferred)
                     self._deferred = None
-                # Shielded: once sent, the outcome must reach the state, or the state
-                # would run behind the log.
-                with trio.CancelScope(shield=True):
-                    await self._commit_batch(batch)
+                # Once sent, the outcome reaches the state (or the state would run
+                # behind the log), and the batch's other appends their outcome:
+                # EventStore.append is never cancelled, so no shield is needed (its
+                # cancel scope cost as much as the rest of this function).
+                await self._commit_batch(batch)
         finally:
             self._lock.release()
         if item.error is not None:
@@ -450,10 +451,12 @@ class Session:
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
-        if self.defer_prompts:
+        if self.defer_prompts and trio.lowlevel.current_statistics().tasks_runnable:
             # Nobody waits for a deferred prompt: the tasks the last commit woke (the
-            # reply to the client's call) run first, and this one while the client reads.
-            # Not a cancellation point of its own: where a loop is cancelled stays as it was.
+            # SDK's task writing the reply to the client's call) run first, and this one
+            # while the client reads; a pass of the scheduler for nothing when none did
+            # (the lane's reply left as the outcome became durable). Not a cancellation
+            # point of its own: where a loop is cancelled stays as it was.
             await trio.lowlevel.cancel_shielded_checkpoint()
         await self._append([], [], [])  # a deferred prompt, still unanswered: now
         if self.state.open_prompt is None:

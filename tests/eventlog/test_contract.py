@@ -73,6 +73,19 @@ async def test_on_durable_runs_once_the_commit_is_durable_and_never_for_a_failed
     assert [e.seq async for e in store.read("s")] == [0, 1, 2]
 
 
+async def test_an_append_is_never_cancelled_its_caller_is_at_its_next_checkpoint(
+    store: EventStore, make: Make
+) -> None:
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        stored = await store.append("s", make(2), expected_seq=0)
+        assert [e.seq for e in stored] == [0, 1]
+        await trio.lowlevel.checkpoint()
+        raise AssertionError("the cancellation acts at the next checkpoint")  # pragma: no cover
+    assert scope.cancelled_caught
+    assert [e.seq async for e in store.read("s")] == [0, 1]
+
+
 async def test_concurrent_appends_at_the_same_seq_never_fork(store: EventStore, make: Make) -> None:
     outcomes: list[str] = []
 
