@@ -152,15 +152,14 @@ def plan_call(ctx: CallContext) -> Plan:
     gives the same plan in any process)."""
     name = ctx.call.name
     try:
-        available = offered_tools(ctx.view)
-        if name not in available:
-            if name in all_tools(ctx.view):
-                raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, name))
+        if name not in all_tools(ctx.view):
             raise ToolError(
                 f"there is no tool named {name!r}; available tools: "
-                f"{', '.join(sorted(available)) or 'none'}",
+                f"{', '.join(sorted(offered_tools(ctx.view))) or 'none'}",
                 error_type="unknown_tool",
             )
+        if not offered(allowlist(ctx.view.active), name):
+            raise _deny(ctx, "allowed-tools", _allowlist_reason(ctx.view, name))
         if name == "skills.load":
             return Plan("pure", functools.partial(load, _args(ctx, LoadArgs)))
         if name == "skills.unload":

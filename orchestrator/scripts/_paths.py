@@ -90,7 +90,9 @@ def check_relative_path(rel: object) -> tuple[str, ...]:
         raise PathRefusedError(rel, "encoding", "is not valid UTF-8 text") from None
     if len(encoded) > MAX_PATH_BYTES:
         raise PathRefusedError(rel, "too_long", f"longer than {MAX_PATH_BYTES} bytes")
-    for char in rel:
+    # Printable ASCII (the common path) has no invisible character and is NFKC-stable.
+    plain = rel.isascii() and rel.isprintable()
+    for char in () if plain else rel:
         if unicodedata.category(char) in _INVISIBLE_CATEGORIES:
             raise PathRefusedError(
                 rel, "control", f"contains the invisible character U+{ord(char):04X}"
@@ -103,7 +105,7 @@ def check_relative_path(rel: object) -> tuple[str, ...]:
         raise PathRefusedError(rel, "drive", "starts with a drive letter")
     if rel.startswith("~"):
         raise PathRefusedError(rel, "home", "starts with ~ (home directories are not reachable)")
-    if unicodedata.normalize("NFKC", rel) != rel:
+    if not plain and unicodedata.normalize("NFKC", rel) != rel:
         raise PathRefusedError(
             rel,
             "unicode",
