@@ -378,3 +378,74 @@ async def test_a_new_log_and_its_wal_shm_and_snapshot_are_private(tmp_path: Path
         assert other.stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old)
+
+
+class _Passes(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.count += 1
+
+
+async def test_a_commit_wakes_its_appender_in_one_scheduler_pass(tmp_path: Path) -> None:
+    """The appender waits on the writer's wake pipe itself (nobody else watches): its
+    commit wakes it in one pass of the scheduler, not trio's entry-queue task's pass
+    and then its own."""
+    async with open_sqlite_store(tmp_path / "log.db") as store:
+        one = NewEvent(type="t", body=b"{}", recorded_at=1)
+        await store.append("s", [one], expected_seq=0)
+        passes = _Passes()
+        trio.lowlevel.add_instrument(passes)
+        try:
+            for seq in range(1, 21):
+                await store.append("s", [one], expected_seq=seq)
+        finally:
+            trio.lowlevel.remove_instrument(passes)
+    assert passes.count <= 25  # 20 appends: two passes each would be 40
+
+
+async def test_appenders_cancelled_while_they_watch_or_wait_still_learn_their_outcome(
+    tmp_path: Path,
+) -> None:
+    """The watching appender and the parked ones, all cancelled while the writer is
+    busy: each append returns what it committed (never cancelled), and each caller's
+    cancellation acts at its next checkpoint."""
+    async with open_sqlite_store(tmp_path / "log.db") as store:
+        outcomes: dict[str, int] = {}
+        started = trio.Event()
+
+        async def append(stream: str, scope: trio.CancelScope) -> None:
+            with scope:
+                started.set()
+                stored = await store.append(
+                    stream, [NewEvent(type="t", body=b"{}", recorded_at=1)], expected_seq=0
+                )
+                outcomes[stream] = stored[0].seq
+                await trio.lowlevel.checkpoint()
+                outcomes[stream] = -1  # pragma: no cover - the checkpoint raises
+
+        scopes = [trio.CancelScope() for _ in range(8)]
+        async with trio.open_nursery() as nursery:
+            for i, scope in enumerate(scopes):
+                nursery.start_soon(append, f"s{i}", scope)
+            await started.wait()
+            for scope in scopes:
+                scope.cancel()
+        assert outcomes == {f"s{i}": 0 for i in range(8)}
+        assert all(scope.cancelled_caught for scope in scopes)
+        assert [len([e async for e in store.read(f"s{i}")]) for i in range(8)] == [1] * 8
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+async def test_opening_and_closing_a_store_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async with open_sqlite_store(tmp_path / "log.db") as store:  # warm: trio's own fds
+        await store.append("s", [ev(0)], expected_seq=0)
+    before = open_fds()
+    for seq in range(1, 11):
+        async with open_sqlite_store(tmp_path / "log.db") as store:
+            await store.append("s", [ev(seq)], expected_seq=seq)
+    assert open_fds() == before
