@@ -321,7 +321,10 @@ class Effects(Protocol):
         """Another process decided ``request`` first: the approver's question is over."""
         ...
 
-    async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]: ...
+    async def refresh(self, context: Callable[[], RefreshContext]) -> Sequence[SkillChanged]:
+        """Between turns: the catalog changes to record (``context``: the session's,
+        built when something is to be asked)."""
+        ...
 
     async def search_skills(
         self, query: str, limit: int, among: Collection[str], call_id: str
@@ -536,17 +539,18 @@ class LiveEffects:
             self._signature_details,
         )
 
-    async def refresh(self, context: RefreshContext) -> Sequence[SkillChanged]:
+    async def refresh(self, context: Callable[[], RefreshContext]) -> Sequence[SkillChanged]:
         """Between turns: rescan the sources (when watching) and ask the predicates
         again; the changes to the session's recorded catalog, to be recorded."""
         if self.watcher is None and not self.predicates:
             return ()
-        self.catalog_infos(context.file_access)
+        now = context()
+        self.catalog_infos(now.file_access)
         gone: dict[str, str] = {}
         if self.watcher is not None:
-            gone = await self._rescan(context.file_access)
-        wanted, hidden = self.visible_catalog(context)
-        return catalog_changes(context.catalog, wanted, [*hidden, *gone.items()], gone)
+            gone = await self._rescan(now.file_access)
+        wanted, hidden = self.visible_catalog(now)
+        return catalog_changes(now.catalog, wanted, [*hidden, *gone.items()], gone)
 
     async def _rescan(self, file_access: bool) -> dict[str, str]:
         """Update the sources' view from a rescan; the names whose entry changed, with

@@ -173,10 +173,15 @@ def active_skills(active: Sequence[ActiveSkill], bodies: Mapping[str, str]) -> s
     Bodies are markdown meant for the model, so they are not XML-escaped (that would
     mangle code samples); only a closing tag that would end the block early is
     defused."""
+    return _active_block(tuple((s.name, s.hash[:12], bodies[s.body_digest]) for s in active))
+
+
+@functools.lru_cache(maxsize=32)
+def _active_block(skills: tuple[tuple[str, str, str], ...]) -> str:
+    """(Remembered: the same skills are active turn after turn.)"""
     lines = ["<active_skills>"]
-    for skill in active:
-        body = bodies[skill.body_digest]
-        lines.append(f"<skill name={quoteattr(skill.name)} hash={quoteattr(skill.hash[:12])}>")
+    for name, short_hash, body in skills:
+        lines.append(f"<skill name={quoteattr(name)} hash={quoteattr(short_hash)}>")
         lines.append(_defuse(body).strip("\n"))
         lines.append("</skill>")
     lines.append("</active_skills>")

@@ -192,6 +192,7 @@ class Session:
         self.observers = list(observers)
         self.reconcile = reconcile
         self._blobs: dict[str, bytes] = {}
+        self._texts: dict[str, str] = {}
         self._hasher = _PromptHasher()
         self._lock = trio.Lock()
         self._queue: list[_Queued] = []
@@ -215,6 +216,9 @@ class Session:
         nothing (an MCP client of ``skillog mcp serve``, which has its context
         already: the results it read): write-ahead guards what is sent, and a prompt
         lost in a crash was seen by nobody. Each call then commits once."""
+        self.woke_repliers: Callable[[], bool] = lambda: True
+        """With :attr:`defer_prompts`: whether the last commit woke a task that replies
+        to the model's side (it runs before the next prompt is composed)."""
         self.when_durable: Callable[[Sequence[Event]], Callable[[], None] | None] | None = None
         """Given what a transaction is about to commit: what to run the moment it is
         durable, in the store's writer thread, before the session's task is scheduled
@@ -430,7 +434,8 @@ class Session:
         state = self.state
         if state.open_prompt is not None or state.config is None:
             return
-        changes = await self.effects.refresh(refresh_context(state.config, state))
+        config = state.config
+        changes = await self.effects.refresh(lambda: refresh_context(config, state))
         if changes:
             await self.record(*changes)
 
@@ -451,12 +456,12 @@ class Session:
         """
         if self.state.status == "ended":
             raise SessionStateError(f"session {self.id} has ended")
-        if self.defer_prompts and trio.lowlevel.current_statistics().tasks_runnable:
+        if self.defer_prompts and self.woke_repliers():
             # Nobody waits for a deferred prompt: the tasks the last commit woke (the
             # SDK's task writing the reply to the client's call) run first, and this one
-            # while the client reads; a pass of the scheduler for nothing when none did
-            # (the lane's reply left as the outcome became durable). Not a cancellation
-            # point of its own: where a loop is cancelled stays as it was.
+            # while the client reads; not when none did (a pass of the scheduler for
+            # nothing: the lane's reply left as the outcome became durable). Not a
+            # cancellation point of its own: where a loop is cancelled stays as it was.
             await trio.lowlevel.cancel_shielded_checkpoint()
         await self._append([], [], [])  # a deferred prompt, still unanswered: now
         if self.state.open_prompt is None:
@@ -511,9 +516,15 @@ class Session:
         return request, digest
 
     async def _bodies(self) -> dict[str, str]:
-        return {
-            s.body_digest: (await self.get_blob(s.body_digest)).decode() for s in self.state.active
-        }
+        return {s.body_digest: await self._text(s.body_digest) for s in self.state.active}
+
+    async def _text(self, digest: str) -> str:
+        """An active skill's body as text, decoded once (content-addressed: the same
+        digest is the same text, and the same object turn after turn)."""
+        text = self._texts.get(digest)
+        if text is None:
+            text = self._texts[digest] = (await self.get_blob(digest)).decode()
+        return text
 
     async def _load_estimator(self, config: SessionStarted) -> None:
         """Load the estimator the session records (a tiktoken encoding reads files, off

@@ -235,7 +235,7 @@ class RecordedEffects:
             return f"{NO_RECORDING} result of skills.search call {call_id!r}"
         return done.content
 
-    async def refresh(self, context: RefreshContext) -> tuple[SkillChanged, ...]:
+    async def refresh(self, context: Callable[[], RefreshContext]) -> tuple[SkillChanged, ...]:
         """The catalog changes the recorded session made between turns at this point
         (a rescan or an enabled predicate): the recorded decisions, handed back."""
         start = self._position()

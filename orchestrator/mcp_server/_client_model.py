@@ -45,11 +45,14 @@ class Pending:
     """Given the result a transaction is about to commit: what to run in the store's
     writer thread once it is durable (the lane writes its reply there, if it can)."""
 
-    def finish(self, result: ToolResult) -> None:
+    def finish(self, result: ToolResult) -> bool:
+        """Set the result; whether it woke a task waiting for it."""
         self.result = result
+        woke = self.done.statistics().tasks_waiting > 0
         self.done.set()
         if self.then is not None:
             self.then(result)
+        return woke
 
 
 class ClientModel:
@@ -69,6 +72,7 @@ class ClientModel:
         self._held: list[Pending] = []
         self._seen = 0
         self._count = 0
+        self._woke = False
         self.idle = trio.Event()
         """Set once the client has gone and every call it made has its result."""
 
@@ -149,8 +153,14 @@ class ClientModel:
         holds it before the client reads it)."""
         for result in results:
             pending = self._waiting.pop(result.call_id, None)
-            if pending is not None:
-                pending.finish(result)
+            if pending is not None and pending.finish(result):
+                self._woke = True
+
+    def woke_callers(self) -> bool:
+        """Whether a result handed out since the last ask woke a task waiting for it
+        (the SDK's handler of the call, which writes its reply)."""
+        woke, self._woke = self._woke, False
+        return woke
 
 
 def _drain(receive: trio.MemoryReceiveChannel[Pending]) -> list[Pending]:

@@ -109,6 +109,7 @@ class ServedSession:
         # And the context the client has after a reply (the next turn's prompt) is
         # committed with its next call, not on its own while the client calls again.
         self.session.defer_prompts = True
+        self.session.woke_repliers = self.model.woke_callers
         # A reply the served-call lane can write leaves as its outcome is durable.
         self.session.when_durable = self.model.when_durable
         nursery.start_soon(self._drive)
