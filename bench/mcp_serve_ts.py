@@ -22,9 +22,11 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import trio
@@ -40,6 +42,40 @@ def _commit_floor(calls: int, directory: str) -> float:
     spec.loader.exec_module(module)
     floor: float = trio.run(module.commit_floor, calls, directory)
     return floor
+
+
+async def _served_floor(db: Path, directory: str) -> float:
+    """Seconds per durable commit of what one served call records (the next turn's
+    prompt with its blobs, the request, the intent, the read, the outcome), the same
+    events re-committed one call per append to a fresh log kept as skillog keeps it
+    (synchronous=FULL, the session catalog): the commit on the call's path, without
+    the session around it."""
+    from eventlog import NewEvent
+    from orchestrator._catalog import open_log
+    from orchestrator._events import CODEC, PromptRendered
+    from orchestrator._streams import is_session_stream
+
+    async with open_log(db, readonly=True) as served:
+        (stream,) = [i.stream for i in await served.streams() if is_session_stream(i.stream)]
+        events = [e async for e in served.read(stream)]
+        groups: list[tuple[list[NewEvent], list[bytes]]] = [([], [])]
+        for event in events:
+            if event.type.startswith("prompt.rendered"):
+                prompt = CODEC.decode(event)
+                assert isinstance(prompt, PromptRendered)
+                digests = [*prompt.new_message_digests, prompt.tail_digest]
+                groups.append(([], [await served.get_blob(d) for d in digests]))
+            groups[-1][0].append(NewEvent(type=event.type, body=event.body, recorded_at=1))
+    calls = [g for g in groups[1:] if g[0][-1].type.startswith("tool.completed")]
+    times = []
+    async with open_log(Path(directory) / "served-floor.db") as store:
+        seq = 0
+        for records, blobs in [groups[0], *calls]:
+            start = time.perf_counter()
+            await store.append(stream, records, expected_seq=seq, blobs=blobs)
+            times.append(time.perf_counter() - start)
+            seq += len(records)
+    return statistics.median(times[3:])
 
 
 def main(calls: int) -> None:
@@ -80,12 +116,15 @@ def main(calls: int) -> None:
         )
         seen = json.loads(done.stdout.splitlines()[-1])
         floor = _commit_floor(calls, directory) * 1000
+        served_floor = trio.run(_served_floor, root / "mcp.db", directory) * 1000
         server = json.loads(cpu.read_text())
     ping, call = seen["ping_ms"], seen["call_ms"]
     print(f"ping (p50)                                    {ping:8.3f} ms")
     print(f"recorded skills.read (p50)                    {call:8.3f} ms")
     print(f"one durable commit of an outcome (p50)        {floor:8.3f} ms")
     print(f"beyond ping + one commit                      {call - ping - floor:8.3f} ms")
+    print(f"one durable commit of a served call's records {served_floor:8.3f} ms")
+    print(f"beyond ping + that commit                     {call - ping - served_floor:8.3f} ms")
     calls_seen = max(1, server["calls"])
     per_call = server["cpu_s"] * 1000 / calls_seen
     print(f"server CPU per recorded call (all threads)    {per_call:8.3f} ms")
