@@ -9,7 +9,7 @@ a peer that writes one endless line costs a bounded buffer, not all of memory.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self
+from typing import Self, cast
 
 MAX_LINE = 16 << 20
 """The longest message line either end reads (16 MiB): past it the line is dropped as
@@ -40,21 +40,20 @@ class LineSplitter:
         """The lines ``data`` ends, in order; ``None`` for a line over the limit (at the
         chunk where it passes the limit, or where it ends if that is the same one)."""
         limit = self.limit
-        *ended, rest = data.split(b"\n")
-        lines: list[bytes | None] = []
+        ended = data.split(b"\n")
+        rest = ended.pop()
+        # The pieces, with None put in place of a line over the limit (no copy).
+        lines = cast("list[bytes | None]", ended)
         if ended:
-            first = ended[0]
             if self._dropping:
                 self._dropping = False  # its end: reported already
                 del ended[0]
             elif self._pieces:
-                if self._size + len(first) > limit:
-                    lines.append(None)
-                else:
-                    lines.append(b"".join([*self._pieces, first]))
+                size = self._size + len(ended[0])
+                lines[0] = None if size > limit else b"".join([*self._pieces, ended[0]])
                 self._pieces, self._size = [], 0
-                del ended[0]
-            lines += [piece if len(piece) <= limit else None for piece in ended]
+            if len(data) > limit:  # else no piece of it can be over the limit
+                lines = [piece if piece is None or len(piece) <= limit else None for piece in lines]
         if rest and not self._dropping:
             size = self._size + len(rest)
             if size > limit:
