@@ -80,14 +80,22 @@ class _Stdout(_Stream):
         while True:
             line = await self._line()
             if line is None:
-                return _too_long(self._name, self._splitter.limit)
+                return _bad_line(
+                    f"the MCP server {self._name!r} wrote a line over "
+                    f"{self._splitter.limit} bytes to its stdout; it was dropped (a message "
+                    "in it is lost: a call it answers gets no answer). The server must send "
+                    "smaller messages, one JSON-RPC message per line."
+                )
             try:
                 # The same text as the SDK's transport decodes from the whole stream:
                 # in UTF-8 (what skillog asks of a server) a "\n" byte is a line end.
                 text = line.decode(self._encoding, self._errors)
             except UnicodeDecodeError as e:
-                _sdk_stdio.logger.exception("Failed to parse JSONRPC message from server")
-                return e
+                return _bad_line(
+                    f"the MCP server {self._name!r} wrote a line to its stdout that is not "
+                    f"{self._encoding} ({e.reason} at byte {e.start}); it was dropped. The "
+                    f"server must write {self._encoding} JSON-RPC, one message per line."
+                )
             if not (self._lane.pending and await self._lane.took(text)):
                 return _parse_line(text)
 
@@ -332,16 +340,12 @@ class Lane:
             waiter.done.set()
 
 
-def _too_long(name: str, limit: int) -> ValueError:
-    """The error for a line of server ``name`` over ``limit`` bytes, logged as the
-    SDK's transport logs a line that does not parse."""
-    error = ValueError(
-        f"the MCP server {name!r} wrote a line over {limit} bytes to its stdout; it was dropped "
-        "(a message in it is lost: a call it answers gets no answer). The server must "
-        "send smaller messages, one JSON-RPC message per line."
-    )
-    _sdk_stdio.logger.error("Failed to parse JSONRPC message from server: %s", error)
-    return error
+def _bad_line(text: str) -> ValueError:
+    """The error for a line of a server's stdout that was dropped, logged as the SDK's
+    transport logs a line that does not parse (without a traceback: nothing of ours
+    failed)."""
+    _sdk_stdio.logger.error("Failed to parse JSONRPC message from server: %s", text)
+    return ValueError(text)
 
 
 def _number(value: object) -> TypeGuard[float]:

@@ -28,7 +28,8 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
 - ``flood BYTES``: JSON-RPC by hand: ``echo`` answers with its ``text``; before its
-  first answer it writes one line of ``BYTES`` bytes, 64 KiB at a time.
+  first answer it writes one line of ``BYTES`` bytes, 64 KiB at a time, and a line
+  that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -393,7 +394,7 @@ def _flood(size: int) -> None:
                 chunk = b'{"jsonrpc": "2.0", ' + b"x" * (65536 - 19)
                 for _ in range(size // len(chunk)):
                     os.write(1, chunk)
-                os.write(1, b"\n")
+                os.write(1, b"\n\xff not UTF-8\n")
             text = message["params"]["arguments"]["text"]
             result = {"content": [{"type": "text", "text": text}]}
         answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}

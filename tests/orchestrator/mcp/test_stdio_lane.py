@@ -126,7 +126,8 @@ async def test_a_server_line_over_the_limit_is_dropped_as_it_comes_and_the_sessi
     """Issue 24: a server writing one line far over the limit (in CI a limit of 64 KiB
     and a line of 4 MiB, in 64 KiB writes) before its answer: skillog holds no more
     than the limit of it, the error names the server and what it must do, the answer
-    behind the line and the next call arrive, and the session verifies."""
+    behind the line (and a line that is not UTF-8) and the next call arrive, and the
+    session verifies."""
     monkeypatch.setattr(_stdio, "MAX_LINE", limit)
     monkeypatch.setattr(_stdio, "LineSplitter", _Watched)
     monkeypatch.setattr(_Watched, "held", [0])
@@ -144,9 +145,15 @@ async def test_a_server_line_over_the_limit_is_dropped_as_it_comes_and_the_sessi
     done = [e for e in events if isinstance(e, ToolCompleted)]
     assert [(e.content, e.is_error) for e in done] == [("one", False), ("two", False)]
     assert 0 < _Watched.held[0] <= limit
-    (error,) = [r for r in caplog.records if r.name == "mcp.client.stdio"]
+    error, undecoded = [r for r in caplog.records if r.name == "mcp.client.stdio"]
     assert f"the MCP server 'flood' wrote a line over {limit} bytes" in error.getMessage()
     assert "must send smaller messages" in error.getMessage()
+    # a line that is not UTF-8 is a line that does not parse too (it ended the read loop)
+    assert undecoded.getMessage().endswith(
+        "the MCP server 'flood' wrote a line to its stdout that is not utf-8 (invalid start "
+        "byte at byte 0); it was dropped. The server must write utf-8 JSON-RPC, one message "
+        "per line."
+    )
     skillog = Path(sys.executable).with_name("skillog")
     verify = await trio.run_process(
         [str(skillog), "log", "verify", "--db", str(db)],
