@@ -246,7 +246,7 @@ class _Server:
             if own is None:
                 return stdio_client(params, errlog=self._errlog)
             streams: contextlib.AbstractAsyncContextManager[Any] = own.stdio_streams(
-                params, self._errlog
+                params, self._errlog, spec.name
             )
             return streams
         return _http(spec)

@@ -22,7 +22,6 @@ types the result as the session would have (docs/mcp.md, "Performance").
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -33,6 +32,7 @@ import msgspec
 import trio
 
 # The SDK's own process handling, used as its stdio_client uses it.
+from mcp.client import stdio as _sdk_stdio
 from mcp.client.stdio import (
     StdioServerParameters,
     _create_platform_compatible_process,
@@ -44,6 +44,9 @@ from mcp.client.stdio import (
 )
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
+
+from orchestrator._lines import MAX_LINE, LineSplitter
+from orchestrator._lines import Stream as _Stream
 
 logger = logging.getLogger(__name__)
 
@@ -57,38 +60,46 @@ take to write."""
 _CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError, OSError)
 
 
-class _Stream:
-    """What the SDK's stream protocols ask of both ends besides sending or receiving."""
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-
 class _Stdout(_Stream):
     """The session's read stream: reads the server's stdout when the session's receive
-    loop asks, one parsed line at a time, and ends at EOF."""
+    loop asks, one parsed line at a time, and ends at EOF. A line over MAX_LINE is
+    dropped as it comes and reaches the session as the error a line that does not
+    parse is; the next line is read as usual."""
 
-    def __init__(self, stdout: Any, encoding: str, errors: str, lane: Lane) -> None:
+    def __init__(self, stdout: Any, encoding: str, errors: str, lane: Lane, name: str) -> None:
         self._stdout = stdout
+        self._name = name
         self._lane = lane
-        self._decoder = codecs.getincrementaldecoder(encoding)(errors)
-        self._lines: list[str] = []  # complete lines not handed out yet, in reverse
-        self._partial: list[str] = []  # pieces of the line being read
+        self._encoding = encoding
+        self._errors = errors
+        self._splitter = LineSplitter(MAX_LINE)
+        self._lines: list[bytes | None] = []  # complete lines not handed out yet, in reverse
         self._ended = False
 
     async def receive(self) -> Any:
         while True:
             line = await self._line()
-            if not (self._lane.pending and await self._lane.took(line)):
-                return _parse_line(line)
+            if line is None:
+                return _bad_line(
+                    f"the MCP server {self._name!r} wrote a line over "
+                    f"{self._splitter.limit} bytes to its stdout; it was dropped (a message "
+                    "in it is lost: a call it answers gets no answer). The server must send "
+                    "smaller messages, one JSON-RPC message per line."
+                )
+            try:
+                # The same text as the SDK's transport decodes from the whole stream:
+                # in UTF-8 (what skillog asks of a server) a "\n" byte is a line end.
+                text = line.decode(self._encoding, self._errors)
+            except UnicodeDecodeError as e:
+                return _bad_line(
+                    f"the MCP server {self._name!r} wrote a line to its stdout that is not "
+                    f"{self._encoding} ({e.reason} at byte {e.start}); it was dropped. The "
+                    f"server must write {self._encoding} JSON-RPC, one message per line."
+                )
+            if not (self._lane.pending and await self._lane.took(text)):
+                return _parse_line(text)
 
-    async def _line(self) -> str:
+    async def _line(self) -> bytes | None:
         if self._lines:
             # As between the SDK transport's messages: what the session spawned for
             # the last message (a notification's handler) runs before the next one
@@ -101,19 +112,13 @@ class _Stdout(_Stream):
                 chunk = await self._stdout.receive(READ_BYTES)
             except (anyio.EndOfStream, *_CLOSED):
                 # The server is gone (or our own shutdown closed the pipe): the session
-                # sees the connection end, as with the SDK's transport.
+                # sees the connection end, as with the SDK's transport (a last line
+                # without "\n" is not a message).
                 self._ended = True
                 self._lane.close()
                 raise anyio.EndOfStream from None
-            text = self._decoder.decode(chunk)
-            # Split only the new chunk: a long line in many chunks is joined once.
-            *complete, rest = text.split("\n")
-            if complete:
-                complete[0] = "".join([*self._partial, complete[0]])
-                self._partial = []
-                self._lines = complete[::-1]
-            if rest:
-                self._partial.append(rest)
+            self._lines = self._splitter.feed(chunk)
+            self._lines.reverse()
         return self._lines.pop()
 
     def __aiter__(self) -> Self:
@@ -171,10 +176,10 @@ class _Stdin(_Stream):
 
 @contextlib.asynccontextmanager
 async def stdio_streams(
-    server: StdioServerParameters, errlog: TextIO
+    server: StdioServerParameters, errlog: TextIO, name: str = "stdio"
 ) -> AsyncIterator[tuple[_Stdout, _Stdin, Lane]]:
     """Start ``server`` and yield the session's read and write streams over its stdio,
-    and the :class:`Lane` for its tool calls;
+    and the :class:`Lane` for its tool calls (``name``: the server's, for errors);
     on exit stop it as the SDK's ``stdio_client`` does (stdin closed, a grace period,
     then the process tree terminated), draining its stdout meanwhile."""
     command = await _get_executable_command(server.command)
@@ -189,7 +194,7 @@ async def stdio_streams(
     encoding, errors = server.encoding, server.encoding_error_handler
     write = _Stdin(process.stdin, encoding, errors)
     lane = Lane(write)
-    read = _Stdout(process.stdout, encoding, errors, lane)
+    read = _Stdout(process.stdout, encoding, errors, lane, name)
     try:
         yield read, write, lane
     finally:
@@ -333,6 +338,14 @@ class Lane:
         self.closed = True
         for waiter in self.pending.values():
             waiter.done.set()
+
+
+def _bad_line(text: str) -> ValueError:
+    """The error for a line of a server's stdout that was dropped, logged as the SDK's
+    transport logs a line that does not parse (without a traceback: nothing of ours
+    failed)."""
+    _sdk_stdio.logger.error("Failed to parse JSONRPC message from server: %s", text)
+    return ValueError(text)
 
 
 def _number(value: object) -> TypeGuard[float]:

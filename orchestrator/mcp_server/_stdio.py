@@ -22,7 +22,6 @@ import os
 import stat
 import threading
 from collections.abc import AsyncIterator
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -30,15 +29,14 @@ import mcp.types as types
 import trio
 from mcp.shared.message import SessionMessage
 
+from orchestrator._lines import MAX_LINE, LineSplitter
+from orchestrator._lines import Stream as _Stream
+
 if TYPE_CHECKING:
     from ._lane import Lane
 
 Streams = tuple[Any, Any]
 CHUNK = 1 << 16
-MAX_LINE = 16 << 20
-"""The longest message line read (16 MiB): past it the line is dropped as it comes,
-instead of held whole in memory, and handed on as the error a line that does not parse
-is (the SDK logs it; a request in it goes unanswered)."""
 OPENING_LIMIT = 8
 """How many messages :meth:`LineReader.opening` looks at for the client's first
 request (the SDK's era detection keeps as many)."""
@@ -63,32 +61,15 @@ def servable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-class _Stream:
-    """What the SDK's stream protocols ask beyond sending or receiving: ``aclose`` and
-    use as an async context manager (which closes it)."""
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
 class LineReader(_Stream):
     """The server's read stream: one JSON-RPC message per line of the wire (a line
     that does not parse is handed on as the error, as the SDK's transport does)."""
 
     def __init__(self, wire: trio.lowlevel.FdStream) -> None:
         self._wire = wire
-        self._buffer = bytearray()
+        self._splitter = LineSplitter(MAX_LINE)
         self._lines: list[bytes | SessionMessage | Exception] = []  # parsed when peeked
         self._eof = False
-        self._dropping = False  # inside a line over MAX_LINE: skip to its end
         self.lane: Lane | None = None
         """Offered each line before the SDK gets it (mcp_server/_lane.py)."""
 
@@ -130,11 +111,11 @@ class LineReader(_Stream):
             self._take(data)
             return True
         self._eof = True
-        last = bytes(self._buffer) if self._buffer.strip() and not self._dropping else None
-        self._buffer.clear()
-        if last is not None:
-            self._lines.append(last)  # a last line without \n
-        return last is not None
+        last = self._splitter.end()
+        if last is None or not last.strip():
+            return False
+        self._lines.append(last)  # a last line without \n
+        return True
 
     async def _read(self) -> bytes:
         """The wire's next bytes (empty at its end). Bytes already there are read with
@@ -159,27 +140,17 @@ class LineReader(_Stream):
             return data
 
     def _take(self, data: bytes) -> None:
-        """Split ``data`` into the lines it ends, scanning only the new bytes (a long
-        line in many chunks is read in linear time), and drop a line over MAX_LINE."""
-        *ended, rest = data.split(b"\n")
-        for piece in ended:
-            if self._dropping:
-                self._dropping = False
-            else:
-                self._buffer += piece
-                if self._buffer.strip():
-                    self._lines.append(bytes(self._buffer))
-            self._buffer.clear()
-        if not self._dropping:
-            self._buffer += rest
-            if len(self._buffer) > MAX_LINE:
-                self._buffer.clear()
-                self._dropping = True
+        """Split ``data`` into the lines it ends (blank ones skipped); a line over
+        MAX_LINE is dropped as it comes, and handed on as the error."""
+        for line in self._splitter.feed(data):
+            if line is None:
                 self._lines.append(
                     ValueError(
                         f"a message line over {MAX_LINE} bytes was dropped; send smaller messages"
                     )
                 )
+            elif line.strip():
+                self._lines.append(line)
 
     def __aiter__(self) -> Self:
         return self

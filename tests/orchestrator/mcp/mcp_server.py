@@ -27,6 +27,9 @@ Run as ``python mcp_server.py KIND [--http PORT]``. Kinds:
 - ``mute``: answers nothing, ever (hangs on ``initialize``).
 - ``raw``: JSON-RPC by hand, not the SDK: initializes, then lists a tool whose input
   schema is not an object (which the SDK's own server refuses to send).
+- ``flood BYTES``: JSON-RPC by hand: ``echo`` answers with its ``text``; before its
+  first answer it writes one line of ``BYTES`` bytes, 64 KiB at a time, and a line
+  that is not UTF-8.
 """
 
 from __future__ import annotations
@@ -369,6 +372,35 @@ def _raw() -> None:
         print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 
 
+def _flood(size: int) -> None:
+    flooded = False
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        result: dict[str, Any] = {}
+        if message["method"] == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "flood", "version": "0"},
+            }
+        elif message["method"] == "tools/list":
+            schema = _schema(text={"type": "string"})
+            result = {"tools": [{"name": "echo", "inputSchema": schema}]}
+        elif message["method"] == "tools/call":
+            if not flooded:
+                flooded = True
+                chunk = b'{"jsonrpc": "2.0", ' + b"x" * (65536 - 19)
+                for _ in range(size // len(chunk)):
+                    os.write(1, chunk)
+                os.write(1, b"\n\xff not UTF-8\n")
+            text = message["params"]["arguments"]["text"]
+            result = {"content": [{"type": "text", "text": text}]}
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        os.write(1, json.dumps(answer).encode() + b"\n")
+
+
 def main() -> None:
     # What the tests' filterwarnings = error does in pytest, here: a deprecated SDK helper
     # fails the server instead of warning on its stderr (and going in a later release).
@@ -376,6 +408,9 @@ def main() -> None:
     kind = sys.argv[1]
     if kind == "raw":
         _raw()
+        return
+    if kind == "flood":
+        _flood(int(sys.argv[2]))
         return
     if kind == "mute":
         while sys.stdin.readline():

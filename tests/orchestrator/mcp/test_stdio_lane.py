@@ -4,13 +4,21 @@ beside the SDK's session record exactly what the SDK's own call path records."""
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
 
 import msgspec
 import pytest
+import trio
 
+from eventlog import open_sqlite_store
+from orchestrator import Agent
+from orchestrator._events import CODEC, ToolCompleted
 from orchestrator._host_tools import ToolContext
-from orchestrator.mcp import _client, connect_servers
+from orchestrator._lines import MAX_LINE, LineSplitter
+from orchestrator.adapters import ScriptedModel
+from orchestrator.mcp import McpServerConfig, _client, _stdio, connect_servers
 
 CAPS = {"stored_cap": 1 << 20, "model_cap": 1 << 16}
 TESTED_SDK = "2.3.0"
@@ -90,3 +98,67 @@ async def test_without_the_sdks_private_helpers_calls_take_the_sdks_own_transpor
         found = await servers.call("tracker", "find_issue", '{"number": 3}', context, **CAPS)
         assert found.failure is None
         assert found.content == 'tracker.find_issue({"number": 3})'
+
+
+class _Watched(LineSplitter):
+    """The client's splitter, keeping the most bytes of a line it ever held."""
+
+    held: ClassVar[list[int]] = [0]
+
+    def feed(self, data: bytes) -> list[bytes | None]:
+        lines = super().feed(data)
+        self.held[0] = max(self.held[0], self.buffered)
+        return lines
+
+
+@pytest.mark.parametrize(
+    ("limit", "size"),
+    [(1 << 16, 4 << 20), pytest.param(MAX_LINE, MAX_LINE + (4 << 20), marks=pytest.mark.slow)],
+)
+async def test_a_server_line_over_the_limit_is_dropped_as_it_comes_and_the_session_goes_on(
+    limit: int,
+    size: int,
+    tmp_path: Path,
+    server_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 24: a server writing one line far over the limit (in CI a limit of 64 KiB
+    and a line of 4 MiB, in 64 KiB writes) before its answer: skillog holds no more
+    than the limit of it, the error names the server and what it must do, the answer
+    behind the line (and a line that is not UTF-8) and the next call arrive, and the
+    session verifies."""
+    monkeypatch.setattr(_stdio, "MAX_LINE", limit)
+    monkeypatch.setattr(_stdio, "LineSplitter", _Watched)
+    monkeypatch.setattr(_Watched, "held", [0])
+    script = str(server_dir / "mcp_server.py")
+    flood = McpServerConfig(name="flood", command=sys.executable, args=(script, "flood", str(size)))
+    calls = [{"name": "mcp__flood__echo", "arguments": {"text": t}} for t in ("one", "two")]
+    db = tmp_path / "log.db"
+    async with open_sqlite_store(db) as store:
+        session = await Agent(
+            model=ScriptedModel([*({"tool_calls": [c]} for c in calls), {"text": "done"}]),
+            model_name="test-model",
+            mcp_servers=[flood],
+        ).run(store, "echo twice", session_id="s1")
+        events = [CODEC.decode(e) async for e in store.read(session.id)]
+    done = [e for e in events if isinstance(e, ToolCompleted)]
+    assert [(e.content, e.is_error) for e in done] == [("one", False), ("two", False)]
+    assert 0 < _Watched.held[0] <= limit
+    error, undecoded = [r for r in caplog.records if r.name == "mcp.client.stdio"]
+    assert f"the MCP server 'flood' wrote a line over {limit} bytes" in error.getMessage()
+    assert "must send smaller messages" in error.getMessage()
+    # a line that is not UTF-8 is a line that does not parse too (it ended the read loop)
+    assert undecoded.getMessage().endswith(
+        "the MCP server 'flood' wrote a line to its stdout that is not utf-8 (invalid start "
+        "byte at byte 0); it was dropped. The server must write utf-8 JSON-RPC, one message "
+        "per line."
+    )
+    skillog = Path(sys.executable).with_name("skillog")
+    verify = await trio.run_process(
+        [str(skillog), "log", "verify", "--db", str(db)],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+    )
+    assert verify.returncode == 0, (verify.stdout + verify.stderr).decode()
