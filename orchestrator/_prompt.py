@@ -64,20 +64,37 @@ class Tail(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[ToolSpec, ...]
 
 
-def compose(state: SessionState, bodies: Mapping[str, str]) -> ModelRequest:
+def compose(
+    state: SessionState,
+    bodies: Mapping[str, str],
+    prefix: tuple[str, tuple[ToolSpec, ...]] | None = None,
+) -> ModelRequest:
     """The request for the next model call. ``bodies`` maps the body digest of each
-    active skill to its SKILL.md body (content-addressed, so looking one up is pure)."""
+    active skill to its SKILL.md body (content-addressed, so looking one up is pure).
+    ``prefix``: its system prompt and tools, when the caller kept them
+    (:func:`prefix_key`)."""
     config = state.config
     if config is None:
         raise ValueError("cannot compose before session.started")
+    if prefix is None:
+        prefix = (system_prompt(state, bodies), tool_specs(state))
+    system, tools = prefix
     return ModelRequest(
         model=config.model,
-        system=system_prompt(state, bodies),
+        system=system,
         messages=tuple(state.messages),
-        tools=tool_specs(state),
+        tools=tools,
         max_tokens=config.max_tokens,
         cache_key=f"skillog-{state.session_id}",
     )
+
+
+def prefix_key(state: SessionState) -> int | None:
+    """What the system prompt and the tools of ``state`` are made of, as a number that
+    moves on when it changes (``SessionState.prompt_inputs``); None when the history is
+    part of it too (instructions mode ``results``): keep nothing then."""
+    assert state.config is not None
+    return None if state.config.instructions_mode == "results" else state.prompt_inputs
 
 
 def system_prompt(state: SessionState, bodies: Mapping[str, str]) -> str:

@@ -58,15 +58,18 @@ from ._events import (
     UserMessage,
 )
 from ._mcp_roots import roots_changes
-from ._model import Message, ModelRequest, ModelResponse, ToolCall
+from ._model import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from ._pipeline import Hooks, first_group, intent, run_call, run_turn_tools, without_effect
 from ._prompt import (
     compose,
     message_line,
+    prefix_key,
     request_bytes,
     request_hash,
     skills_in_block,
+    system_prompt,
     tail_line,
+    tool_specs,
 )
 from ._state import SessionState, apply
 from ._tools import activate, activate_triggered, message_triggers, plan_call
@@ -193,6 +196,8 @@ class Session:
         self.reconcile = reconcile
         self._blobs: dict[str, bytes] = {}
         self._texts: dict[str, str] = {}
+        self._kept_prefix: tuple[int | None, tuple[str, tuple[ToolSpec, ...]]] | None = None
+        self._kept_tail: tuple[tuple[object, ...], bytes, str] | None = None
         self._hasher = _PromptHasher()
         self._lock = trio.Lock()
         self._queue: list[_Queued] = []
@@ -475,11 +480,11 @@ class Session:
                 await self.record(*roots)
             await self.effects.mcp_roots(self.state.mcp_roots)
         bodies = await self._bodies()
-        request = compose(self.state, bodies)
+        request = compose(self.state, bodies, self._prefix(bodies))
         if self.state.open_prompt is None:
             request = await self._fit(request, bodies)
         lines = self._hasher.update(self.state)
-        tail = tail_line(request)
+        tail, tail_digest = self._tail(request)
         digest = self._hasher.digest(tail)
         recorded = self.state.open_prompt
         if recorded is None:
@@ -488,7 +493,7 @@ class Session:
                 request_hash=digest,
                 message_count=len(request.messages),
                 new_message_digests=tuple(hashlib.sha256(line).hexdigest() for line in lines),
-                tail_digest=hashlib.sha256(tail).hexdigest(),
+                tail_digest=tail_digest,
             )
             if self.defer_prompts:
                 event = CODEC.encode(prompt, recorded_at=self.clock())
@@ -514,6 +519,27 @@ class Session:
                 )
             )
         return request, digest
+
+    def _prefix(self, bodies: Mapping[str, str]) -> tuple[str, tuple[ToolSpec, ...]]:
+        """The next request's system prompt and tools: those of the last one while
+        nothing they are made of changed (turn after turn of tool calls)."""
+        key = prefix_key(self.state)
+        kept = self._kept_prefix
+        if key is None or kept is None or kept[0] != key:
+            kept = self._kept_prefix = (
+                key,
+                (system_prompt(self.state, bodies), tool_specs(self.state)),
+            )
+        return kept[1]
+
+    def _tail(self, request: ModelRequest) -> tuple[bytes, str]:
+        """The request's tail line and its sha256, kept for the same prefix."""
+        kept = self._kept_tail
+        of = (request.system, request.tools, request.model, request.max_tokens)
+        if kept is None or kept[0] != of:  # the same objects, turn after turn: compared by identity
+            tail = tail_line(request)
+            kept = self._kept_tail = (of, tail, hashlib.sha256(tail).hexdigest())
+        return kept[1], kept[2]
 
     async def _bodies(self) -> dict[str, str]:
         return {s.body_digest: await self._text(s.body_digest) for s in self.state.active}

@@ -38,6 +38,7 @@ from ._events import (
     ModelResponded,
     PolicyDenied,
     PromptRendered,
+    ResourceRead,
     ScriptStarted,
     SessionEnded,
     SessionForked,
@@ -208,6 +209,7 @@ class SessionState(ActiveSkills):
         "pending_images",
         "pending_results",
         "prompt_count",
+        "prompt_inputs",
         "seq",
         "session_id",
         "status",
@@ -232,6 +234,10 @@ class SessionState(ActiveSkills):
         self.messages: list[Message] = []
         self.turn = 0
         self.prompt_count = 0
+        # Moves on with every event that may change what the system prompt and the
+        # tools are made of (all but PROMPT_NEUTRAL): a prompt's prefix kept from an
+        # earlier turn is the same while it stays.
+        self.prompt_inputs = 0
         self.pending_calls: list[ToolCall] = []
         self.pending_results: dict[str, ToolResult] = {}
         self.pending_images: dict[str, tuple[ToolImage, ...]] = {}
@@ -300,10 +306,21 @@ class SessionState(ActiveSkills):
         return bool(self.pending_calls)
 
 
+PROMPT_NEUTRAL = frozenset(
+    {PolicyDenied, PromptRendered, ModelFailed, ModelResponded, ToolCalled, ToolCompleted,
+     UserMessage, ResourceRead}
+)  # fmt: skip
+"""Events that change neither the catalog, the active skills, the configuration nor the
+MCP servers' tools: the system prompt and the tools stay as they were (in instructions
+mode ``results`` the system prompt also depends on the history, and is not kept)."""
+
+
 def apply(state: SessionState, event: Event, *, seq: int, hash: str) -> SessionState:
     """Fold one event (at ``seq`` with ``hash``) into ``state``; returns ``state``."""
     state.seq = seq
     state.head_hash = hash
+    if type(event) not in PROMPT_NEUTRAL:
+        state.prompt_inputs += 1
     suspended = state.status in ("awaiting_approval", "resumable")
     if suspended and not isinstance(
         event, ApprovalResolved | ApprovalRemembered | SessionSuspended
