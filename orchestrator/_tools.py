@@ -152,7 +152,7 @@ def plan_call(ctx: CallContext) -> Plan:
     gives the same plan in any process)."""
     name = ctx.call.name
     try:
-        if name not in all_tools(ctx.view):
+        if not _known(ctx.view, name):
             raise ToolError(
                 f"there is no tool named {name!r}; available tools: "
                 f"{', '.join(sorted(offered_tools(ctx.view))) or 'none'}",
@@ -217,6 +217,13 @@ def all_tools(view: View) -> set[str]:
         if view.config.catalog_mode:
             names.update(SEARCH_TOOLS)
     return names
+
+
+def _known(view: View, name: str) -> bool:
+    """``name in all_tools(view)``, without building the set for a runtime tool."""
+    if name in SKILL_TOOLS and (view.catalog or view.active):
+        return True
+    return name in all_tools(view)
 
 
 def offered_tools(view: View) -> set[str]:
@@ -869,9 +876,16 @@ def _target_skill(ctx: CallContext, name: str | None) -> ActiveSkill:
 
 def _safe_path(path: str) -> str:
     try:
-        return "/".join(check_relative_path(path))
+        return _checked_path(path)
     except PathRefusedError as e:
         raise ToolError(str(e), error_type="path_refused") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_path(path: str) -> str:
+    """(Remembered: a model reads the same few files again and again; a refusal is
+    not remembered, it raises.)"""
+    return "/".join(check_relative_path(path))
 
 
 def _listing(catalog: Mapping[str, object], limit: int = 40) -> str:

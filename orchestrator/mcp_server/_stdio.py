@@ -70,6 +70,7 @@ class LineReader(_Stream):
         self._splitter = LineSplitter(MAX_LINE)
         self._lines: list[bytes | SessionMessage | Exception] = []  # parsed when peeked
         self._eof = False
+        self._drained = False  # the last read returned less than it asked for
         self.lane: Lane | None = None
         """Offered each line before the SDK gets it (mcp_server/_lane.py)."""
 
@@ -123,7 +124,9 @@ class LineReader(_Stream):
         ``receive_some`` yields once more first: a scheduler pass per message, for
         nothing, while the client waits for a reply)."""
         fd = self._wire.fileno()
-        waited = False
+        waited = self._drained
+        if waited:  # the last read took all there was: a read now would find nothing
+            await trio.lowlevel.wait_readable(fd)
         while True:
             try:
                 data = os.read(fd, CHUNK)
@@ -135,6 +138,7 @@ class LineReader(_Stream):
                 if e.errno == errno.EBADF:
                     raise trio.ClosedResourceError("the wire was closed") from None
                 return b""  # the client's end reset: as a close
+            self._drained = len(data) < CHUNK
             if not waited:
                 await trio.lowlevel.checkpoint()
             return data
