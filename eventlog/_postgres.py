@@ -808,17 +808,12 @@ class PostgresStore:
                     else:
                         conn.rollback()  # the check's implicit transaction
             except BaseException:
-                writer.release()
                 writer.close()
                 raise
             trio.from_thread.run_sync(started, writer)
             writer.run()
 
-        try:
-            await trio.to_thread.run_sync(body)
-        finally:
-            if self._writer is not None:
-                self._writer.release()
+        await trio.to_thread.run_sync(body)
 
 
 def check_channel(channel: str) -> None:

@@ -735,7 +735,6 @@ class SqliteStore:
         def body() -> None:
             fresh = not self.path.exists()
             conn: sqlite3.Connection | None = None
-            writer: Writer | None = None
             try:
                 conn = connect(
                     self.path,
@@ -755,8 +754,6 @@ class SqliteStore:
                     immediate(conn, self.path, "building the catalog",
                               lambda: writer.build_catalog(conn))  # fmt: skip
             except BaseException:
-                if writer is not None:
-                    writer.release()
                 if conn is not None:
                     conn.close()
                 if fresh:  # e.g. a full disk: no empty database file is left behind
@@ -765,11 +762,7 @@ class SqliteStore:
             trio.from_thread.run_sync(started, writer)
             writer.run()
 
-        try:
-            await trio.to_thread.run_sync(body)
-        finally:
-            if self._writer is not None:
-                self._writer.release()
+        await trio.to_thread.run_sync(body)
 
 
 @asynccontextmanager
