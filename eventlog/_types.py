@@ -68,12 +68,12 @@ class EventStore(Protocol):
     the store promises). It is never cancelled: called, it commits or fails with its
     own error, and the caller's cancellation acts at the caller's next checkpoint (so
     one append can commit for several tasks, and its caller learns what it wrote).
-    ``on_durable``, when given, is called once the commit is
-    durable and before ``append`` returns, from whatever thread commits (a writer
-    thread: it must be quick and thread-safe; an exception it raises is dropped): what
-    may leave the process once the events are durable leaves then, without waiting for
-    the appending task to be scheduled again. Reads stream in order without loading a
-    whole stream.
+    ``on_durable``, when given, is called once the commit is durable and before
+    ``append`` returns, from whatever thread commits (a writer thread: it must be quick
+    and thread-safe; an exception it raises is logged, and the append still returns
+    what it committed): what may leave the process once the events are durable leaves
+    then, without waiting for the appending task to be scheduled again. Reads stream in
+    order without loading a whole stream.
 
     **What the log is.** A stored row is part of the log when its ``seq`` is an integer
     >= 0 and its ``stream`` a valid stream id: text of 1..256 characters with no control
