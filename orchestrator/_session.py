@@ -163,14 +163,22 @@ class _PromptHasher:
 
 
 class _Queued:
-    """One append waiting for the session's next transaction."""
+    """One append waiting for the session's next transaction (``tail``: the digest of
+    the prompt tail among its blobs, which later prompts leave out once it is stored)."""
 
-    __slots__ = ("blobs", "bodies", "done", "error", "events")
+    __slots__ = ("blobs", "bodies", "done", "error", "events", "tail")
 
-    def __init__(self, bodies: list[Event], events: list[NewEvent], blobs: list[bytes]) -> None:
+    def __init__(
+        self,
+        bodies: list[Event],
+        events: list[NewEvent],
+        blobs: list[bytes],
+        tail: str | None = None,
+    ) -> None:
         self.bodies = bodies
         self.events = events
         self.blobs = blobs
+        self.tail = tail
         self.done = False
         self.error: BaseException | None = None
 
@@ -198,6 +206,7 @@ class Session:
         self._texts: dict[str, str] = {}
         self._kept_prefix: tuple[int | None, tuple[str, tuple[ToolSpec, ...]]] | None = None
         self._kept_tail: tuple[tuple[object, ...], bytes, str] | None = None
+        self._stored_tail: str | None = None  # the tail blob this session has committed
         self._hasher = _PromptHasher()
         self._lock = trio.Lock()
         self._queue: list[_Queued] = []
@@ -336,7 +345,12 @@ class Session:
         )
 
     async def _append(
-        self, bodies: list[Event], events: list[NewEvent], blobs: list[bytes], alone: bool = False
+        self,
+        bodies: list[Event],
+        events: list[NewEvent],
+        blobs: list[bytes],
+        alone: bool = False,
+        tail: str | None = None,
     ) -> None:
         """Commit in the session's next transaction, behind a deferred prompt
         (:attr:`defer_prompts`). The lock's yield lets appends that are ready at the
@@ -345,7 +359,7 @@ class Session:
         less on the common path). Cancellation is the same either way."""
         if not events and self._deferred is None:
             return
-        item = _Queued(bodies, events, blobs)
+        item = _Queued(bodies, events, blobs, tail)
         self._queue.append(item)
         try:
             if alone:
@@ -390,6 +404,8 @@ class Session:
             apply(self.state, body, seq=event.seq, hash=event.hash)
         for item in batch:
             item.done = True
+            if item.tail is not None:
+                self._stored_tail = item.tail
         for event in committed:
             for observer in self.observers:
                 observer(event)
@@ -495,11 +511,14 @@ class Session:
                 new_message_digests=tuple(hashlib.sha256(line).hexdigest() for line in lines),
                 tail_digest=tail_digest,
             )
+            # The tail (system prompt and tools) is the same turn after turn: stored
+            # once, by content, and left out of the appends that follow.
+            blobs = lines if tail_digest == self._stored_tail else [*lines, tail]
+            event = CODEC.encode(prompt, recorded_at=self.clock())
             if self.defer_prompts:
-                event = CODEC.encode(prompt, recorded_at=self.clock())
-                self._deferred = _Queued([prompt], [event], [*lines, tail])
+                self._deferred = _Queued([prompt], [event], blobs, tail_digest)
             else:
-                await self.record(prompt, blobs=[*lines, tail])
+                await self._append([prompt], [event], blobs, tail=tail_digest)
         elif recorded.request_hash != digest:
             raise SessionStateError(
                 f"session {self.id}: the unanswered request of turn {recorded.turn} "
