@@ -7,6 +7,7 @@ import trio
 from eventlog import Event as StoredEvent
 from orchestrator._events import (
     ModelFailed,
+    PromptRendered,
     SessionEnded,
     ToolCalled,
     ToolCompleted,
@@ -221,3 +222,24 @@ def test_two_skills_or_tools_with_one_name_are_an_error(make_skill) -> None:
     tool = HostTool.from_function(nap)
     with pytest.raises(AgentConfigError, match="two host tools are named 'nap'"):
         Agent(model=ScriptedModel([]), model_name="m", host_tools=[tool, tool])
+
+
+async def test_a_prompts_tail_blob_is_committed_once_per_session(kit, store, make_skill) -> None:
+    """The tail (system prompt and tools) stays the same turn after turn: the first
+    prompt commits its blob, the later ones name it without sending it again, and the
+    log still verifies and replays."""
+    sent: list[list[bytes]] = []
+    append = store.append
+
+    async def counting(stream: str, events: object, **kwargs: object) -> object:
+        sent.append(list(kwargs.get("blobs", ())))  # type: ignore[call-overload]
+        return await append(stream, events, **kwargs)  # type: ignore[arg-type]
+
+    store.append = counting  # type: ignore[method-assign]
+    turns = [kit.turn(kit.call("skills.unload", all=True))] * 4 + [{"text": "done"}]
+    session = await kit.agent(turns, [make_skill("a")]).run(store, "hi")
+    prompts = kit.of_type(await kit.bodies(store, session.id), PromptRendered)
+    assert len(prompts) == 5 and len({p.tail_digest for p in prompts}) == 1
+    tail = await store.get_blob(prompts[0].tail_digest)
+    assert sum(blobs.count(tail) for blobs in sent) == 1
+    assert (await verdict(store)).ok
