@@ -8,7 +8,9 @@ Needs node and the pinned SDK in .ci/npm (``npm ci --prefix .ci/npm``). Starts
 calls (each recorded: the client's request, its intent, the read and its outcome, one
 durable commit on the call's path) from the client's side; prints both medians, the
 difference, one durable commit measured on the same disk beside it (bench/mcp.py's
-floor), what remains beyond ping + that commit, and the server's CPU time per recorded
+floor), what remains beyond ping + that commit, the same beyond one durable commit of
+what a served call records (the session's own per-call batches committed again to a
+fresh log, each on its own), and the server's CPU time per recorded
 call (bench/mcp_serve_cpu.py: every thread of the server process, from its own
 counters, so it hardly moves with the load of the machine; the timed calls only), the
 trio thread's share of it, the server's trio scheduler passes and the commits to the
