@@ -6,7 +6,9 @@ sieve: about 40% of the trio thread per served call, and two of its scheduler pa
 (the request's task, the reply). The lane takes the calls it can serve exactly as the
 SDK would straight from the wire: the line is parsed once (msgspec), the call is
 handed to the session's loop (``ServedSession.submit``) and its result is encoded
-once and written by the loop's task as the outcome commits, with no task per call.
+once, before the commit that holds it, and written by the store's writer thread the
+moment that commit is durable (:class:`_Answer`), with no task per call and no wait
+for the loop to be scheduled again.
 
 What it takes, only: ``tools/call`` of ``skills.read`` (a call no policy asks
 approval for, that sends no progress and no elicitation), after the connection's
