@@ -8,8 +8,9 @@ float-free so it can be hashed and logged byte-for-byte.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, runtime_checkable
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 import msgspec
 
@@ -73,15 +74,69 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: dict[str, Any]
 
 
+class History(Sequence[Message]):
+    """The first ``count`` messages of a history that only grows (a session state's
+    list, which a compaction replaces rather than edits): a request's messages without
+    copying the whole history every turn. Read-only; a slice is a tuple (of the slice
+    only), and it equals any sequence of the same messages."""
+
+    __slots__ = ("_count", "_messages")
+
+    def __init__(self, messages: list[Message], count: int | None = None) -> None:
+        self._messages = messages
+        self._count = len(messages) if count is None else count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self._messages[slice(*index.indices(self._count))])
+        if not -self._count <= index < self._count:
+            raise IndexError("history index out of range")
+        return self._messages[index % self._count]
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._messages, self._count)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, History) and other._messages is self._messages:
+            return other._count == self._count  # the same history: the same prefix
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        # Compared as tuples: in C, and identical items by identity first.
+        return len(other) == self._count and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def startswith(self, prefix: Sequence[Message]) -> bool:
+        """Whether these messages begin with ``prefix`` (an earlier request's: at no
+        cost when it is a view of the same history)."""
+        if isinstance(prefix, History) and prefix._messages is self._messages:
+            return prefix._count <= self._count
+        return len(prefix) <= self._count and self[: len(prefix)] == tuple(prefix)
+
+    def __repr__(self) -> str:
+        return f"History({self._count} messages)"
+
+
 class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything one model call is given. ``cache_key`` names the session for a
     provider's prompt-cache routing (OpenAI's ``prompt_cache_key``): the same for every
     request of a session, derived from its id, and not part of the canonical request
-    bytes (docs/context.md)."""
+    bytes (docs/context.md). ``messages``: a tuple, or a :class:`History` of the
+    session's (the runtime composes with one)."""
 
     model: str
     system: str
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     tools: tuple[ToolSpec, ...]
     max_tokens: int
     cache_key: str = ""

@@ -23,7 +23,7 @@ import msgspec
 
 from ._context import shown_instructions
 from ._events import SkillInfo, ToolDef
-from ._model import Message, ModelRequest, ToolImage, ToolSpec, encode_canonical
+from ._model import History, Message, ModelRequest, ToolImage, ToolSpec, encode_canonical
 from ._policy import allowlist, offered
 from ._state import ActiveSkill, SessionState
 
@@ -82,7 +82,7 @@ def compose(
     return ModelRequest(
         model=config.model,
         system=system,
-        messages=tuple(state.messages),
+        messages=History(state.messages),
         tools=tools,
         max_tokens=config.max_tokens,
         cache_key=f"skillog-{state.session_id}",

@@ -16,6 +16,7 @@ from ._effects import GetBlob as GetBlob
 from ._effects import McpStatus as McpStatus
 from ._effects import McpTask as McpTask
 from ._loop import MAX_RESPONSE_CHARS as MAX_RESPONSE_CHARS
+from ._model import History as History
 from ._model import ModelErrorKind as ModelErrorKind
 from ._model import StopReason as StopReason
 from ._policy import budget_cost as budget_cost

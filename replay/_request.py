@@ -11,10 +11,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from orchestrator import Message, ModelRequest
+from orchestrator.runtime import History
 from orchestrator.runtime import composer as _prompt
 
 
@@ -22,7 +23,7 @@ class RenderedRequests:
     """Hashes successive requests of one session as the composer renders them."""
 
     def __init__(self) -> None:
-        self._messages: tuple[Message, ...] = ()
+        self._messages: Sequence[Message] = ()
         self._hash = hashlib.sha256()
         self._history_bytes = 0
         self.total_bytes = 0
@@ -32,9 +33,15 @@ class RenderedRequests:
         """sha256 of ``request_bytes(request)``, reusing the lines of a shared history."""
         messages = request.messages
         known = len(self._messages)
-        # Tuple equality compares identical items by identity first, so checking that
-        # the history only grew costs one C-level pass, not a re-encoding.
-        if len(messages) < known or messages[:known] != self._messages:
+        # A view of the same history only grew (no cost); otherwise tuple equality
+        # compares identical items by identity first: one C-level pass, not a
+        # re-encoding.
+        grew = (
+            messages.startswith(self._messages)
+            if isinstance(messages, History)
+            else tuple(messages[:known]) == tuple(self._messages)
+        )
+        if len(messages) < known or not grew:
             self._hash, self._history_bytes, known = hashlib.sha256(), 0, 0
         for message in messages[known:]:
             # Looked up on the module each time: the composer under test is the one in

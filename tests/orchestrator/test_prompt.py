@@ -160,3 +160,24 @@ def test_same_state_same_bytes() -> None:
     a = compose(state_with([info("x"), info("y")], active=[("x", "d-pdf", None)]), BODIES)
     b = compose(state_with([info("x"), info("y")], active=[("x", "d-pdf", None)]), BODIES)
     assert request_bytes(a) == request_bytes(b)
+
+
+def test_a_request_names_the_history_without_copying_it() -> None:
+    """compose() hands the request a view of the state's history (cost flat in the
+    history's length): it keeps the messages it was composed with while the history
+    grows, and reads, slices and compares as the tuple it stands for."""
+    state = state_with([info("pdf")])
+    for seq in range(3, 50_003):
+        apply(state, UserMessage(text=f"m{seq}"), seq=seq, hash=str(seq))
+    request = compose(state, BODIES)
+    history = request.messages
+    assert not isinstance(history, tuple) and len(history) == 50_001
+    apply(state, UserMessage(text="later"), seq=50_003, hash="later")
+    assert len(history) == 50_001 and history[-1] == state.messages[-2]
+    assert history[-2:] == tuple(state.messages[-3:-1])
+    assert history == tuple(state.messages[:-1]) and tuple(state.messages[:-1]) == history
+    assert history != tuple(state.messages)
+    assert list(history) == state.messages[:-1]
+    assert request_bytes(request) == b"".join(
+        message_line(m) for m in state.messages[:-1]
+    ) + tail_line(request)
