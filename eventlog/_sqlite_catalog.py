@@ -73,8 +73,8 @@ def project(
     inserts: list[tuple[object, ...]] = []
     for key in fold_into(projection, rows, load_row, events):
         row, old = rows[key], before[key]
-        known.pop(key, None)
         if row is None:
+            known.pop(key, None)  # nothing written: read it again next time
             continue
         if old is None:
             inserts.append(_values(row))

@@ -17,7 +17,7 @@ from typing import Any
 import trio
 from terminal import SKILLOG, Pty
 
-from eventlog import open_sqlite_store
+from eventlog import Event, open_sqlite_store
 from orchestrator._events import CODEC, McpElicitationAnswered, ToolCompleted
 from orchestrator._streams import forms_stream
 
@@ -71,24 +71,6 @@ def _pending_form(db: Path) -> dict[str, Any]:
     return form
 
 
-def _recorded(db: Path, session: str) -> tuple[list[Any], list[Any]]:
-    async def read() -> tuple[list[Any], list[Any]]:
-        async with open_sqlite_store(db) as store:
-            events = [CODEC.decode(e) async for e in store.read(session)]
-            answers = [CODEC.decode(e) async for e in store.read(forms_stream(session))]
-        return events, answers
-
-    return trio.run(read)
-
-
-def _hashes(db: Path, session: str) -> list[Any]:
-    async def read() -> list[Any]:
-        async with open_sqlite_store(db) as store:
-            return [e async for e in store.read(forms_stream(session))]
-
-    return trio.run(read)
-
-
 def _refused_after_the_terminal(db: Path, session: str) -> None:
     """A later answer from the log to the first form, which the terminal answered."""
     code, out = _skillog(db, "approvals", "answer", session, "f1", "--decline", "--by", "bob")
@@ -98,10 +80,16 @@ def _refused_after_the_terminal(db: Path, session: str) -> None:
 def _taken(db: Path, session: str) -> tuple[list[Any], list[Any], list[Any]]:
     """The session's events, the answers it took and the answers in ``forms/<session>``;
     each answer taken names its event there, in order."""
-    events, answers = _recorded(db, session)
+
+    async def read() -> tuple[list[Any], list[Event]]:
+        async with open_sqlite_store(db) as store:
+            events = [CODEC.decode(e) async for e in store.read(session)]
+            return events, [e async for e in store.read(forms_stream(session))]
+
+    events, stored = trio.run(read)
     answered = [e for e in events if isinstance(e, McpElicitationAnswered)]
-    assert [a.answer for a in answered] == [e.hash for e in _hashes(db, session)]
-    return events, answered, answers
+    assert [a.answer for a in answered] == [e.hash for e in stored]
+    return events, answered, [CODEC.decode(e) for e in stored]
 
 
 def _verifies_and_redrives(db: Path, session: str, server_dir: Path) -> None:
