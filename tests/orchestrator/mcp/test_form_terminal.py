@@ -71,6 +71,18 @@ def _pending_form(db: Path) -> dict[str, Any]:
     return form
 
 
+def _at_the_first_form(tmp_path: Path, server_dir: Path) -> tuple[Pty, Path, str, int]:
+    """``skillog run`` on a pty, asking its first form, which is pending in the log too:
+    the run, its log, the session and where the question ends in the run's output."""
+    run, db = _start(tmp_path, server_dir)
+    try:
+        asked = run.expect(ASKED)
+        return run, db, _pending_form(db)["session_id"], asked
+    except BaseException:
+        run.kill()
+        raise
+
+
 def _refused_after_the_terminal(db: Path, session: str) -> None:
     """A later answer from the log to the first form, which the terminal answered."""
     code, out = _skillog(db, "approvals", "answer", session, "f1", "--decline", "--by", "bob")
@@ -103,11 +115,8 @@ def _verifies_and_redrives(db: Path, session: str, server_dir: Path) -> None:
 def test_a_form_answered_from_another_process_withdraws_the_terminal_prompt(
     tmp_path: Path, server_dir: Path
 ) -> None:
-    run, db = _start(tmp_path, server_dir)
+    run, db, session, asked = _at_the_first_form(tmp_path, server_dir)
     try:
-        asked = run.expect(ASKED)
-        form = _pending_form(db)  # the form asked on the terminal is pending in the log too
-        session = form["session_id"]
         answer = ["approvals", "answer", session, "f1"]
         alice = "alice\x1b[2J"  # who answered is shown on the terminal made inert
         code, out = _skillog(db, *answer, "--accept", "--set", "name=Ada", "--by", alice)
@@ -142,10 +151,8 @@ def test_a_form_answered_from_another_process_withdraws_the_terminal_prompt(
 def test_a_form_answered_at_the_terminal_refuses_a_later_answer_from_the_log(
     tmp_path: Path, server_dir: Path
 ) -> None:
-    run, db = _start(tmp_path, server_dir)
+    run, db, session, asked = _at_the_first_form(tmp_path, server_dir)
     try:
-        asked = run.expect(ASKED)
-        session = _pending_form(db)["session_id"]
         run.send("y")
         at = run.expect(b"age (integer): ", asked)  # the fields in the form's order
         run.send("")
@@ -175,10 +182,8 @@ def test_a_form_answered_at_the_terminal_refuses_a_later_answer_from_the_log(
 def test_a_form_cancelled_at_the_terminal_is_recorded_as_its_answer(
     tmp_path: Path, server_dir: Path
 ) -> None:
-    run, db = _start(tmp_path, server_dir)
+    run, db, session, asked = _at_the_first_form(tmp_path, server_dir)
     try:
-        asked = run.expect(ASKED)
-        session = _pending_form(db)["session_id"]
         run.send("c")
         at = run.expect(ASKED, asked)  # the second form: the first is over
         _refused_after_the_terminal(db, session)
